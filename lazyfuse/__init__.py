@@ -1,0 +1,18 @@
+"""lazyfuse: a lazy, fusing tensor runtime with graph capture. ``import lazyfuse as lf``.
+
+Ops record IR instead of running; a drain (``lf.sync``, a host read) fuses the live pending
+work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's interpreter) and
+launches them. ``lf.capture`` records a closure's steady-state launches for replay.
+"""
+from .errors import (CaptureAllocationError, CaptureError, CompileError, DeviceError, DTypeError,  # noqa: F401
+                     LazyfuseError, ShapeError)
+from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
+from .ir.dtypes import bool_ as bool  # noqa: F401,A001
+from .runtime.device import Device, device  # noqa: F401
+from .tensor import Tensor  # noqa: F401
+from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401
+                       rand, randn, tensor, zeros, zeros_like)
+from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats, sync, where  # noqa: F401
+from . import nn  # noqa: F401
+
+__version__ = "0.1.0"

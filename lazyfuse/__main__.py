@@ -1,0 +1,27 @@
+"""``python -m lazyfuse demo`` (the main job) and ``python -m lazyfuse bench``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lazyfuse")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="an end-to-end program on the default device, against torch")
+    demo.add_argument("--device", default=None, help="cpu, cuda, interpreter (default: cuda if present, else cpu)")
+    demo.add_argument("--batch", type=int, default=32)
+    demo.add_argument("--hidden", type=int, default=256)
+    demo.add_argument("--steps", type=int, default=50)
+    bench = sub.add_parser("bench", help="the benchmark suite against torch eager and torch.compile")
+    bench.add_argument("--quick", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        from .demo import run_demo
+        return run_demo(args)
+    from bench.run import main as bench_main  # noqa: PLC0415 (bench/ is a sibling of the package)
+    return bench_main(["--quick"] if args.quick else rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Compile C kernels with the system compiler into shared libraries, cached on disk.
+
+A library is keyed by the hash of its source, the flags and the compiler's identity (its
+``--version`` and the CPU model, since ``-march=native`` code is only valid on this CPU). It is
+built under a temporary name and renamed into place, so two processes compiling the same
+source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
+
+NaN and inf must behave as in torch, so the flags never assume finite math:
+``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from ..errors import CompileError
+from .cache import cache_dir
+
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
+         "-std=gnu11", "-w"]
+KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_loaded: dict = {}
+_lock = threading.Lock()
+
+
+def compiler() -> str | None:
+    cc = os.environ.get("LAZYFUSE_CC")
+    if cc:
+        return shutil.which(cc) or (cc if Path(cc).exists() else None)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(cc: str) -> str:
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"C compiler {cc!r} does not run: {e}") from e
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                cpu += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    return version + cpu
+
+
+def library_key(source: str, cc: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, " ".join(FLAGS), _identity(cc)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def build(source: str, what: str = "kernel") -> ctypes.CDLL:
+    """The loaded library for ``source``, compiling it on a cache miss."""
+    cc = compiler()
+    if cc is None:
+        raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
+    key = library_key(source, cc)
+    with _lock:
+        lib = _loaded.get(key)
+        if lib is not None:
+            return lib
+        folder = cache_dir("c")
+        so = folder / f"{key}.so"
+        if not so.exists():
+            _compile(cc, source, so, what)
+        try:
+            lib = ctypes.CDLL(str(so))
+        except OSError as e:
+            # a truncated or foreign file: rebuild once, then give up loudly
+            try:
+                so.unlink()
+            except FileNotFoundError:
+                pass
+            _compile(cc, source, so, what)
+            try:
+                lib = ctypes.CDLL(str(so))
+            except OSError as e2:
+                raise CompileError(f"{what}: compiled library {so} does not load: {e2}") from e
+        _loaded[key] = lib
+        return lib
+
+
+def _compile(cc: str, source: str, so: Path, what: str) -> None:
+    (so.parent / (so.stem + ".c")).write_text(source)
+    fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
+    os.close(fd)
+    try:
+        proc = subprocess.run([cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise CompileError(f"{what}: {cc} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        os.replace(tmp, so)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"{what}: cannot run {cc}: {e}") from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def function(lib: ctypes.CDLL, name: str):
+    fn = getattr(lib, name)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = None
+    return fn

@@ -1,0 +1,470 @@
+"""Print a ``Kernel`` as C with OpenMP.
+
+Every kernel becomes ``void NAME(char **args, const int64_t *meta)``: ``args`` are the bound
+buffers, ``meta`` the launch metadata (loop extents, then the runtime scalars as 64-bit
+words). float16 and bfloat16 are stored as such and computed in float32; float32
+transcendentals call the vectorisable, NaN-correct functions of ``c_math.h`` instead of libm,
+so loops stay SIMD without ``-ffast-math``.
+
+``CConfig`` holds what autotuning may change: the thread count, and for reductions the
+strategy (``rows``: one output per iteration, reduce in a SIMD loop; ``split``: few outputs,
+the reduced extent split across threads; ``tile``: neighbouring outputs reduced together
+in SIMD lanes, for reductions along a strided dim).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ir.node import Op
+from .index import Affine, DivMod
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
+
+STORAGE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "_Float16",
+           "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "float",
+           "bfloat16": "float", "float32": "float", "float64": "double"}
+PARALLEL_THRESHOLD = 1 << 15   # elements of work below which threads cost more than they save
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <omp.h>
+""" + (Path(__file__).with_name("c_math.h").read_text() if Path(__file__).with_name("c_math.h").exists() else "") + r"""
+static inline float lf_bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t lf_f2bf(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (f != f) ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+static inline double lf_word2f64(int64_t w) { double d; memcpy(&d, &w, 8); return d; }
+static inline uint64_t lf_mix(uint64_t seed, uint64_t i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline float lf_uniform(uint64_t seed, uint64_t i) { return (float)(lf_mix(seed, i) >> 40) * 0x1p-24f; }
+static inline float lf_normal(uint64_t seed, uint64_t i) {
+    float u1 = ((float)(lf_mix(seed, 2 * i) >> 40) + 1.0f) * 0x1p-24f;
+    float u2 = (float)(lf_mix(seed, 2 * i + 1) >> 40) * 0x1p-24f;
+    return sqrtf(-2.0f * lf_logf(u1)) * lf_cosf(6.283185307179586f * u2);
+}
+static inline int64_t lf_floordiv_i(int64_t a, int64_t b) {
+    if (b == 0 || (b == -1 && a == INT64_MIN)) return b == 0 ? 0 : a;
+    int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t lf_mod_i(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t lf_pow_i(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    int64_t r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
+}
+static inline double lf_fmod_floor(double a, double b) {
+    double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+"""
+
+
+@dataclass(frozen=True)
+class CConfig:
+    threads: int = 0          # 0: all the machine's cores
+    strategy: str = "auto"    # reductions: rows | split | tile (auto picks by shape)
+    tile: int = 16            # outputs per SIMD tile in the ``tile`` strategy
+
+    def label(self) -> str:
+        return f"threads={self.threads or 'all'},strategy={self.strategy},tile={self.tile}"
+
+
+def c_index(a: Affine) -> str:
+    parts = [str(a.const)] if a.const or not a.terms else []
+    for t, c in a.terms:
+        term = t.name if not isinstance(t, DivMod) else _c_divmod(t)
+        parts.append(term if c == 1 else f"{c}*{term}")
+    return "(" + " + ".join(parts) + ")"
+
+
+def _c_divmod(t: DivMod) -> str:
+    s = f"({c_index(t.base)} / {t.div})" if t.div != 1 else c_index(t.base)
+    return f"({s} % {t.mod})" if t.mod is not None else s
+
+
+class _Scope:
+    """Emits one local per Expr, in dependency order, memoised inside one C block."""
+
+    def __init__(self, printer, indent: str):
+        self.p = printer
+        self.indent = indent
+        self.names: dict = {}
+        self.lines: list = []
+
+    def value(self, e) -> str:
+        name = self.names.get(id(e))
+        if name is not None:
+            return name
+        for x in walk([e]):
+            if id(x) not in self.names:
+                self.names[id(x)] = self._emit(x)
+        return self.names[id(e)]
+
+    def _emit(self, e) -> str:
+        if isinstance(e, Acc):
+            arg = self.p.k.stages[e.stage].arg_index is not None
+            return f"accidx{e.stage}" if arg else f"acc{e.stage}"
+        name = f"v{self.p.fresh()}"
+        ctype = COMPUTE[e.dtype.name]
+        self.lines.append(f"{self.indent}{ctype} {name} = {self.p.rhs(e, self)};")
+        return name
+
+
+class CPrinter:
+    def __init__(self, kernel: Kernel, cfg: CConfig):
+        self.k = kernel
+        self.cfg = cfg
+        self._n = 0
+
+    def fresh(self) -> int:
+        self._n += 1
+        return self._n
+
+    # -- values -------------------------------------------------------------------------------
+    def rhs(self, e, scope: _Scope) -> str:
+        if isinstance(e, Load):
+            raw = f"a{e.arg}[{c_index(e.index)}]"
+            if e.dtype.name == "bfloat16":
+                return f"lf_bf2f({raw})"
+            return f"({COMPUTE[e.dtype.name]}){raw}"
+        if isinstance(e, Scalar):
+            return f"s{e.slot}"
+        if isinstance(e, IndexValue):
+            return f"({COMPUTE[e.dtype.name]}){c_index(e.index)}"
+        if isinstance(e, Random):
+            seed, off = scope.value(e.seed), scope.value(e.offset)
+            fn = "lf_normal" if e.normal else "lf_uniform"
+            return f"({COMPUTE[e.dtype.name]}){fn}((uint64_t){seed}, (uint64_t){off} + (uint64_t){c_index(e.index)})"
+        assert isinstance(e, Apply)
+        args = [scope.value(s) for s in e.srcs]
+        return self.apply(e, args)
+
+    def apply(self, e: Apply, a: list) -> str:
+        op, dt = e.op, e.dtype
+        src_dt = e.srcs[0].dtype if e.srcs else dt
+        f32 = src_dt.is_float and src_dt.name != "float64"
+        fl = src_dt.is_float
+        x = a[0]
+        if op is Op.CAST:
+            return _cast(x, src_dt, dt)
+        simple = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
+                  Op.EQ: "==", Op.NE: "!="}
+        if op in simple:
+            return f"({x} {simple[op]} {a[1]})"
+        if op is Op.DIV:
+            return f"({x} / {a[1]})"
+        if op in (Op.AND, Op.OR, Op.XOR):
+            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
+            return f"({x} {sym} {a[1]})"
+        if op is Op.NOT:
+            return f"(uint8_t)!{x}" if src_dt.is_bool else f"~{x}"
+        if op is Op.NEG:
+            return f"(-{x})"
+        if op is Op.ABS:
+            return (f"fabsf({x})" if f32 else f"fabs({x})") if fl else f"({x} < 0 ? -{x} : {x})"
+        if op is Op.ISNAN:
+            return f"(uint8_t)({x} != {x})"
+        if op in (Op.MAXIMUM, Op.MINIMUM):
+            cmp = ">" if op is Op.MAXIMUM else "<"
+            if fl:
+                return f"(({x} != {x} || {x} {cmp} {a[1]}) ? {x} : {a[1]})"
+            return f"({x} {cmp} {a[1]} ? {x} : {a[1]})"
+        if op is Op.WHERE:
+            return f"({x} ? {a[1]} : {a[2]})"
+        if op is Op.FLOORDIV:
+            return (f"floorf({x} / {a[1]})" if f32 else f"floor({x} / {a[1]})") if fl else \
+                f"({COMPUTE[dt.name]})lf_floordiv_i({x}, {a[1]})"
+        if op is Op.MOD:
+            return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \
+                f"({COMPUTE[dt.name]})lf_mod_i({x}, {a[1]})"
+        if op is Op.POW:
+            return (f"powf({x}, {a[1]})" if f32 else f"pow({x}, {a[1]})") if fl else \
+                f"({COMPUTE[dt.name]})lf_pow_i({x}, {a[1]})"
+        if op is Op.RELU:
+            return f"(({x} != {x} || {x} > 0) ? {x} : 0)" if fl else f"({x} > 0 ? {x} : 0)"
+        if op is Op.RECIPROCAL:
+            return f"(1.0f / {x})" if f32 else f"(1.0 / {x})"
+        if op is Op.SQRT:
+            return f"sqrtf({x})" if f32 else f"sqrt({x})"
+        if op is Op.RSQRT:
+            return f"(1.0f / sqrtf({x}))" if f32 else f"(1.0 / sqrt({x}))"
+        unary32 = {Op.EXP: "lf_expf", Op.LOG: "lf_logf", Op.SIN: "lf_sinf", Op.COS: "lf_cosf",
+                   Op.TANH: "lf_tanhf", Op.SIGMOID: "lf_sigmoidf", Op.GELU: "lf_geluf", Op.SILU: "lf_siluf"}
+        unary64 = {Op.EXP: "exp({x})", Op.LOG: "log({x})", Op.SIN: "sin({x})", Op.COS: "cos({x})",
+                   Op.TANH: "tanh({x})", Op.SIGMOID: "(1.0 / (1.0 + exp(-{x})))",
+                   Op.GELU: "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))",
+                   Op.SILU: "({x} / (1.0 + exp(-{x})))"}
+        if op in unary32:
+            return f"{unary32[op]}({x})" if f32 else unary64[op].format(x=x)
+        raise NotImplementedError(f"C printer: no rule for {op}")
+
+    # -- structure ----------------------------------------------------------------------------
+    def source(self) -> str:
+        k = self.k
+        lines = [f"void {k.name}(char **args, const int64_t *meta) {{"]
+        for i, arg in enumerate(k.args):
+            lines.append(f"    {STORAGE[arg.dtype.name]} *a{i} = ({STORAGE[arg.dtype.name]} *)args[{i}];")
+        base = 1 + len(k.outer) + len(k.inner) + 1
+        for i, dt in enumerate(k.scalars):
+            word = f"meta[{base + i}]"
+            val = f"lf_word2f64({word})" if dt.is_float else word
+            lines.append(f"    const {COMPUTE[dt.name]} s{i} = ({COMPUTE[dt.name]}){val};")
+        threads = self.cfg.threads
+        nt = f" num_threads({threads})" if threads else ""
+        work = k.outer_numel * max(k.inner_numel, 1)
+        par = f"if({work} >= {PARALLEL_THRESHOLD}){nt}"
+        if not k.stages:
+            lines += self._pointwise(par)
+        else:
+            strategy = self.strategy()
+            lines += {"rows": self._rows, "split": self._split, "tile": self._tile}[strategy](par)
+        lines.append("}")
+        return "\n".join(lines)
+
+    def strategy(self) -> str:
+        k, s = self.k, self.cfg.strategy
+        if s == "tile" and not self._tileable():
+            s = "auto"
+        if s != "auto":
+            return s
+        if k.outer_numel < 64 and k.inner_numel >= 4096:
+            return "split"
+        if self._tileable() and not self._inner_contiguous():
+            return "tile"
+        return "rows"
+
+    def _inner_contiguous(self) -> bool:
+        if not self.k.inner:
+            return True
+        last = self.k.inner[-1]
+        loads = [e for st in self.k.stages for e in walk([st.value]) if isinstance(e, Load)]
+        return all(e.index.coeff(last) in (0, 1) for e in loads)
+
+    def _tileable(self) -> bool:
+        k = self.k
+        return bool(k.outer) and k.outer[-1].extent >= 2 and all(
+            st.op in (Op.SUM, Op.MAX, Op.MIN) for st in k.stages)
+
+    def _loops(self, vars_, indent, pragma_outer=None, simd_inner=True):
+        out = []
+        for d, v in enumerate(vars_):
+            if d == 0 and pragma_outer:
+                out.append(f"{indent}{pragma_outer}")
+            if d == len(vars_) - 1 and simd_inner:
+                out.append(f"{indent}#pragma omp simd")
+            out.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
+            indent += "    "
+        return out, indent
+
+    def _store(self, scope: _Scope) -> list:
+        lines = []
+        for st in self.k.stores:
+            v = scope.value(st.value)
+            dt = self.k.args[st.arg].dtype
+            lines.append(f"{scope.indent}a{st.arg}[{c_index(st.index)}] = {_to_storage(v, dt)};")
+        return lines
+
+    def _pointwise(self, par):
+        k = self.k
+        if not k.outer:
+            scope = _Scope(self, "    ")
+            st = self._store(scope)
+            return scope.lines + st
+        n = len(k.outer)
+        pragma = f"#pragma omp parallel for simd schedule(static) {par}" if n == 1 else \
+            f"#pragma omp parallel for collapse({n - 1}) schedule(static) {par}"
+        loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=n > 1)
+        scope = _Scope(self, indent)
+        st = self._store(scope)
+        return loops + scope.lines + st + ["    }" for _ in k.outer]
+
+    def _acc_decl(self, j, st, indent):
+        acc_t = _acc_type(st)
+        init = _acc_init(st)
+        lines = [f"{indent}{acc_t} acc{j} = {init};"]
+        if st.arg_index is not None:
+            lines.append(f"{indent}int64_t accidx{j} = 0;")
+        return lines
+
+    def _combine(self, j, st, v, idx) -> str:
+        fl = st.value.dtype.is_float
+        if st.op is Op.SUM:
+            return f"acc{j} += ({_acc_type(st)}){v};"
+        if st.op in (Op.MAX, Op.MIN):
+            cmp = ">" if st.op is Op.MAX else "<"
+            nan = f" || {v} != {v}" if fl else ""
+            return f"acc{j} = ({v} {cmp} acc{j}{nan}) ? {v} : acc{j};"
+        cmp = ">" if st.op is Op.ARGMAX else "<"
+        nan = f" || ({v} != {v} && acc{j} == acc{j})" if fl else ""
+        return f"if ({v} {cmp} acc{j}{nan}) {{ acc{j} = {v}; accidx{j} = {idx}; }}"
+
+    def _stage_loop(self, j, st, indent, pragma=None):
+        k = self.k
+        lines = []
+        red = " reduction(+:acc%d)" % j if st.op is Op.SUM else ""
+        simd = st.op is Op.SUM
+        loops, ind = self._loops(k.inner, indent, None, simd_inner=simd)
+        if simd and loops:
+            loops = [ln.replace("#pragma omp simd", f"#pragma omp simd{red}") for ln in loops]
+        if pragma:
+            loops = [f"{indent}{pragma}"] + loops
+        scope = _Scope(self, ind)
+        v = scope.value(st.value)
+        idx = c_index(st.arg_index) if st.arg_index is not None else "0"
+        lines += loops + scope.lines + [f"{ind}{self._combine(j, st, v, idx)}"]
+        lines += [indent + "}" for _ in k.inner]
+        return lines
+
+    def _rows(self, par):
+        k = self.k
+        n = len(k.outer)
+        pragma = f"#pragma omp parallel for collapse({n}) schedule(static) {par}" if n else None
+        loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
+        body = []
+        for j, st in enumerate(k.stages):
+            body += self._acc_decl(j, st, indent)
+            body += self._stage_loop(j, st, indent)
+        scope = _Scope(self, indent)
+        stores = self._store(scope)
+        return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
+
+    def _split(self, par):
+        """Few outputs: each stage's reduced extent is split across threads, partials combined in order."""
+        k = self.k
+        loops, indent = self._loops(k.outer, "    ", None, simd_inner=False)
+        nt = f" num_threads({self.cfg.threads})" if self.cfg.threads else ""
+        total = k.inner_numel
+        body = []
+        for j, st in enumerate(k.stages):
+            acc_t = _acc_type(st)
+            has_idx = st.arg_index is not None
+            body += self._acc_decl(j, st, indent)
+            body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
+            body.append(f"{indent}#pragma omp parallel {par}{nt}")
+            body.append(f"{indent}{{")
+            ind = indent + "    "
+            body += self._acc_decl(j, st, ind)
+            body.append(f"{ind}const int tid = omp_get_thread_num(), nth = omp_get_num_threads();")
+            body.append(f"{ind}const int64_t lo = (int64_t){total} * tid / nth, hi = (int64_t){total} * (tid + 1) / nth;")
+            if st.op is Op.SUM:
+                body.append(f"{ind}#pragma omp simd reduction(+:acc{j})")
+            body.append(f"{ind}for (int64_t rflat = lo; rflat < hi; rflat++) {{")
+            lind = ind + "    "
+            stride = 1
+            decls = []
+            for v in reversed(k.inner):
+                decls.append(f"{lind}const int64_t {v.name} = (rflat / {stride}) % {v.extent};")
+                stride *= v.extent
+            body += list(reversed(decls))
+            scope = _Scope(self, lind)
+            v = scope.value(st.value)
+            idx = c_index(st.arg_index) if has_idx else "0"
+            body += scope.lines + [f"{lind}{self._combine(j, st, v, idx)}", f"{ind}}}"]
+            body.append(f"{ind}if (tid < 256) {{ part{j}[tid] = acc{j};" + (f" partidx{j}[tid] = accidx{j};" if has_idx else "")
+                        + " }")
+            body.append(f"{ind}if (tid == 0) nparts{j} = nth < 256 ? nth : 256;")
+            body.append(f"{indent}}}")
+            body.append(f"{indent}for (int t = 0; t < nparts{j}; t++) {{")
+            body.append(f"{indent}    {self._combine(j, st, f'part{j}[t]', f'partidx{j}[t]')}")
+            body.append(f"{indent}}} }}")
+        scope = _Scope(self, indent)
+        stores = self._store(scope)
+        return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
+
+    def _tile(self, par):
+        """Reductions along a strided dim: ``tile`` neighbouring outputs accumulate in SIMD lanes."""
+        k = self.k
+        W = self.cfg.tile
+        last = k.outer[-1]
+        head = k.outer[:-1]
+        nblocks = (last.extent + W - 1) // W
+        lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static) {par}"]
+        indent = "    "
+        for v in head:
+            lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
+            indent += "    "
+        lines.append(f"{indent}for (int64_t blk = 0; blk < {nblocks}; blk++) {{")
+        indent += "    "
+        lines.append(f"{indent}const int64_t lanes = ({last.extent} - blk * {W}) < {W} ? ({last.extent} - blk * {W}) : {W};")
+
+        def lane_header(ind, upto):
+            out = [f"{ind}const int64_t {last.name} = blk * {W} + w;"]
+            out += [f"{ind}{_acc_type(k.stages[q])} acc{q} = acc{q}v[w];" for q in range(upto)]
+            return out
+
+        for j, st in enumerate(k.stages):
+            lines.append(f"{indent}{_acc_type(st)} acc{j}v[{W}];")
+            lines.append(f"{indent}for (int w = 0; w < {W}; w++) acc{j}v[w] = {_acc_init(st)};")
+            loops, ind = self._loops(k.inner, indent, None, simd_inner=False)
+            lines += loops
+            lines.append(f"{ind}#pragma omp simd")
+            lines.append(f"{ind}for (int64_t w = 0; w < lanes; w++) {{")
+            lind = ind + "    "
+            lines += lane_header(lind, j + 1)
+            scope = _Scope(self, lind)
+            v = scope.value(st.value)
+            lines += scope.lines
+            lines.append(f"{lind}{self._combine(j, st, v, '0')}")
+            lines.append(f"{lind}acc{j}v[w] = acc{j};")
+            lines.append(f"{ind}}}")
+            lines += [indent + "}" for _ in k.inner]
+        lines.append(f"{indent}for (int64_t w = 0; w < lanes; w++) {{")
+        lind = indent + "    "
+        lines += lane_header(lind, len(k.stages))
+        scope = _Scope(self, lind)
+        stores = self._store(scope)
+        lines += scope.lines + stores
+        lines.append(f"{indent}}}")
+        lines += ["    }" for _ in range(len(head) + 1)]
+        return lines
+
+
+def _acc_type(st) -> str:
+    dt = st.value.dtype
+    if st.op is Op.SUM:
+        return "double" if dt.is_float else "int64_t"
+    return COMPUTE[dt.name]
+
+
+def _acc_init(st) -> str:
+    dt = st.value.dtype
+    if st.op is Op.SUM:
+        return "0"
+    if st.op in (Op.MAX, Op.ARGMAX):
+        return "-INFINITY" if dt.is_float else ("0" if dt.is_bool else ("INT64_MIN" if dt.name == "int64" else "INT32_MIN"))
+    return "INFINITY" if dt.is_float else ("1" if dt.is_bool else ("INT64_MAX" if dt.name == "int64" else "INT32_MAX"))
+
+
+def _cast(x: str, src, dst) -> str:
+    if dst.is_bool:
+        return f"(uint8_t)({x} != 0)"
+    if src.is_float and dst.is_int:
+        lim = "9223372036854775808.0" if dst.name == "int64" else "2147483648.0"
+        lo = "INT64_MIN" if dst.name == "int64" else "INT32_MIN"
+        return f"(({x} != {x} || {x} >= {lim} || {x} < -{lim}) ? {lo} : ({COMPUTE[dst.name]}){x})"
+    if dst.name in ("float16", "bfloat16") and src is not dst:
+        # round through the storage type so the value equals what a store and reload would give
+        if dst.name == "float16":
+            return f"(float)(_Float16)({x})"
+        return f"lf_bf2f(lf_f2bf((float)({x})))"
+    return f"({COMPUTE[dst.name]})({x})"
+
+
+def _to_storage(v: str, dt) -> str:
+    if dt.name == "bfloat16":
+        return f"lf_f2bf({v})"
+    return f"({STORAGE[dt.name]})({v})"
+
+
+def print_c(kernel: Kernel, cfg: CConfig = CConfig()) -> str:
+    return CPrinter(kernel, cfg).source()

@@ -1,0 +1,143 @@
+"""Symbolic index arithmetic: affine forms over loop variables, with floor-div/mod terms.
+
+A kernel addresses every buffer with an ``Affine``: ``const + sum(coeff * term)``, each term a
+loop ``Var`` or a ``DivMod`` of another affine form. Views that only permute, expand, slice,
+squeeze or unsqueeze compose into plain affine forms; ``unravel`` simplifies the div/mod that
+a reshape of a fused producer would need away whenever the strides line up, so the generated
+inner loops stay free of divisions — and vectorisable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    extent: int
+
+    @property
+    def max(self) -> int:
+        return self.extent - 1
+
+
+@dataclass(frozen=True)
+class DivMod:
+    """``(base // div) % mod`` (``mod`` None: no modulo)."""
+    base: "Affine"
+    div: int
+    mod: int | None
+
+    @property
+    def max(self) -> int:
+        hi = self.base.max // self.div
+        return min(hi, self.mod - 1) if self.mod is not None else hi
+
+
+@dataclass(frozen=True)
+class Affine:
+    const: int
+    terms: tuple  # ((term, coeff), ...), each term a Var or DivMod, coeff != 0
+
+    @staticmethod
+    def of(const: int = 0, **_) -> "Affine":
+        return Affine(const, ())
+
+    @staticmethod
+    def var(v: Var) -> "Affine":
+        return Affine(0, ((v, 1),)) if v.extent > 1 else Affine(0, ())
+
+    def __add__(self, other: "Affine") -> "Affine":
+        coeffs = dict(self.terms)
+        for t, c in other.terms:
+            coeffs[t] = coeffs.get(t, 0) + c
+        return Affine(self.const + other.const, tuple((t, c) for t, c in coeffs.items() if c))
+
+    def scale(self, k: int) -> "Affine":
+        if k == 0:
+            return Affine(0, ())
+        return Affine(self.const * k, tuple((t, c * k) for t, c in self.terms))
+
+    @property
+    def max(self) -> int:
+        return self.const + sum(c * t.max for t, c in self.terms if c > 0)
+
+    @property
+    def min(self) -> int:
+        return self.const + sum(c * t.max for t, c in self.terms if c < 0)
+
+    def vars(self) -> set:
+        out = set()
+        for t, _ in self.terms:
+            if isinstance(t, Var):
+                out.add(t)
+            else:
+                out |= t.base.vars()
+        return out
+
+    def coeff(self, v: Var) -> int:
+        for t, c in self.terms:
+            if t == v:
+                return c
+        return 0
+
+
+def floordiv(a: Affine, d: int) -> Affine:
+    """``a // d`` for a non-negative affine form, simplified when the strides allow."""
+    if d == 1:
+        return a
+    high = [(t, c // d) for t, c in a.terms if c % d == 0]
+    low = [(t, c) for t, c in a.terms if c % d != 0]
+    low_form = Affine(a.const % d, tuple(low))
+    if low_form.min >= 0 and low_form.max < d:
+        return Affine(a.const // d, tuple(high))
+    if a.min >= 0 and a.max < d:
+        return Affine(0, ())
+    return Affine(0, ((DivMod(a, d, None), 1),))
+
+
+def mod(a: Affine, m: int) -> Affine:
+    """``a % m`` for a non-negative affine form, simplified when the strides allow."""
+    if m == 1:
+        return Affine(0, ())
+    kept = Affine(a.const % m, tuple((t, c) for t, c in a.terms if c % m != 0))
+    if kept.min >= 0 and kept.max < m:
+        return kept
+    if len(kept.terms) == 1 and kept.const == 0 and isinstance(kept.terms[0][0], DivMod) and kept.terms[0][1] == 1:
+        inner = kept.terms[0][0]
+        if inner.mod is None:
+            return Affine(0, ((DivMod(inner.base, inner.div, m), 1),))
+    return Affine(0, ((DivMod(kept, 1, m), 1),))
+
+
+def unravel(flat: Affine, shape) -> tuple:
+    """The multi-index of ``shape`` (row-major) whose flat offset is ``flat``."""
+    out, stride = [], 1
+    strides = []
+    for s in reversed(shape):
+        strides.append(stride)
+        stride *= max(s, 1)
+    strides.reverse()
+    for s, st in zip(shape, strides):
+        out.append(Affine(0, ()) if s == 1 else mod(floordiv(flat, st), s))
+    return tuple(out)
+
+
+def linear(index, strides, offset: int = 0) -> Affine:
+    """``offset + sum(index_k * strides_k)``."""
+    acc = Affine(offset, ())
+    for i, st in zip(index, strides):
+        if st:
+            acc = acc + i.scale(st)
+    return acc
+
+
+def substitute(a: Affine, mapping: dict) -> Affine:
+    """Replace Vars by affine forms (used when loops are merged or re-tiled)."""
+    acc = Affine(a.const, ())
+    for t, c in a.terms:
+        if isinstance(t, Var):
+            acc = acc + (mapping[t] if t in mapping else Affine(0, ((t, 1),))).scale(c)
+        else:
+            acc = acc + Affine(0, ((DivMod(substitute(t.base, mapping), t.div, t.mod), 1),)).scale(c)
+    return acc

@@ -1,0 +1,163 @@
+"""The one kernel description both printers (C and Triton) read.
+
+A ``Kernel`` is a loop nest over ``outer`` variables (parallel) and, for kernels with
+reductions, ``inner`` variables (the reduced extent). Its values form a DAG of ``Expr``
+nodes: loads through affine indices, runtime scalars, elementwise ops (the IR's ``Op``),
+random numbers, and ``Acc`` — the result of one reduction ``Stage``. Stages run in order
+for each outer index (a later stage may read an earlier one's result: variance reads the
+mean); ``stores`` then write outer-context values. Nothing here knows about devices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.dtypes import DType
+from ..ir.node import Op
+from .index import Affine, Var
+
+
+class Expr:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    arg: int
+    index: Affine
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Scalar(Expr):
+    slot: int
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class IndexValue(Expr):
+    """An index expression used as a value (arange)."""
+    index: Affine
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Random(Expr):
+    """Counter-based random numbers: a hash of (seed, offset + index)."""
+    seed: Expr
+    offset: Expr
+    index: Affine
+    normal: bool
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Apply(Expr):
+    op: Op
+    srcs: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Acc(Expr):
+    stage: int
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Stage:
+    op: Op            # SUM, MAX, MIN, ARGMAX, ARGMIN
+    value: Expr       # evaluated over the inner loop
+    dtype: DType      # the result's dtype
+    arg_index: Affine | None  # for ARGMAX/ARGMIN: the flat position along the reduced extent
+
+
+@dataclass(frozen=True)
+class Store:
+    arg: int
+    index: Affine
+    value: Expr
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    dtype: DType
+    written: bool
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    outer: tuple      # Vars, outermost first
+    inner: tuple      # Vars of the reduced extent (empty for pointwise kernels)
+    stages: tuple     # Stage
+    stores: tuple     # Store
+    args: tuple       # KernelArg, bound to buffers at launch
+    scalars: tuple    # DType of each runtime scalar, read from the launch metadata
+
+    @property
+    def outer_numel(self) -> int:
+        n = 1
+        for v in self.outer:
+            n *= v.extent
+        return n
+
+    @property
+    def inner_numel(self) -> int:
+        n = 1
+        for v in self.inner:
+            n *= v.extent
+        return n
+
+    @property
+    def kind(self) -> str:
+        return "reduce" if self.stages else "pointwise"
+
+
+def walk(roots) -> list:
+    """Every Expr reachable from ``roots``, sources first, each once (identity)."""
+    order, seen = [], set()
+
+    def visit(e):
+        stack = [(e, False)]
+        while stack:
+            x, done = stack.pop()
+            if done:
+                order.append(x)
+                continue
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            stack.append((x, True))
+            for s in children(x):
+                if id(s) not in seen:
+                    stack.append((s, False))
+
+    for r in roots:
+        visit(r)
+    return order
+
+
+def children(e: Expr) -> tuple:
+    if isinstance(e, Apply):
+        return e.srcs
+    if isinstance(e, Random):
+        return (e.seed, e.offset)
+    return ()
+
+
+def affines(kernel: Kernel) -> list:
+    """Every index expression of the kernel (for loop merging and hazard checks)."""
+    out = [s.index for s in kernel.stores]
+    out += [st.arg_index for st in kernel.stages if st.arg_index is not None]
+    for e in walk([s.value for s in kernel.stores] + [st.value for st in kernel.stages]):
+        if isinstance(e, (Load, IndexValue, Random)):
+            out.append(e.index)
+    return out
+
+
+def var_list(kernel: Kernel) -> tuple:
+    return tuple(kernel.outer) + tuple(kernel.inner)
+
+
+__all__ = ["Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "Acc", "Stage", "Store", "KernelArg",
+           "Kernel", "Var", "Affine", "walk", "children", "affines", "var_list"]

@@ -1,0 +1,233 @@
+"""Lowering: one planned group of IR nodes -> one ``Kernel`` description.
+
+Nodes are evaluated *at an index*: the kernel's output is evaluated at its loop variables,
+an elementwise node passes the same index to its sources, a view turns it into the index of
+its source (affine arithmetic, simplified by ``index.unravel``), and a leaf or a value that
+another kernel materialized becomes a load. Results are memoised per (node, index), so a
+value used twice at the same index is computed once.
+"""
+from __future__ import annotations
+
+from ..ir.node import Kind, Op
+from ..ir.shapes import contiguous_strides
+from . import index as ix
+from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Random, Scalar, Stage, Store, Var,
+                     walk)
+
+
+class Lowering:
+    def __init__(self, nodes, pos, group, slots, producers):
+        self.nodes = nodes
+        self.pos = pos
+        self.group = group
+        self.slots = slots
+        self.producers = producers  # node index -> group id, for materialized nodes
+        self.arg_slots: list = []
+        self.arg_written: list = []
+        self.arg_dtypes: list = []
+        self.scalar_nodes: list = []
+        self.memo: dict = {}
+        self.stages: list = []
+        self.stage_of: dict = {}
+        out = nodes[group.output]
+        self.space = out.arg.shape if out.kind is Kind.WRITE else out.shape
+        self.outer = tuple(Var(f"p{d}", s) for d, s in enumerate(self.space))
+        self.inner: tuple = ()
+        if group.reduce is not None:
+            in_shape, axes = group.reduce
+            self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
+        self.flat_out = ix.linear([Affine.var(v) for v in self.outer], contiguous_strides(self.space))
+
+    # -- bindings ---------------------------------------------------------------------------
+    def arg(self, slot, dtype, written=False) -> int:
+        for k, s in enumerate(self.arg_slots):
+            if s == slot:
+                self.arg_written[k] |= written
+                return k
+        self.arg_slots.append(slot)
+        self.arg_written.append(written)
+        self.arg_dtypes.append(dtype)
+        return len(self.arg_slots) - 1
+
+    def scalar(self, i) -> Scalar:
+        if i not in self.scalar_nodes:
+            self.scalar_nodes.append(i)
+        return Scalar(self.scalar_nodes.index(i), self.nodes[i].dtype)
+
+    def in_memory(self, i) -> bool:
+        n = self.nodes[i]
+        if n.op is Op.BUFFER:
+            return True
+        return i in self.producers and i != self.group.output
+
+    # -- evaluation -------------------------------------------------------------------------
+    def load_flat(self, i, flat: Affine):
+        n = self.nodes[i]
+        return Load(self.arg(self.slots[i], n.dtype), flat, n.dtype)
+
+    def ev(self, i, idx: tuple):
+        key = (i, idx)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._ev(i, idx)
+        return hit
+
+    def _ev(self, i, idx):
+        n = self.nodes[i]
+        pos = self.pos
+        if n.op is Op.SCALAR:
+            return self.scalar(i)
+        if self.in_memory(i):
+            return self.load_flat(i, ix.linear(idx, contiguous_strides(n.shape)))
+        flat = None
+        if n.kind is Kind.VIEW:
+            flat = ix.linear(idx, n.arg.strides, n.arg.offset)
+            si = pos[id(n.srcs[0])]
+            src = self.nodes[si]
+            if self.in_memory(si):
+                return self.load_flat(si, flat)
+            if src.op is Op.SCALAR:
+                return self.scalar(si)
+            return self.ev(si, ix.unravel(flat, src.shape))
+        if n.kind is Kind.ELEMENTWISE:
+            return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype)
+        flat = ix.linear(idx, contiguous_strides(n.shape))
+        if n.op is Op.ARANGE:
+            start, step = (self.ev(pos[id(s)], ()) for s in n.srcs)
+            return Apply(Op.ADD, (start, Apply(Op.MUL, (step, IndexValue(flat, n.dtype)), n.dtype)), n.dtype)
+        if n.op in (Op.RAND, Op.RANDN):
+            seed, offset = (self.ev(pos[id(s)], ()) for s in n.srcs)
+            return Random(seed, offset, flat, n.op is Op.RANDN, n.dtype)
+        if n.kind is Kind.REDUCE:
+            return self.reduction(i, idx)
+        raise AssertionError(f"cannot lower {n} inside a kernel")
+
+    def canonical(self, shape) -> tuple:
+        return ix.unravel(self.flat_out, shape)
+
+    def reduction(self, i, idx):
+        n = self.nodes[i]
+        if idx != self.canonical(n.shape):
+            raise AssertionError(f"reduction {n} read at a shifted index inside its kernel")
+        stage = self.stage_of.get(i)
+        if stage is None:
+            in_shape, axes = self.group.reduce
+            outer_idx = self.canonical(n.shape)
+            in_idx = list(outer_idx)
+            for j, a in enumerate(axes):
+                in_idx[a] = Affine.var(self.inner[j])
+            value = self.ev(self.pos[id(n.srcs[0])], tuple(in_idx))
+            arg_index = None
+            if n.op in (Op.ARGMAX, Op.ARGMIN):
+                arg_index = ix.linear([Affine.var(v) for v in self.inner],
+                                      contiguous_strides([v.extent for v in self.inner]))
+            self.stages.append(Stage(n.op, value, n.dtype, arg_index))
+            stage = self.stage_of[i] = len(self.stages) - 1
+        return Acc(stage, n.dtype)
+
+    def kernel(self, name: str):
+        g = self.group
+        out = self.nodes[g.output]
+        outer_idx = tuple(Affine.var(v) for v in self.outer)
+        if out.kind is Kind.WRITE:
+            value = self.ev(self.pos[id(out.srcs[1])], outer_idx)
+            index = ix.linear(outer_idx, out.arg.strides, out.arg.offset)
+        else:
+            value = self.ev(g.output, outer_idx)
+            index = self.flat_out
+        if value.dtype is not out.dtype:
+            value = Apply(Op.CAST, (value,), out.dtype)
+        store = Store(self.arg(self.slots[g.output], out.dtype, written=True), index, value)
+        k = Kernel(name, self.outer, self.inner, tuple(self.stages), (store,),
+                   tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
+                   tuple(self.nodes[i].dtype for i in self.scalar_nodes))
+        return coalesce(k)
+
+
+# -- loop merging ------------------------------------------------------------------------------
+def map_affines(kernel: Kernel, fn, outer, inner) -> Kernel:
+    """Rebuild ``kernel`` with every index expression passed through ``fn``."""
+    memo = {}
+
+    def m(e):
+        r = memo.get(id(e))
+        if r is not None:
+            return r
+        if isinstance(e, Load):
+            r = Load(e.arg, fn(e.index), e.dtype)
+        elif isinstance(e, IndexValue):
+            r = IndexValue(fn(e.index), e.dtype)
+        elif isinstance(e, Random):
+            r = Random(m(e.seed), m(e.offset), fn(e.index), e.normal, e.dtype)
+        elif isinstance(e, Apply):
+            r = Apply(e.op, tuple(m(s) for s in e.srcs), e.dtype)
+        else:
+            r = e
+        memo[id(e)] = r
+        return r
+
+    stages = tuple(Stage(s.op, m(s.value), s.dtype, fn(s.arg_index) if s.arg_index is not None else None)
+                   for s in kernel.stages)
+    stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.stores)
+    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars)
+
+
+def _all_affines(kernel: Kernel) -> list:
+    out = [s.index for s in kernel.stores]
+    out += [s.arg_index for s in kernel.stages if s.arg_index is not None]
+    for e in walk([s.value for s in kernel.stores] + [s.value for s in kernel.stages]):
+        if isinstance(e, (Load, IndexValue, Random)):
+            out.append(e.index)
+    return out
+
+
+def _divmod_vars(affines) -> set:
+    out = set()
+    for a in affines:
+        for t, _ in a.terms:
+            if not isinstance(t, Var):
+                out |= t.base.vars()
+    return out
+
+
+def _merge_run(vars_, affines, locked) -> tuple[list, list]:
+    """Merge adjacent loop variables whenever every index treats them as one dense dim.
+
+    Returns the new variables and the substitution steps, applied in order: dropping ``prev``
+    and renaming ``v`` to the merged ``q`` is exact because every index has
+    ``coeff(prev) == coeff(v) * extent(v)``.
+    """
+    steps = [{v: Affine(0, ()) for v in vars_ if v.extent == 1}]
+    merged = []
+    for v in (v for v in vars_ if v.extent > 1):
+        if merged:
+            prev = merged[-1]
+            if prev not in locked and v not in locked and all(
+                    a.coeff(prev) == a.coeff(v) * v.extent for a in affines):
+                q = Var(prev.name, prev.extent * v.extent)
+                step = {prev: Affine(0, ()), v: Affine.var(q)}
+                steps.append(step)
+                affines = [ix.substitute(a, step) for a in affines]
+                merged[-1] = q
+                continue
+        merged.append(v)
+    return merged, steps
+
+
+def coalesce(kernel: Kernel) -> Kernel:
+    affines = _all_affines(kernel)
+    locked = _divmod_vars(affines)
+    outer, s1 = _merge_run(kernel.outer, affines, locked)
+    inner, s2 = _merge_run(kernel.inner, affines, locked)
+    steps = [s for s in s1 + s2 if s]
+    if not steps:
+        return kernel
+
+    def rewrite(a):
+        for step in steps:
+            a = ix.substitute(a, step)
+        return a
+    return map_affines(kernel, rewrite, tuple(outer), tuple(inner))
+
+
+__all__ = ["Lowering", "coalesce"]

@@ -1,0 +1,167 @@
+"""Tensor creation. Host data is uploaded at once into a pooled buffer; the factories
+(zeros, ones, full, arange, rand, randn) record lazy ops like any other, so an unused factory
+result costs nothing."""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import torch
+
+from . import ops
+from .errors import DTypeError, ShapeError
+from .ir import dtypes as dt
+from .ir.node import Node, Op
+from .ir.shapes import check_shape, prod
+from .ir.view import View
+from .runtime.device import device as get_device
+from .runtime.engine import Storage
+from .runtime.pool import DATA
+from .tensor import Tensor, result_tensor
+
+
+def _shape_args(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+        shape = tuple(shape[0])
+    return check_shape(shape)
+
+
+def _realized(dev, t: torch.Tensor) -> Tensor:
+    dtype = dt.from_torch(t.dtype)
+    shape = tuple(t.shape)
+    buf = dev.pool.buffer(dtype, prod(shape), DATA, "tensor data uploaded from the host")
+    if t.numel():
+        buf.tensor.copy_(t.reshape(-1))
+    node = Node(Op.BUFFER, (), dtype, shape, buf)
+    st = Storage(dev.engine, node)
+    st.buffer = buf
+    return Tensor(st, View.contiguous(shape), dev)
+
+
+def tensor(data, dtype=None, device=None) -> Tensor:
+    """A tensor from lists, scalars, numpy arrays, torch tensors (or a lazyfuse Tensor, copied)."""
+    dev = get_device(device)
+    if isinstance(data, Tensor):
+        out = data.to(dt.as_dtype(dtype)) if dtype is not None else data
+        return out.clone() if out is data else out
+    return _realized(dev, ops.as_torch_data(data, dtype))
+
+
+def from_numpy(array: np.ndarray, device=None) -> Tensor:
+    if not isinstance(array, np.ndarray):
+        raise DTypeError(f"from_numpy needs a numpy array, got {type(array).__name__}")
+    return tensor(array, device=device)
+
+
+def from_torch(t: torch.Tensor, device=None) -> Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise DTypeError(f"from_torch needs a torch tensor, got {type(t).__name__}")
+    return tensor(t, device=device)
+
+
+def full(shape, fill_value, dtype=None, device=None) -> Tensor:
+    shape = check_shape(shape)
+    if not ops.is_scalar(fill_value):
+        raise DTypeError(f"fill_value={fill_value!r} must be a Python number")
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
+    dev = get_device(device)
+    value = ops.expand_node(ops.scalar_node(fill_value, dtype), shape)
+    return result_tensor(dev, Node(Op.CAST, (value,), dtype, shape))
+
+
+def zeros(*shape, dtype=None, device=None) -> Tensor:
+    return full(_shape_args(shape), 0, dtype=dtype or dt.float32, device=device)
+
+
+def ones(*shape, dtype=None, device=None) -> Tensor:
+    return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device)
+
+
+def zeros_like(t: Tensor, dtype=None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+
+def ones_like(t: Tensor, dtype=None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+
+def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device)
+
+
+def empty(*shape, dtype=None, device=None) -> Tensor:
+    """Uninitialised memory from the pool (no kernel runs)."""
+    shape = _shape_args(shape)
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    dev = get_device(device)
+    buf = dev.pool.buffer(dtype, prod(shape), DATA, "lf.empty")
+    st = Storage(dev.engine, Node(Op.BUFFER, (), dtype, shape, buf))
+    st.buffer = buf
+    return Tensor(st, View.contiguous(shape), dev)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not ops.is_scalar(v) or isinstance(v, bool):
+            raise DTypeError(f"arange: {name}={v!r} must be a number")
+    if step == 0:
+        raise ShapeError("arange: step must be nonzero")
+    n = max(0, math.ceil((end - start) / step))
+    if dtype is None:
+        dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.float32
+    dtype = dt.as_dtype(dtype)
+    dev = get_device(device)
+    compute = dt.float64 if dtype.is_float else dt.int64
+    srcs = (ops.scalar_node(start, compute), ops.scalar_node(step, compute))
+    node = Node(Op.ARANGE, srcs, compute, (n,))
+    if compute is not dtype:
+        dev.engine.count_extra_ops(1)
+        node = Node(Op.CAST, (node,), dtype, (n,))
+    return result_tensor(dev, node)
+
+
+class _Generator:
+    """Counter-based RNG state: a seed and an offset that advances by each draw's size."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seed = 0x5EED
+        self.offset = 0
+
+    def take(self, n: int) -> tuple:
+        with self.lock:
+            off = self.offset
+            self.offset += n
+            return self.seed, off
+
+
+generator = _Generator()
+
+
+def manual_seed(seed: int) -> None:
+    with generator.lock:
+        generator.seed = int(seed) & ((1 << 63) - 1)
+        generator.offset = 0
+
+
+def _random(op, shape, dtype, device) -> Tensor:
+    shape = _shape_args(shape)
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.float32
+    if not dtype.is_float:
+        raise DTypeError(f"{op.label} needs a floating dtype, got {dtype.name}")
+    dev = get_device(device)
+    seed, offset = generator.take(prod(shape))
+    srcs = (ops.scalar_node(seed, dt.int64), ops.scalar_node(offset, dt.int64))
+    return result_tensor(dev, Node(op, srcs, dtype, shape))
+
+
+def rand(*shape, dtype=None, device=None) -> Tensor:
+    """Uniform [0, 1) from a counter-based generator seeded by ``lf.manual_seed``."""
+    return _random(Op.RAND, shape, dtype, device)
+
+
+def randn(*shape, dtype=None, device=None) -> Tensor:
+    return _random(Op.RANDN, shape, dtype, device)

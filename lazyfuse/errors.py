@@ -1,0 +1,34 @@
+"""The error hierarchy of SPEC: every error lazyfuse raises is a ``LazyfuseError``.
+
+Each subclass also derives from the builtin a Python user would catch for the same
+mistake (a bad shape is a ``ValueError``, a bad dtype a ``TypeError``), so code
+written against torch's exceptions keeps working.
+"""
+
+
+class LazyfuseError(Exception):
+    """Base class of every error lazyfuse raises."""
+
+
+class ShapeError(LazyfuseError, ValueError):
+    """Shapes that do not broadcast, a dim out of range, a reshape that changes numel."""
+
+
+class DTypeError(LazyfuseError, TypeError):
+    """A dtype an op does not accept, or data lazyfuse cannot represent."""
+
+
+class DeviceError(LazyfuseError, RuntimeError):
+    """An unknown device, or tensors of two devices mixed in one op."""
+
+
+class CaptureError(LazyfuseError, RuntimeError):
+    """Misuse of graph capture: a host read or sync inside a capture, nesting, a concurrent replay."""
+
+
+class CaptureAllocationError(CaptureError):
+    """The memory pool could not serve a request from its kept blocks while a capture was open."""
+
+
+class CompileError(LazyfuseError, RuntimeError):
+    """A generated kernel failed to compile or load (every candidate, when autotuning)."""

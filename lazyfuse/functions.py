@@ -1,0 +1,84 @@
+"""Free functions of the public API: sync, stats, matmul, where, maximum, minimum, cat, stack."""
+from __future__ import annotations
+
+from . import ops
+from .errors import DTypeError, ShapeError
+from .ir.node import Node, Op
+from .ir.shapes import normalize_dim
+from .ir.view import View
+from .runtime.device import all_devices, device as get_device
+from .tensor import Tensor, result_tensor
+
+
+def sync(device=None) -> None:
+    """Drain pending work: of ``device``, or of every device in use when None."""
+    devices = [get_device(device)] if device is not None else all_devices()
+    for dev in devices:
+        dev.engine.sync("lf.sync")
+
+
+def stats(device=None):
+    """A snapshot of the device's counters (see ``lazyfuse.runtime.stats.Stats``)."""
+    return get_device(device).stats.snapshot()
+
+
+def reset_stats(device=None) -> None:
+    get_device(device).stats.reset()
+
+
+def matmul(a, b):
+    return ops.matmul(a, b)
+
+
+def where(condition, input, other):
+    return ops.where(condition, input, other)
+
+
+def maximum(a, b):
+    return ops.elementwise(Op.MAXIMUM, a, b)
+
+
+def minimum(a, b):
+    return ops.elementwise(Op.MINIMUM, a, b)
+
+
+def cat(tensors, dim=0):
+    """Concatenate along ``dim``: each piece is an in-place write into a slice of one new storage."""
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise DTypeError("cat needs a non-empty sequence of Tensors")
+    dev = ops.common_device(tensors)
+    ref = tensors[0]
+    if any(t.ndim != ref.ndim for t in tensors):
+        raise ShapeError(f"cat: tensors have different numbers of dims: {[t.shape for t in tensors]}")
+    d = normalize_dim(dim, ref.ndim)
+    for t in tensors:
+        if t.shape[:d] != ref.shape[:d] or t.shape[d + 1:] != ref.shape[d + 1:]:
+            raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {d}")
+    dims, zeros, scalars = ops.operand_dtypes(tensors)
+    from .ir.dtypes import result_type
+    dtype = result_type(dims + zeros, [], [])
+    shape = ref.shape[:d] + (sum(t.shape[d] for t in tensors),) + ref.shape[d + 1:]
+    from .creation import full
+    out = full(shape, 0, dtype=dtype, device=dev)
+    start = 0
+    for t in tensors:
+        n = t.shape[d]
+        if n:
+            out._with_view(out._view.slice(d, start, start + n, 1)).copy_(t)
+        start += n
+    return out
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise DTypeError("stack needs a non-empty sequence of Tensors")
+    if any(t.shape != tensors[0].shape for t in tensors):
+        raise ShapeError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
+    d = normalize_dim(dim, tensors[0].ndim + 1)
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+__all__ = ["sync", "stats", "reset_stats", "matmul", "where", "maximum", "minimum", "cat", "stack", "Node", "View",
+           "result_tensor", "get_device"]

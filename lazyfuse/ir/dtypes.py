@@ -1,0 +1,142 @@
+"""Dtypes and torch's type promotion.
+
+A ``DType`` carries what every layer needs to know about an element type: its size,
+its torch and numpy twins, and its *category* (bool < integer < floating) which drives
+promotion. ``result_type`` follows torch's rule exactly: tensors with dimensions win over
+zero-dim tensors, which win over Python scalars, unless a lower-priority operand is of a
+higher category (``int_tensor * 2.5`` is float32, ``half_tensor * 2.5`` stays float16).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import DTypeError
+
+BOOL, INT, FLOAT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    itemsize: int
+    category: int
+    torch: torch.dtype
+    numpy: object  # numpy dtype, or None where numpy has no twin (bfloat16)
+
+    @property
+    def is_float(self) -> bool:
+        return self.category == FLOAT
+
+    @property
+    def is_int(self) -> bool:
+        return self.category == INT
+
+    @property
+    def is_bool(self) -> bool:
+        return self.category == BOOL
+
+    def __repr__(self) -> str:
+        return f"lf.{self.name}"
+
+
+bool_ = DType("bool", 1, BOOL, torch.bool, np.dtype(np.bool_))
+int32 = DType("int32", 4, INT, torch.int32, np.dtype(np.int32))
+int64 = DType("int64", 8, INT, torch.int64, np.dtype(np.int64))
+float16 = DType("float16", 2, FLOAT, torch.float16, np.dtype(np.float16))
+bfloat16 = DType("bfloat16", 2, FLOAT, torch.bfloat16, None)
+float32 = DType("float32", 4, FLOAT, torch.float32, np.dtype(np.float32))
+float64 = DType("float64", 8, FLOAT, torch.float64, np.dtype(np.float64))
+
+ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
+DEFAULT_FLOAT = float32
+_BY_TORCH = {d.torch: d for d in ALL}
+_BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None}
+_BY_NAME = {d.name: d for d in ALL}
+
+
+def from_torch(dt: torch.dtype) -> DType:
+    try:
+        return _BY_TORCH[dt]
+    except KeyError:
+        raise DTypeError(f"torch dtype {dt} is not supported by lazyfuse; convert it to one of "
+                         f"{', '.join(d.name for d in ALL)} first") from None
+
+
+def from_numpy(dt) -> DType:
+    dt = np.dtype(dt)
+    try:
+        return _BY_NUMPY[dt]
+    except KeyError:
+        raise DTypeError(f"numpy dtype {dt} is not supported by lazyfuse; use .astype() with one of "
+                         f"{', '.join(d.name for d in ALL if d.numpy is not None)} first") from None
+
+
+def as_dtype(value, argname: str = "dtype") -> DType:
+    """Accept a lazyfuse dtype, a torch dtype, a numpy dtype or a name."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, torch.dtype):
+        return from_torch(value)
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    if value is bool:
+        return bool_
+    if value is int:
+        return int64
+    if value is float:
+        return float32
+    try:
+        return from_numpy(value)
+    except (TypeError, DTypeError):
+        raise DTypeError(f"{argname}={value!r} is not a dtype lazyfuse knows; pass one of "
+                         f"lf.{', lf.'.join(d.name for d in ALL)}") from None
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """torch.promote_types restricted to lazyfuse's dtypes."""
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if a.category == FLOAT and {a.name, b.name} == {"float16", "bfloat16"}:
+        return float32
+    return a if a.itemsize >= b.itemsize else b
+
+
+def scalar_dtype(value) -> DType:
+    """The dtype torch gives a wrapped Python scalar."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, (int, np.integer)):
+        return int64
+    if isinstance(value, (float, np.floating)):
+        return DEFAULT_FLOAT
+    raise DTypeError(f"cannot use {type(value).__name__} value {value!r} as a tensor scalar; "
+                     "pass a bool, int, float or a Tensor")
+
+
+def _combine(higher: DType | None, lower: DType | None) -> DType | None:
+    # torch's combine_categories (c10/core/ScalarType + TensorIterator's ResultTypeState).
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_float:
+        return higher
+    if higher.is_bool or lower.is_float:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(dim_dtypes, zero_dim_dtypes, scalar_dtypes) -> DType:
+    """torch.result_type given the dtypes of dimensioned tensors, 0-d tensors and scalars."""
+    state = []
+    for group in (dim_dtypes, zero_dim_dtypes, scalar_dtypes):
+        r = None
+        for d in group:
+            r = d if r is None else promote_types(r, d)
+        state.append(r)
+    return _combine(state[0], _combine(state[1], state[2]))

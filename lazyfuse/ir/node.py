@@ -1,0 +1,142 @@
+"""IR nodes: immutable records of one op each (op, inputs, dtype, shape, attribute).
+
+Nodes are compared by identity; a node's ``srcs`` are the values it reads, in program
+order. Shapes of an elementwise node's sources always equal its own: broadcasting is
+recorded as an explicit ``VIEW`` (an expand), so the planner and the code generators never
+re-derive it.
+"""
+from __future__ import annotations
+
+import enum
+
+from .dtypes import DType
+
+
+class Kind(enum.Enum):
+    LEAF = "leaf"            # a realized buffer or a value computed from the index alone
+    ELEMENTWISE = "elementwise"
+    REDUCE = "reduce"
+    VIEW = "view"            # index arithmetic over its source
+    WRITE = "write"          # an in-place write of a region of a storage
+    EXTERN = "extern"        # computed by a library call (matmul, for now)
+
+
+class Op(enum.Enum):
+    # leaves
+    BUFFER = ("buffer", Kind.LEAF)
+    SCALAR = ("scalar", Kind.LEAF)      # a runtime scalar: its value is a launch parameter, not code
+    ARANGE = ("arange", Kind.LEAF)      # srcs: (start, step) scalars
+    RAND = ("rand", Kind.LEAF)          # srcs: (seed, offset) scalars; uniform [0, 1)
+    RANDN = ("randn", Kind.LEAF)        # srcs: (seed, offset) scalars; standard normal
+    # elementwise, unary
+    NEG = ("neg", Kind.ELEMENTWISE)
+    ABS = ("abs", Kind.ELEMENTWISE)
+    EXP = ("exp", Kind.ELEMENTWISE)
+    LOG = ("log", Kind.ELEMENTWISE)
+    SQRT = ("sqrt", Kind.ELEMENTWISE)
+    RSQRT = ("rsqrt", Kind.ELEMENTWISE)
+    SIN = ("sin", Kind.ELEMENTWISE)
+    COS = ("cos", Kind.ELEMENTWISE)
+    TANH = ("tanh", Kind.ELEMENTWISE)
+    SIGMOID = ("sigmoid", Kind.ELEMENTWISE)
+    RELU = ("relu", Kind.ELEMENTWISE)
+    GELU = ("gelu", Kind.ELEMENTWISE)
+    SILU = ("silu", Kind.ELEMENTWISE)
+    RECIPROCAL = ("reciprocal", Kind.ELEMENTWISE)
+    NOT = ("not", Kind.ELEMENTWISE)
+    ISNAN = ("isnan", Kind.ELEMENTWISE)
+    CAST = ("cast", Kind.ELEMENTWISE)
+    # elementwise, binary
+    ADD = ("add", Kind.ELEMENTWISE)
+    SUB = ("sub", Kind.ELEMENTWISE)
+    MUL = ("mul", Kind.ELEMENTWISE)
+    DIV = ("div", Kind.ELEMENTWISE)
+    FLOORDIV = ("floordiv", Kind.ELEMENTWISE)
+    MOD = ("mod", Kind.ELEMENTWISE)
+    POW = ("pow", Kind.ELEMENTWISE)
+    MAXIMUM = ("maximum", Kind.ELEMENTWISE)
+    MINIMUM = ("minimum", Kind.ELEMENTWISE)
+    LT = ("lt", Kind.ELEMENTWISE)
+    LE = ("le", Kind.ELEMENTWISE)
+    GT = ("gt", Kind.ELEMENTWISE)
+    GE = ("ge", Kind.ELEMENTWISE)
+    EQ = ("eq", Kind.ELEMENTWISE)
+    NE = ("ne", Kind.ELEMENTWISE)
+    AND = ("and", Kind.ELEMENTWISE)
+    OR = ("or", Kind.ELEMENTWISE)
+    XOR = ("xor", Kind.ELEMENTWISE)
+    # elementwise, ternary
+    WHERE = ("where", Kind.ELEMENTWISE)
+    # reductions over ``arg`` (a sorted tuple of axes); the result keeps the axes with size 1
+    SUM = ("sum", Kind.REDUCE)
+    MAX = ("max", Kind.REDUCE)
+    MIN = ("min", Kind.REDUCE)
+    ARGMAX = ("argmax", Kind.REDUCE)
+    ARGMIN = ("argmin", Kind.REDUCE)
+    # movement: ``arg`` is a View over the source's contiguous layout
+    VIEW = ("view", Kind.VIEW)
+    # srcs (old, value): ``old`` with the region ``arg`` (a View) replaced by ``value``
+    WRITE = ("write", Kind.WRITE)
+    # srcs (a, b): a @ b with broadcast batch dims
+    MATMUL = ("matmul", Kind.EXTERN)
+    # srcs (x, index): x indexed along dim arg[0] (of size arg[1]) by the flat integer ``index``
+    GATHER = ("gather", Kind.EXTERN)
+
+    def __init__(self, label: str, kind: Kind):
+        self.label = label
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+
+UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE,
+    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE}
+
+
+class Node:
+    """One recorded op. Immutable by convention; ``__slots__`` keeps recording cheap."""
+
+    __slots__ = ("op", "srcs", "dtype", "shape", "arg", "__weakref__")
+
+    def __init__(self, op: Op, srcs: tuple, dtype: DType, shape: tuple, arg=None):
+        self.op = op
+        self.srcs = srcs
+        self.dtype = dtype
+        self.shape = shape
+        self.arg = arg
+
+    @property
+    def kind(self) -> Kind:
+        return self.op.kind
+
+    @property
+    def is_pending(self) -> bool:
+        """Leaves are values already at hand; everything else is work a drain must do."""
+        return self.op.kind is not Kind.LEAF or self.op in (Op.ARANGE, Op.RAND, Op.RANDN)
+
+    def __repr__(self) -> str:
+        return f"Node({self.op.label}, {self.dtype.name}{list(self.shape)})"
+
+
+def toposort(roots) -> list:
+    """Nodes reachable from ``roots``, every node after its sources (iterative DFS)."""
+    order, seen = [], set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for s in reversed(node.srcs):
+                if id(s) not in seen:
+                    stack.append((s, False))
+    return order

@@ -1,0 +1,346 @@
+"""The fusion planner: partition a drain's live pending DAG into kernels.
+
+Rules (each one is asserted by a test in tests/test_fusion.py):
+
+* A node is *materialized* (written to memory) only when it must be: it is a live root, it
+  is read by more than one kernel, it is an input of a library call (matmul), it is a
+  reduction whose result is read other than elementwise, or it holds a version of a buffer
+  that a later in-place write updates. Everything else is inlined into the kernel that
+  reads it, so a fused intermediate is never written to memory.
+* Views and index-generated values (arange, rand) are index arithmetic: they are copied into
+  every kernel that reads them, never materialized on their own.
+* A reduction takes its elementwise prologue; an elementwise consumer of the same (reduced)
+  shape becomes its epilogue; reductions over the same input and axes share one kernel in
+  stages (variance reads the mean it needs from an earlier stage).
+* In-place writes follow program order: a kernel that reads a buffer's old version runs
+  before the kernel that overwrites it (write-after-read edges), and a kernel never reads
+  a buffer it writes except at the very index it writes. When a rule would form a cycle
+  between kernels, the reading node is materialized first and the partition redone.
+
+networkx does the graph work; it runs only on a plan-cache miss (the build path).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from .node import Kind, Node, Op
+from .shapes import prod
+from .view import View
+
+DUPLICABLE = (Kind.VIEW,)
+INDEX_LEAVES = (Op.ARANGE, Op.RAND, Op.RANDN)
+
+
+@dataclass
+class DrainGraph:
+    """A drain's nodes in topological order and the live roots with their targets.
+
+    ``root_targets[k]`` is the index of the BUFFER leaf that root ``k`` overwrites, -1 when it
+    overwrites an existing buffer the graph does not read, None when it needs a new buffer.
+    """
+    nodes: list
+    roots: list
+    root_targets: list
+
+
+@dataclass
+class Group:
+    id: int
+    output: int                         # the node it materializes
+    members: set = field(default_factory=set)  # nodes computed inside (inlined)
+    reduce: tuple | None = None         # (input shape, axes) of its reductions
+    reason: str = ""                    # why this node is a kernel boundary
+    inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
+
+    @property
+    def is_extern(self) -> bool:
+        return False
+
+
+@dataclass
+class Plan:
+    groups: list          # Group, in execution order
+    slots: dict           # node index -> ("leaf", i) | ("root", k) | ("temp", j)
+    n_temps: int
+
+
+def _consumers(nodes, pos):
+    cons = {i: [] for i in range(len(nodes))}
+    for i, n in enumerate(nodes):
+        for s in n.srcs:
+            cons[pos[id(s)]].append(i)
+    return cons
+
+
+def _is_expand_along(view: View, src_shape, axes) -> bool:
+    if view != View.contiguous(src_shape).expand(view.shape):
+        return False
+    grown = tuple(d for d, (a, b) in enumerate(zip(src_shape, view.shape)) if a != b)
+    return len(view.shape) == len(src_shape) and set(grown) <= set(axes)
+
+
+def _forced_materializations(g: DrainGraph) -> dict:
+    """Nodes that must be materialized whatever the partition, with the reason."""
+    nodes = g.nodes
+    must = {r: "live result" for r in g.roots}
+    for i, n in enumerate(nodes):
+        if n.kind is Kind.WRITE:
+            must.setdefault(i, "in-place write")
+            old = n.srcs[0]
+            j = g_pos(g)[id(old)]
+            if old.is_pending:
+                must.setdefault(j, "old version of a buffer written in place")
+        elif n.kind is Kind.EXTERN:
+            must.setdefault(i, "library call (matmul)")
+            for s in n.srcs:
+                base = s.srcs[0] if s.kind is Kind.VIEW else s
+                if base.is_pending:
+                    must.setdefault(g_pos(g)[id(base)], "input of a library call")
+    return must
+
+
+def g_pos(g: DrainGraph) -> dict:
+    pos = getattr(g, "_pos", None)
+    if pos is None:
+        pos = {id(n): i for i, n in enumerate(g.nodes)}
+        g._pos = pos
+    return pos
+
+
+def _partition(g: DrainGraph, forced: dict):
+    nodes = g.nodes
+    pos = g_pos(g)
+    cons = _consumers(nodes, pos)
+    must = dict(_forced_materializations(g))
+    for k, v in forced.items():
+        must.setdefault(k, v)
+    groups: list[Group] = []
+    node_groups: dict[int, frozenset] = {}
+
+    def new_group(i, reason, reduce=None):
+        grp = Group(len(groups), i, {i}, reduce, reason)
+        groups.append(grp)
+        node_groups[i] = frozenset([grp.id])
+
+    for i in range(len(nodes) - 1, -1, -1):
+        n = nodes[i]
+        consumer_groups = frozenset().union(*(node_groups.get(c, frozenset()) for c in cons[i]))
+        if i in must:
+            sig = (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None
+            new_group(i, must[i], sig)
+            continue
+        if not n.is_pending or n.kind in DUPLICABLE or n.op in INDEX_LEAVES:
+            node_groups[i] = consumer_groups
+            for gid in consumer_groups:
+                groups[gid].members.add(i)
+            continue
+        if len(consumer_groups) != 1:
+            new_group(i, "read by several kernels" if consumer_groups else "unread", 
+                      (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None)
+            continue
+        grp = groups[next(iter(consumer_groups))]
+        if n.kind is Kind.REDUCE:
+            if not _can_join_reduction(nodes, cons, i, grp):
+                new_group(i, "reduction read other than elementwise", (n.srcs[0].shape, n.arg))
+                continue
+            grp.reduce = (n.srcs[0].shape, n.arg)
+        elif nodes[grp.output].kind is Kind.EXTERN:
+            new_group(i, "input of a library call")
+            continue
+        grp.members.add(i)
+        node_groups[i] = consumer_groups
+    return groups, node_groups, must
+
+
+def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
+    n = nodes[i]
+    out = nodes[grp.output]
+    if out.kind is Kind.EXTERN:
+        return False
+    sig = (n.srcs[0].shape, n.arg)
+    if grp.reduce is not None and grp.reduce != sig:
+        return False
+    space = out.arg.shape if out.kind is Kind.WRITE else out.shape
+    if prod(space) != prod(n.shape):
+        return False
+    for c in cons[i]:
+        cn = nodes[c]
+        if cn.kind is Kind.VIEW:
+            squeeze = cn.arg == View.contiguous(cn.arg.shape) and prod(cn.arg.shape) == prod(n.shape)
+            stage_read = grp.reduce is not None and _is_expand_along(cn.arg, n.shape, n.arg)
+            if not (squeeze or stage_read):
+                return False
+        elif not (cn.kind is Kind.ELEMENTWISE and cn.shape == n.shape):
+            return False
+    return True
+
+
+def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
+    nodes = g.nodes
+    pos = g_pos(g)
+    slots = {}
+    for i, n in enumerate(nodes):
+        if n.op is Op.BUFFER:
+            slots[i] = ("leaf", i)
+    for k, r in enumerate(g.roots):
+        slots[r] = ("root", k)
+    # an in-place write's old version lives in the buffer the write updates
+    for i in range(len(nodes) - 1, -1, -1):
+        n = nodes[i]
+        if n.kind is Kind.WRITE and i in slots:
+            j = pos[id(n.srcs[0])]
+            if nodes[j].is_pending:
+                slots[j] = slots[i]
+    n_temps = 0
+    for grp in groups:
+        if grp.output not in slots:
+            slots[grp.output] = ("temp", n_temps)
+            n_temps += 1
+    return slots, n_temps
+
+
+def _versions(g: DrainGraph, slots) -> list:
+    """For each physical buffer, its versions in write order (lists of node indices)."""
+    chains = []
+    for k, r in enumerate(g.roots):
+        chain = []
+        node = r
+        while True:
+            chain.append(node)
+            n = g.nodes[node]
+            if n.kind is Kind.WRITE:
+                node = g_pos(g)[id(n.srcs[0])]
+                if g.nodes[node].op is Op.BUFFER:
+                    chain.append(node)
+                    break
+                continue
+            break
+        target = g.root_targets[k]
+        if target is not None and target >= 0 and chain[-1] != target:
+            chain.append(target)
+        chains.append(list(reversed(chain)))
+    return chains
+
+
+def _readers(g: DrainGraph, groups, node_groups, i) -> set:
+    """Groups that read node ``i`` (from memory or inline)."""
+    out = set()
+    pos = g_pos(g)
+    for grp in groups:
+        if grp.output == i:
+            continue
+        for m in grp.members:
+            if any(pos[id(s)] == i for s in g.nodes[m].srcs):
+                out.add(grp.id)
+    return out
+
+
+def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
+    """Nodes inside ``grp`` that read a buffer it writes at another index than the one written.
+
+    A read is aligned only when it reaches the store through elementwise ops alone: the old
+    value at index i feeds the new value at index i (``a.add_(1)``, ``a[0].mul_(2)``). Anything
+    else (``a.copy_(a.T)``, a reduction over the written buffer) must read a copy.
+    """
+    nodes = g.nodes
+    pos = g_pos(g)
+    out_node = nodes[grp.output]
+    store_view = out_node.arg if out_node.kind is Kind.WRITE else View.contiguous(out_node.shape)
+    full = out_node.kind is not Kind.WRITE
+    fused_views = any(nodes[m].kind is Kind.VIEW and pos[id(nodes[m].srcs[0])] in grp.members
+                      and nodes[m].srcs[0].is_pending for m in grp.members)
+    bad = set()
+    for m in grp.members:
+        n = nodes[m]
+        for s in n.srcs:
+            si = pos[id(s)]
+            if si not in old_versions or (m == grp.output and n.kind is Kind.WRITE and s is n.srcs[0]):
+                continue
+            if grp.reduce is not None or fused_views:
+                bad.add(m)
+            elif n.kind is Kind.VIEW:
+                if n.arg != store_view:
+                    bad.add(m)
+            elif not (n.kind is Kind.ELEMENTWISE and full and n.shape == s.shape):
+                bad.add(m)
+    return bad
+
+
+def plan(g: DrainGraph) -> Plan:
+    forced: dict[int, str] = {}
+    for _ in range(len(g.nodes) + 1):
+        groups, node_groups, must = _partition(g, forced)
+        slots, n_temps = _assign_slots(g, groups, must)
+        fix = _repairs(g, groups, node_groups, slots)
+        if not fix:
+            return Plan(_order(g, groups, node_groups, slots), slots, n_temps)
+        for i, why in fix.items():
+            forced.setdefault(i, why)
+    raise AssertionError("fusion planner did not converge")  # each round forces one more node: unreachable
+
+
+def _dependency_graph(g: DrainGraph, groups, node_groups, slots):
+    pos = g_pos(g)
+    dg = nx.DiGraph()
+    dg.add_nodes_from(grp.id for grp in groups)
+    producer = {grp.output: grp.id for grp in groups}
+    for grp in groups:
+        inputs = []
+        for m in sorted(grp.members):
+            for s in g.nodes[m].srcs:
+                si = pos[id(s)]
+                if si in producer and producer[si] != grp.id:
+                    dg.add_edge(producer[si], grp.id, kind="data")
+                    inputs.append(si)
+                elif g.nodes[si].op is Op.BUFFER:
+                    inputs.append(si)
+        grp.inputs = sorted(set(inputs))
+    war = []
+    for chain in _versions(g, slots):
+        for older, newer in zip(chain, chain[1:]):
+            writer = producer.get(newer)
+            if writer is None:
+                continue
+            for reader in _readers(g, groups, node_groups, older):
+                if reader != writer:
+                    dg.add_edge(reader, writer, kind="war")
+                    war.append((older, reader, writer))
+    return dg, war
+
+
+def _repairs(g: DrainGraph, groups, node_groups, slots) -> dict:
+    pos = g_pos(g)
+    fix = {}
+    chains = _versions(g, slots)
+    producer = {grp.output: grp for grp in groups}
+    for chain in chains:
+        for k in range(1, len(chain)):
+            writer = producer.get(chain[k])
+            if writer is None:
+                continue
+            for m in _aligned_write_hazards(g, writer, set(chain[:k])):
+                fix[m] = "reads a buffer that its kernel overwrites, at another index"
+    if fix:
+        return fix
+    dg, war = _dependency_graph(g, groups, node_groups, slots)
+    try:
+        cycle = nx.find_cycle(dg)
+    except nx.NetworkXNoCycle:
+        return {}
+    in_cycle = {u for u, _ in cycle}
+    for older, reader, writer in war:
+        if reader in in_cycle and writer in in_cycle:
+            grp = groups[reader]
+            for m in sorted(grp.members):
+                if m != grp.output and any(pos[id(s)] == older for s in g.nodes[m].srcs):
+                    fix[m] = "reads an old version of a buffer written in place later"
+                    return fix
+    raise AssertionError(f"unrepairable cycle between kernels: {cycle}")
+
+
+def _order(g: DrainGraph, groups, node_groups, slots) -> list:
+    dg, _ = _dependency_graph(g, groups, node_groups, slots)
+    order = list(nx.lexicographical_topological_sort(dg, key=lambda gid: groups[gid].output))
+    return [groups[i] for i in order]

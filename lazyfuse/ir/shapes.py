@@ -1,0 +1,67 @@
+"""Shape arithmetic shared by the Tensor API and the planner: broadcasting, dims, strides."""
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+
+
+def prod(shape) -> int:
+    return math.prod(shape)
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size not in (1, d):
+                    raise ShapeError(f"shapes {' and '.join(str(tuple(x)) for x in shapes)} do not broadcast "
+                                     f"(dim {i - ndim}: {size} vs {d}); make the sizes equal or 1")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_dim(dim, ndim: int, argname: str = "dim") -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise ShapeError(f"{argname}={dim!r} must be an int")
+    lo, hi = (-ndim, ndim - 1) if ndim > 0 else (-1, 0)
+    if not lo <= dim <= hi:
+        raise ShapeError(f"{argname}={dim} is out of range for a {ndim}-d tensor "
+                         f"(expected a dim in [{lo}, {hi}])")
+    return dim % max(ndim, 1)
+
+
+def normalize_dims(dim, ndim: int, argname: str = "dim") -> tuple:
+    """None means all dims; an int or a tuple of ints; duplicates are an error."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = tuple(sorted(normalize_dim(d, ndim, argname) for d in dims))
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{argname}={dim!r} names a dim more than once")
+    return out
+
+
+def check_shape(shape, argname: str = "shape") -> tuple:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise ShapeError(f"{argname}={shape!r} must be a tuple of ints") from None
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"{argname}={shape} has a negative size")
+    return shape

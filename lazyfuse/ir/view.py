@@ -1,0 +1,93 @@
+"""Strided views: how a tensor reads its storage, composed without copies where strides allow.
+
+A ``View`` maps a multi-index of ``shape`` to an element offset into a storage's flat,
+contiguous layout: ``offset + sum(i_k * strides_k)``. Permute, expand, slicing, squeeze and
+unsqueeze always compose into a new View; ``reshape`` does exactly when torch's ``view``
+would succeed (same stride algorithm), and returns ``None`` otherwise so that the caller
+makes a copy — the same aliasing a torch user expects (SPEC semantic 9).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .shapes import contiguous_strides, prod
+
+
+@dataclass(frozen=True)
+class View:
+    shape: tuple
+    strides: tuple
+    offset: int = 0
+
+    @staticmethod
+    def contiguous(shape) -> "View":
+        return View(tuple(shape), contiguous_strides(shape), 0)
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def is_contiguous(self) -> bool:
+        """True when the view reads a dense, row-major block starting at its offset."""
+        return all(st == cs for st, cs, s in zip(self.strides, contiguous_strides(self.shape), self.shape)
+                   if s != 1)
+
+    def covers(self, numel: int) -> bool:
+        """True when the view is exactly the whole storage of ``numel`` elements, in order."""
+        return self.offset == 0 and self.numel == numel and self.is_contiguous()
+
+    def has_overlap(self) -> bool:
+        """True when two indices map to one element (an expanded dim): not writable."""
+        return any(st == 0 and s > 1 for st, s in zip(self.strides, self.shape))
+
+    def permute(self, order) -> "View":
+        return View(tuple(self.shape[o] for o in order), tuple(self.strides[o] for o in order), self.offset)
+
+    def expand(self, shape) -> "View":
+        lead = len(shape) - len(self.shape)
+        strides = [0] * lead
+        for i, (old, new) in enumerate(zip(self.shape, shape[lead:])):
+            strides.append(self.strides[i] if old == new else 0)
+        return View(tuple(shape), tuple(strides), self.offset)
+
+    def slice(self, dim: int, start: int, stop: int, step: int) -> "View":
+        size = max(0, (stop - start + step - 1) // step)
+        shape = self.shape[:dim] + (size,) + self.shape[dim + 1:]
+        strides = self.strides[:dim] + (self.strides[dim] * step,) + self.strides[dim + 1:]
+        offset = self.offset + start * self.strides[dim] if size else self.offset
+        return View(shape, strides, offset)
+
+    def select(self, dim: int, index: int) -> "View":
+        return View(self.shape[:dim] + self.shape[dim + 1:], self.strides[:dim] + self.strides[dim + 1:],
+                    self.offset + index * self.strides[dim])
+
+    def unsqueeze(self, dim: int) -> "View":
+        inner = self.strides[dim] * self.shape[dim] if dim < len(self.shape) else 1
+        return View(self.shape[:dim] + (1,) + self.shape[dim:], self.strides[:dim] + (inner,) + self.strides[dim:],
+                    self.offset)
+
+    def reshape(self, shape) -> "View | None":
+        """torch's ``computeStride``: the view's strides for ``shape``, or None if a copy is needed."""
+        shape = tuple(shape)
+        if self.numel == 0 or self.is_contiguous():
+            return View(shape, contiguous_strides(shape), self.offset)
+        new_strides = [0] * len(shape)
+        view_d = len(shape) - 1
+        chunk_base_stride = self.strides[-1] if self.strides else 1
+        tensor_numel, view_numel = 1, 1
+        for tensor_d in range(len(self.shape) - 1, -1, -1):
+            tensor_numel *= self.shape[tensor_d]
+            if tensor_d == 0 or (self.shape[tensor_d - 1] != 1 and
+                                 self.strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+                while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                    new_strides[view_d] = view_numel * chunk_base_stride
+                    view_numel *= shape[view_d]
+                    view_d -= 1
+                if view_numel != tensor_numel:
+                    return None
+                if tensor_d > 0:
+                    chunk_base_stride = self.strides[tensor_d - 1]
+                    tensor_numel, view_numel = 1, 1
+        if view_d != -1:
+            return None
+        return View(shape, tuple(new_strides), self.offset)

@@ -1,0 +1,140 @@
+"""``lf.nn.functional``, written with the Tensor API so that each call fuses like any program."""
+from __future__ import annotations
+
+import math
+
+from .. import ops
+from ..errors import DTypeError, ShapeError
+from ..ir.node import Op
+from ..ir.shapes import normalize_dim
+
+
+def relu(x):
+    return x.relu()
+
+
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+    return x.gelu()
+
+
+def silu(x):
+    return x.silu()
+
+
+def sigmoid(x):
+    return x.sigmoid()
+
+
+def tanh(x):
+    return x.tanh()
+
+
+def _float(x, name):
+    if not x.dtype.is_float:
+        raise DTypeError(f"{name} needs a floating tensor, got {x.dtype.name}")
+
+
+def softmax(x, dim, dtype=None):
+    """Numerically stable: exp(x - max) / sum."""
+    if dtype is not None:
+        x = x.to(dtype)
+    _float(x, "softmax")
+    dim = normalize_dim(dim, x.ndim)
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    _float(x, "log_softmax")
+    dim = normalize_dim(dim, x.ndim)
+    shifted = x - x.amax(dim, keepdim=True)
+    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    if tuple(x.shape[-len(normalized_shape):]) != normalized_shape:
+        raise ShapeError(f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims "
+                         f"{x.shape}")
+    _float(x, "layer_norm")
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(dims, keepdim=True)
+    d = x - mean
+    var = (d * d).mean(dims, keepdim=True)
+    out = d * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    _float(x, "rms_norm")
+    if eps is None:
+        eps = {"float16": 9.765625e-04, "bfloat16": 7.8125e-03, "float64": 2.220446049250313e-16}.get(
+            x.dtype.name, 1.1920928955078125e-07)
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+def linear(x, weight, bias=None):
+    out = x @ weight.T
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def embedding(input, weight):
+    from ..indexing import index_select
+    return index_select(weight, 0, input)
+
+
+def dropout(x, p=0.5, training=False):
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
+    if not training or p == 0.0:
+        return x
+    from ..creation import rand
+    keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
+    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0) if p < 1.0 else x * 0.0
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 causal=None):
+    if causal is not None:
+        is_causal = causal
+    d = query.shape[-1]
+    scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        from ..creation import arange
+        i = arange(L, device=query.device).reshape(L, 1)
+        j = arange(S, device=query.device).reshape(1, S)
+        scores = ops.where(j <= i + (S - L), scores, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype.is_bool:
+            scores = ops.where(attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = softmax(scores, -1)
+    if dropout_p:
+        attn = dropout(attn, dropout_p, training=True)
+    return attn @ value
+
+
+__all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
+           "embedding", "dropout", "scaled_dot_product_attention", "Op"]

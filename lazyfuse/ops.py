@@ -1,0 +1,233 @@
+"""Op definitions: how each Tensor API call becomes IR nodes (promotion, broadcasting, casts).
+
+Every function here only *records*: it builds nodes and returns new Tensors at once (SPEC
+semantic 1). Elementwise sources are cast to the computation dtype and expanded to the
+result shape with explicit nodes, so the planner and code generators never infer either.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from .errors import DeviceError, DTypeError, ShapeError
+from .ir import dtypes as dt
+from .ir.node import Kind, Node, Op
+from .ir.shapes import broadcast_shapes, normalize_dims, prod
+from .ir.view import View
+
+FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU,
+               Op.RECIPROCAL}
+COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
+LOGIC = {Op.AND, Op.OR, Op.XOR}
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, (bool, numbers.Number, np.bool_)) and not isinstance(x, complex)
+
+
+def scalar_value(value, dtype: dt.DType):
+    """A Python value of the kind the launch metadata stores for ``dtype``."""
+    if dtype.is_float:
+        return float(value)
+    if dtype.is_bool:
+        return int(bool(value))
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise DTypeError(f"cannot convert {value} to {dtype.name}")
+    return int(value)
+
+
+def scalar_node(value, dtype: dt.DType) -> Node:
+    return Node(Op.SCALAR, (), dtype, (), scalar_value(value, dtype))
+
+
+def common_device(args, default=None):
+    from .tensor import Tensor
+    dev = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if dev is None:
+                dev = a.device
+            elif a.device is not dev:
+                raise DeviceError(f"tensors on {dev.name} and {a.device.name} are mixed in one op; "
+                                  "move one with lf.tensor(t.numpy(), device=...)")
+    return dev if dev is not None else default
+
+
+def new_node(engine, op, srcs, dtype, shape, arg=None) -> Node:
+    """An inner node of an API call (not a result): counted as a recorded op."""
+    node = Node(op, srcs, dtype, shape, arg)
+    if node.is_pending and node.kind is not Kind.VIEW:
+        engine.count_extra_ops(1)
+    return node
+
+
+def expand_node(node: Node, shape) -> Node:
+    if node.shape == tuple(shape):
+        return node
+    return Node(Op.VIEW, (node,), node.dtype, tuple(shape), View.contiguous(node.shape).expand(tuple(shape)))
+
+
+def cast_node(engine, node: Node, dtype: dt.DType) -> Node:
+    if node.dtype is dtype:
+        return node
+    if node.op is Op.SCALAR:
+        return scalar_node(node.arg, dtype)
+    return new_node(engine, Op.CAST, (node,), dtype, node.shape)
+
+
+def operand_dtypes(args):
+    from .tensor import Tensor
+    dims, zeros, scalars = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            (dims if a.ndim else zeros).append(a.dtype)
+        elif is_scalar(a):
+            scalars.append(dt.scalar_dtype(a))
+        else:
+            raise DTypeError(f"unsupported operand of type {type(a).__name__}: pass a Tensor or a Python number")
+    return dims, zeros, scalars
+
+
+def operand_node(engine, a, dtype, shape) -> Node:
+    from .tensor import Tensor
+    if isinstance(a, Tensor):
+        node = cast_node(engine, a._read(), dtype)
+    else:
+        node = scalar_node(a, dtype)
+    return expand_node(node, shape)
+
+
+def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
+    """Record an elementwise op with torch's promotion and broadcasting."""
+    from .tensor import Tensor, result_tensor
+    dev = common_device(args)
+    if dev is None:
+        raise DTypeError(f"{op.label} needs at least one Tensor operand")
+    engine = dev.engine
+    dims, zeros, scalars = operand_dtypes(args)
+    ct = compute_dtype or dt.result_type(dims, zeros, scalars)
+    shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Tensor)))
+    if op in FLOAT_UNARY or op is Op.DIV:
+        if not ct.is_float:
+            ct = dt.DEFAULT_FLOAT
+    if op in (Op.SUB, Op.NEG) and ct.is_bool:
+        raise DTypeError(f"{op.label} of bool tensors is not supported; use ~ or ^ (logical ops) instead")
+    if op in LOGIC and ct.is_float:
+        raise DTypeError(f"{op.label} needs bool or integer tensors, not {ct.name}")
+    if op is Op.NOT and ct.is_float:
+        raise DTypeError("~ needs a bool or integer tensor")
+    srcs = tuple(operand_node(engine, a, ct, shape) for a in args)
+    odt = out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
+    return result_tensor(dev, Node(op, srcs, odt, shape))
+
+
+def where(cond, a, b):
+    from .tensor import Tensor, result_tensor
+    dev = common_device((cond, a, b))
+    if dev is None:
+        raise DTypeError("where needs at least one Tensor")
+    if not isinstance(cond, Tensor):
+        raise DTypeError("where(condition, ...): condition must be a bool Tensor")
+    engine = dev.engine
+    dims, zeros, scalars = operand_dtypes((a, b))
+    ct = dt.result_type(dims, zeros, scalars)
+    shape = broadcast_shapes(*(x.shape for x in (cond, a, b) if isinstance(x, Tensor)))
+    c = operand_node(engine, cond, dt.bool_, shape)
+    return result_tensor(dev, Node(Op.WHERE, (c, operand_node(engine, a, ct, shape), operand_node(engine, b, ct, shape)),
+                                   ct, shape))
+
+
+def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
+    """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
+    from .tensor import result_tensor
+    axes = normalize_dims(dim, x.ndim)
+    if x.ndim == 0:
+        axes = ()
+    if op in (Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN) and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{op.label}() of an empty dim: there is no identity; reduce a non-empty dim")
+    engine = x.device.engine
+    src = x._read()
+    in_dtype = out_dtype if out_dtype is not None and op is Op.SUM else x.dtype
+    src = cast_node(engine, src, in_dtype)
+    keep = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    odt = out_dtype or x.dtype
+    out = result_tensor(x.device, Node(op, (src,), odt, keep, axes))
+    if keepdim:
+        return out
+    return out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in axes))
+
+
+def reduced_count(x, dim) -> int:
+    axes = normalize_dims(dim, x.ndim) if x.ndim else ()
+    return prod(x.shape[a] for a in axes)
+
+
+def matmul(a, b):
+    from .tensor import Tensor, result_tensor
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError("matmul needs two Tensors")
+    dev = common_device((a, b))
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError("matmul of a 0-d tensor: use * for scalar products")
+    ct = dt.promote_types(a.dtype, b.dtype)
+    if ct.is_bool:
+        raise DTypeError("matmul of bool tensors is not supported; cast to int or float first")
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ShapeError(f"matmul: inner dims differ: {a.shape} @ {b.shape} "
+                         f"({a2.shape[-1]} != {b2.shape[-2]}); transpose or reshape an operand")
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    engine = dev.engine
+    sa = batch + a2.shape[-2:]
+    sb = batch + b2.shape[-2:]
+    na = _matmul_operand(engine, a2, ct, sa)
+    nb = _matmul_operand(engine, b2, ct, sb)
+    shape = batch + (a2.shape[-2], b2.shape[-1])
+    out = result_tensor(dev, Node(Op.MATMUL, (na, nb), ct, shape))
+    if a.ndim == 1:
+        out = out.squeeze(-2)
+    if b.ndim == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+def _matmul_operand(engine, t, dtype, shape) -> Node:
+    """A matmul input: a strided view of a buffer when possible (no copy), else a value node."""
+    if t.dtype is dtype:
+        view = t._view.expand(shape)
+        return Node(Op.VIEW, (t._storage.current,), dtype, shape, view)
+    return expand_node(cast_node(engine, t._read(), dtype), shape)
+
+
+def as_torch_data(data, dtype=None):
+    """Host data (lists, scalars, numpy, torch) as a CPU torch tensor with torch's inference."""
+    if isinstance(data, torch.Tensor):
+        t = data.detach()
+        dt.from_torch(t.dtype)
+    elif isinstance(data, np.ndarray):
+        dt.from_numpy(data.dtype)
+        t = torch.from_numpy(np.ascontiguousarray(data))
+    else:
+        if isinstance(data, (str, bytes)) or data is None:
+            raise DTypeError(f"data={data!r} is not numeric: pass numbers, nested lists of numbers, "
+                             "a numpy array or a torch tensor")
+        if isinstance(data, np.generic):
+            data = data.item()
+        try:
+            t = torch.tensor(data)
+        except (ValueError, TypeError, RuntimeError) as e:
+            if isinstance(e, ValueError) and "sequence" in str(e):
+                raise ShapeError(f"data is ragged: {e}; every row must have the same length") from None
+            raise DTypeError(f"data of type {type(data).__name__} cannot become a tensor: {e}") from None
+        if t.is_complex():
+            raise DTypeError("complex data is not supported")
+        if t.dtype not in (torch.bool, torch.int64, torch.float32, torch.float64):
+            t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
+    if dtype is not None:
+        t = t.to(dt.as_dtype(dtype).torch)
+    dt.from_torch(t.dtype)
+    return t

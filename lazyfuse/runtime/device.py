@@ -1,0 +1,162 @@
+"""Devices: where buffers live, which backend compiles and launches, and the graph protocol.
+
+Every device implements the graph protocol the capture layer uses (SPEC semantics 5-6):
+``graph_prepare`` (persistent pool), ``sync`` (drain, allowed while capturing),
+``graph_start_capture``, ``graph_stop_capture`` (returns the recorded graph) and
+``graph_replay``. The runtime knows capture only through this protocol.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..errors import CaptureError, DeviceError
+from .engine import Engine
+from .pool import MemoryPool
+from .stats import Stats
+
+
+class HostGraph:
+    """A recorded launch list: replay calls each prepared launch in order, nothing else."""
+
+    __slots__ = ("launches", "keepalive")
+
+    def __init__(self, launches, keepalive):
+        self.launches = launches
+        self.keepalive = keepalive
+
+    def __len__(self):
+        return len(self.launches)
+
+
+class Device:
+    kind = "?"
+    supports_graphs = False
+
+    def __init__(self, name: str, torch_device: torch.device):
+        self.name = name
+        self.torch_device = torch_device
+        self.stats = Stats()
+        self.pool = MemoryPool(name, self._raw_alloc, self.stats)
+        self.backend = self._make_backend()
+        self.engine = Engine(self)
+        self.capturing = False
+        self._recording = None
+        self._capture_thread = None
+        self._lock = threading.RLock()
+
+    def __repr__(self):
+        return f"lf.device({self.name!r})"
+
+    def _raw_alloc(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
+
+    def _make_backend(self):
+        raise NotImplementedError
+
+    # -- launching ------------------------------------------------------------------------------
+    def launch(self, step, bufs, meta) -> None:
+        thunk = self.backend.thunk(step, bufs, meta)
+        if self._recording is not None:
+            self._recording.append((thunk, bufs, meta))
+        thunk()
+
+    # -- graph protocol -------------------------------------------------------------------------
+    def graph_prepare(self) -> None:
+        self.pool.prepare()
+        self.engine.start_tracking()
+
+    def sync(self) -> None:
+        self.engine.drain_for_capture()
+
+    def graph_start_capture(self) -> None:
+        if not self.supports_graphs:
+            raise CaptureError(f"device {self.name} has no graph support")
+        with self._lock:
+            if self.capturing:
+                raise CaptureError(f"a capture is already open on {self.name}: captures cannot nest")
+            self.capturing = True
+            self._capture_thread = threading.get_ident()
+            self._recording = []
+            self.pool.begin_capture()
+
+    def graph_stop_capture(self):
+        """Close the capture. Always leaves the device out of capture mode, even on error."""
+        with self._lock:
+            launches = self._recording or []
+            self._recording = None
+            self.capturing = False
+            self._capture_thread = None
+            self.pool.end_capture()
+            self.engine.stop_tracking()
+        return HostGraph(tuple(t for t, _, _ in launches), tuple((b, m) for _, b, m in launches))
+
+    def graph_abort(self) -> None:
+        """Leave prepare/capture mode after a failure."""
+        with self._lock:
+            self._recording = None
+            self.capturing = False
+            self._capture_thread = None
+            self.pool.end_capture()
+            self.engine.stop_tracking()
+
+    def graph_replay(self, graph) -> None:
+        for launch in graph.launches:
+            launch()
+
+
+class CpuDevice(Device):
+    kind = "cpu"
+    supports_graphs = True
+
+    def _make_backend(self):
+        from .cpu import CpuBackend
+        return CpuBackend()
+
+
+_devices: dict = {}
+_lock = threading.Lock()
+
+
+def device(spec=None) -> Device:
+    """``lf.device``: "cpu", "cuda", "cuda:N", "interpreter", or None (cuda if torch sees a GPU)."""
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(spec, torch.device):
+        spec = str(spec)
+    if not isinstance(spec, str):
+        raise DeviceError(f"device={spec!r} is not a device; pass 'cpu', 'cuda', 'cuda:N' or 'interpreter'")
+    name = spec.strip().lower()
+    if name == "cuda":
+        name = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda:0"
+    with _lock:
+        dev = _devices.get(name)
+        if dev is None:
+            dev = _devices[name] = _create(name, spec)
+        return dev
+
+
+def _create(name: str, spec: str) -> Device:
+    if name == "cpu":
+        return CpuDevice("cpu", torch.device("cpu"))
+    if name == "interpreter":
+        from .triton_devices import InterpreterDevice
+        return InterpreterDevice("interpreter", torch.device("cpu"))
+    if name.startswith("cuda:") and name[5:].isdigit():
+        if not torch.cuda.is_available():
+            raise DeviceError(f"device={spec!r}: torch sees no CUDA/HIP GPU here; use 'cpu' or 'interpreter'")
+        index = int(name[5:])
+        if index >= torch.cuda.device_count():
+            raise DeviceError(f"device={spec!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+        from .triton_devices import CudaDevice
+        return CudaDevice(name, torch.device(name))
+    raise DeviceError(f"device={spec!r} is not a device lazyfuse knows; pass 'cpu', 'cuda', 'cuda:N' or "
+                      "'interpreter'")
+
+
+def all_devices() -> list:
+    with _lock:
+        return list(_devices.values())

@@ -1,0 +1,345 @@
+"""The engine: the per-device pending queue, the drain, elision and the plan cache.
+
+Recording (``record``) only appends a storage to the pending queue. A drain:
+
+1. keeps the pending storages that are still alive (SPEC semantic 2: a result dropped before
+   the drain is never computed, nor anything only it needed);
+2. traces the live pending DAG into a structural key (ops, dtypes, shapes, views, which
+   results are live and which buffers they overwrite — never scalar values, which are bound
+   at launch);
+3. on a plan-cache miss takes the **build path**: plan (ir.planner), lower (codegen.lower),
+   compile and autotune, launching with throw-away scratch metadata;
+   on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
+   metadata allocated from the pool on the first steady-state launch and reused after
+   (SPEC semantic 4 — the two paths allocate different buffers, on purpose);
+4. binds buffers (existing storages, fresh outputs and temporaries from the pool), launches,
+   and turns every realized storage's value into a leaf.
+
+All allocations of a drain happen before its first launch, so a failing allocation (say, a
+``CaptureAllocationError``) leaves every live tensor as it was.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from ..errors import CaptureError
+from ..ir.node import Kind, Node, Op, toposort
+from ..ir.planner import DrainGraph, plan as make_plan
+from ..ir.shapes import prod
+from .pool import DATA, META, SCRATCH
+
+MAX_PENDING = int(os.environ.get("LAZYFUSE_MAX_PENDING", "4096"))
+PLAN_CACHE_SIZE = int(os.environ.get("LAZYFUSE_PLAN_CACHE", "512"))
+DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
+
+
+class Storage:
+    """The memory behind one or more tensors (a base and its views) and its current value.
+
+    ``current`` is a Node: a BUFFER leaf once realized, else the pending op (or in-place
+    write) that will produce it. Every version of a storage lives in the same buffer, so a
+    captured graph and every view see in-place writes.
+    """
+
+    __slots__ = ("engine", "dtype", "shape", "numel", "current", "buffer", "__weakref__")
+
+    def __init__(self, engine, node: Node):
+        self.engine = engine
+        self.dtype = node.dtype
+        self.shape = node.shape
+        self.numel = prod(node.shape)
+        self.current = node
+        self.buffer = None
+        if node.is_pending:
+            engine.record(self)
+
+    def update(self, node: Node) -> None:
+        """A new version (an in-place write): recorded like any op."""
+        self.current = node
+        self.engine.record(self)
+
+
+@dataclass
+class Step:
+    """One launch of a compiled plan: a kernel or a library call, and what it binds."""
+    name: str
+    kind: str                 # "kernel" | "matmul"
+    slots: list               # buffer slot of each argument
+    scalars: list             # position of each runtime scalar in the trace's scalar list
+    header: list              # metadata words before the scalars (loop extents)
+    kernel: object = None     # codegen Kernel (kernels) or (views, out shape) (matmul)
+    compiled: object = None   # backend object
+    group: object = None      # the planner's Group, for explain
+
+    @property
+    def meta_words(self) -> int:
+        return len(self.header) + len(self.scalars)
+
+
+@dataclass
+class CompiledPlan:
+    key: tuple
+    steps: list
+    temps: list               # (dtype, numel) per temporary slot
+    graph: DrainGraph
+    metas: list | None = None  # steady-state launch metadata, one per step, made on first use
+    builds_seen: int = 0
+    label: str = ""
+    leaf_pos: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, device):
+        self.device = device
+        self.stats = device.stats
+        self.pool = device.pool
+        self.pending: list = []
+        self.pending_ops = 0
+        self.plans: OrderedDict = OrderedDict()
+        self.lock = threading.RLock()
+        self._draining = False
+        self.capture_owner = None      # the thread that may drain while a capture is open
+        self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
+        self.built_keys: set | None = None
+
+    # -- recording -----------------------------------------------------------------------------
+    def record(self, storage: Storage) -> None:
+        with self.lock:
+            self.pending.append(weakref.ref(storage))
+            self.pending_ops += 1
+            self.stats.ops_recorded += 1
+            if len(self.pending) >= MAX_PENDING and not self._draining:
+                self._drain()
+
+    def count_extra_ops(self, n: int) -> None:
+        """Ops recorded as inner nodes of one API call (var, softmax...) also count."""
+        with self.lock:
+            self.pending_ops += n
+            self.stats.ops_recorded += n
+
+    # -- draining ------------------------------------------------------------------------------
+    def sync(self, reason: str = "lf.sync") -> None:
+        """A user-visible drain: refused while a capture is open."""
+        if self.device.capturing:
+            raise CaptureError(f"cannot read device data during capture ({reason}): the value would be "
+                               "baked in; read it after the capture, or from Graph.output after replay()")
+        self._drain()
+
+    def drain_for_capture(self) -> None:
+        self._drain()
+
+    def _drain(self) -> None:
+        with self.lock:
+            if self._draining:
+                return
+            self._draining = True
+            try:
+                self._drain_locked()
+            finally:
+                self._draining = False
+
+    def _live_roots(self) -> list:
+        seen, roots = set(), []
+        for ref in self.pending:
+            s = ref()
+            if s is not None and s.current.is_pending and id(s) not in seen:
+                seen.add(id(s))
+                roots.append(s)
+        return roots
+
+    def _drain_locked(self) -> None:
+        roots = self._live_roots()
+        recorded = self.pending_ops
+        if not roots:
+            self.pending.clear()
+            self.pending_ops = 0
+            self.stats.ops_elided += recorded
+            return
+        nodes, key, leaves, scalars, targets = trace(roots)
+        executed = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
+        plan = self.plans.get(key)
+        build = plan is None
+        if build:
+            plan = self._build(key, nodes, targets)
+        else:
+            self.plans.move_to_end(key)
+        self._execute(plan, roots, leaves, scalars, build)
+        # success: the queue is consumed (on failure it stays, so nothing live is lost)
+        self.pending.clear()
+        self.pending_ops = 0
+        self.stats.ops_elided += max(0, recorded - executed)
+        if build:
+            self.stats.fusion_cache_misses += 1
+        else:
+            self.stats.fusion_cache_hits += 1
+        if self.executed_keys is not None:
+            self.executed_keys.add(key)
+
+    # -- build path ------------------------------------------------------------------------------
+    def _build(self, key, nodes, targets) -> CompiledPlan:
+        from ..codegen.lower import Lowering
+        roots_idx = [r for r, _ in targets]
+        graph = DrainGraph(nodes, roots_idx, [t for _, t in targets])
+        planned = make_plan(graph)
+        pos = {id(n): i for i, n in enumerate(nodes)}
+        scalar_pos, leaf_pos = {}, {}
+        for i, n in enumerate(nodes):
+            if n.op is Op.SCALAR:
+                scalar_pos[i] = len(scalar_pos)
+            elif n.op is Op.BUFFER:
+                leaf_pos[i] = len(leaf_pos)
+        producers = {grp.output: grp.id for grp in planned.groups}
+        steps = []
+        for grp in planned.groups:
+            out = nodes[grp.output]
+            if out.kind is Kind.EXTERN:
+                steps.append(self._extern_step(nodes, pos, grp, planned.slots))
+                continue
+            low = Lowering(nodes, pos, grp, planned.slots, producers)
+            kernel = low.kernel(f"k{len(steps)}")
+            steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
+                              _header(kernel), kernel, group=grp))
+        temps = [None] * planned.n_temps
+        for i, slot in planned.slots.items():
+            if slot[0] == "temp":
+                temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
+        plan = CompiledPlan(key, steps, temps, graph, leaf_pos=leaf_pos)
+        plan.label = " + ".join(s.name for s in steps)
+        if self.built_keys is not None:
+            self.built_keys.add(key)
+        return plan
+
+    def _extern_step(self, nodes, pos, grp, slots) -> Step:
+        out = nodes[grp.output]
+        views = []
+        arg_slots = []
+        for s in out.srcs:
+            if s.kind is Kind.VIEW:
+                base = s.srcs[0]
+                views.append(s.arg)
+            else:
+                base = s
+                views.append(None)
+            arg_slots.append(slots[pos[id(base)]])
+        arg_slots.append(slots[grp.output])
+        base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs)
+        return Step(out.op.label, out.op.label, arg_slots, [], [],
+                    (tuple(views), out.shape, base_shapes, out.arg), group=grp)
+
+    # -- execution ---------------------------------------------------------------------------------
+    def _execute(self, plan: CompiledPlan, roots, leaves, scalars, build: bool) -> None:
+        device = self.device
+        pool = self.pool
+        cause = lambda: self._capture_cause(plan, build)  # noqa: E731 (only built on failure)
+        label = plan.label
+        root_bufs = []
+        for s in roots:
+            buf = s.buffer
+            if buf is None:
+                buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
+            root_bufs.append(buf)
+        temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        if build:
+            metas = [device.backend.new_meta(pool, st.meta_words, SCRATCH, f"build-path metadata of {st.name}", cause)
+                     for st in plan.steps]
+        else:
+            if plan.metas is None:
+                plan.metas = [device.backend.new_meta(pool, st.meta_words, META,
+                                                      f"launch metadata of {st.name} (first steady-state launch)",
+                                                      cause) for st in plan.steps]
+            metas = plan.metas
+        if build:
+            device.backend.compile_plan(plan, self.stats, leaves, root_bufs, temps, scalars)
+            self.plans[plan.key] = plan
+            while len(self.plans) > PLAN_CACHE_SIZE:
+                self.plans.popitem(last=False)
+                self.stats.plan_cache_evictions += 1
+        for step, meta in zip(plan.steps, metas):
+            bufs = [resolve(slot, leaves, root_bufs, temps) for slot in step.slots]
+            if step.kind == "kernel":
+                meta.write(step.header, [scalars[i] for i in step.scalars])
+            device.launch(step, bufs, meta)
+            self.stats.kernels_launched += 1
+        for s, buf in zip(roots, root_bufs):
+            s.buffer = buf
+            s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
+        if DEBUG:
+            from ..explain import describe_plan
+            print(describe_plan(plan, build))
+
+    def _capture_cause(self, plan: CompiledPlan, build: bool) -> str:
+        if self.executed_keys is None:
+            return ""
+        if plan.key not in self.executed_keys:
+            return ("Likely cause: the warmup never executed this plan — its outputs were dropped before they "
+                    "were synced, so the lazy engine elided them and allocated nothing (hold_outputs=False?). "
+                    "Hold each warmup output across lf.sync().")
+        if not build and plan.metas is None:
+            return ("Likely cause: warmup too short — the warmup only took the build path for this plan, so the "
+                    "capture run is its first steady-state run and allocates launch metadata "
+                    "(warmup_iters=1?). Warm up at least twice (the default is 3).")
+        return ("Likely cause: the capture run allocated more than the warmup did (a different shape or dtype, or "
+                "an output of the warmup kept alive past its iteration).")
+
+    # -- capture hooks --------------------------------------------------------------------------------
+    def start_tracking(self) -> None:
+        self.executed_keys = set()
+        self.built_keys = set()
+
+    def stop_tracking(self) -> None:
+        self.executed_keys = None
+        self.built_keys = None
+
+    def discard_pending(self) -> None:
+        """Forget queued work (after a failed capture run: its tensors are dropped with it)."""
+        with self.lock:
+            self.pending = [r for r in self.pending if r() is not None]
+
+
+def _header(kernel) -> list:
+    return [len(kernel.outer), *(v.extent for v in kernel.outer), len(kernel.inner),
+            *(v.extent for v in kernel.inner)]
+
+
+def resolve(slot, leaves, root_bufs, temps):
+    kind, i = slot
+    if kind == "leaf":
+        return leaves[i]
+    if kind == "root":
+        return root_bufs[i]
+    return temps[i]
+
+
+def trace(roots):
+    """Topological order, structural key, bound leaves and scalars of a drain's live DAG."""
+    nodes = toposort([s.current for s in roots])
+    pos = {}
+    parts = []
+    leaves = {}
+    leaf_by_buffer = {}
+    scalars = []
+    for i, n in enumerate(nodes):
+        pos[id(n)] = i
+        op = n.op
+        if op is Op.BUFFER:
+            first = leaf_by_buffer.setdefault(id(n.arg), i)
+            leaves[i] = n.arg
+            parts.append((op, n.dtype, n.shape, first))
+        elif op is Op.SCALAR:
+            scalars.append(n.arg)
+            parts.append((op, n.dtype))
+        else:
+            parts.append((op, n.dtype, n.shape, n.arg, tuple(pos[id(s)] for s in n.srcs)))
+    targets = []
+    for s in roots:
+        if s.buffer is None:
+            t = None
+        else:
+            t = leaf_by_buffer.get(id(s.buffer), -1)
+        targets.append((pos[id(s.current)], t))
+    key = (tuple(parts), tuple(targets))
+    return nodes, key, leaves, scalars, targets

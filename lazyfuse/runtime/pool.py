@@ -1,0 +1,153 @@
+"""The per-device caching memory pool, with the persistent mode graph capture needs.
+
+Blocks are kept by (usage, size class) once freed and handed out again to the next request
+of the same class. ``usage`` separates data buffers, launch metadata and autotuning scratch,
+so a warmup that only produced one kind cannot satisfy a capture that needs another: this is
+what makes SPEC semantic 7's reproductions deterministic.
+
+Graph capture (SPEC semantic 5):
+* ``prepare()`` opens a *private* segment: from then on freed blocks are kept there, apart
+  from everything cached before, so only what the warmup itself freed can serve the capture
+  (like torch's per-graph private pool).
+* ``begin_capture()``: a request that the private segment cannot serve raises
+  ``CaptureAllocationError`` instead of allocating.
+* ``end_capture()`` (also after a failure) returns to normal mode; kept private blocks go back
+  to the shared cache. Blocks a Graph still holds stay out of circulation until it dies, so
+  work interleaved between replays can never be handed the graph's intermediates.
+"""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from ..errors import CaptureAllocationError
+
+DATA, META, SCRATCH = "data", "meta", "scratch"
+
+
+def size_class(nbytes: int) -> int:
+    """Round up to 512 bytes, then to a quarter of the next power of two (<= 25% waste)."""
+    n = max(512, (nbytes + 511) // 512 * 512)
+    if n <= 1 << 16:
+        return n
+    q = 1 << (n.bit_length() - 3)
+    return (n + q - 1) // q * q
+
+
+class Block:
+    __slots__ = ("nbytes", "usage", "data")
+
+    def __init__(self, nbytes, usage, data):
+        self.nbytes = nbytes
+        self.usage = usage
+        self.data = data  # a 1-D uint8 torch tensor on the device
+
+
+class Buffer:
+    """A typed view of a pooled block; the block returns to the pool when the Buffer dies."""
+
+    __slots__ = ("pool", "block", "dtype", "numel", "tensor", "__weakref__")
+
+    def __init__(self, pool, block, dtype, numel):
+        self.pool = pool
+        self.block = block
+        self.dtype = dtype
+        self.numel = numel
+        self.tensor = block.data[: numel * dtype.itemsize].view(dtype.torch)
+
+    @property
+    def ptr(self) -> int:
+        return self.block.data.data_ptr()
+
+    def __del__(self):
+        pool = self.pool
+        if pool is not None:
+            pool.release(self.block)
+
+    def __repr__(self):
+        return f"Buffer({self.dtype.name}[{self.numel}] @ {self.ptr:#x})"
+
+
+class MemoryPool:
+    def __init__(self, device_name: str, raw_alloc, stats):
+        self.device_name = device_name
+        self.raw_alloc = raw_alloc      # nbytes -> uint8 torch tensor
+        self.stats = stats
+        self.cached = defaultdict(list)
+        self.private = None             # dict like ``cached`` while prepared for capture
+        self.capturing = False
+        self.cached_bytes = 0
+        self.live_bytes = 0
+        self.peak_live_bytes = 0
+        self.lock = threading.RLock()
+
+    # -- requests ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, usage: str = DATA, requester: str = "?", cause=None) -> Block:
+        cls = size_class(nbytes)
+        key = (usage, cls)
+        with self.lock:
+            block = None
+            if self.private is not None and self.private.get(key):
+                block = self.private[key].pop()
+            elif self.capturing:
+                detail = cause() if cause is not None else ""
+                raise CaptureAllocationError(
+                    f"capture needed a fresh {usage} allocation of {nbytes} bytes (size class {cls}) for "
+                    f"{requester} on {self.device_name}, and the capture pool kept no such block. "
+                    f"{detail}".rstrip())
+            elif self.cached.get(key):
+                block = self.cached[key].pop()
+                self.cached_bytes -= cls
+            if block is not None:
+                self.stats.pooled_allocations += 1
+            else:
+                block = Block(cls, usage, self.raw_alloc(cls))
+                self.stats.fresh_allocations += 1
+            self.live_bytes += cls
+            self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
+            return block
+
+    def buffer(self, dtype, numel: int, usage: str = DATA, requester: str = "?", cause=None) -> Buffer:
+        block = self.alloc(max(numel, 1) * dtype.itemsize, usage, requester, cause)
+        return Buffer(self, block, dtype, numel)
+
+    def release(self, block: Block) -> None:
+        with self.lock:
+            self.live_bytes -= block.nbytes
+            key = (block.usage, block.nbytes)
+            if self.private is not None:
+                self.private[key].append(block)
+            else:
+                self.cached[key].append(block)
+                self.cached_bytes += block.nbytes
+
+    # -- capture modes ---------------------------------------------------------------------------
+    def prepare(self) -> None:
+        with self.lock:
+            if self.private is None:
+                self.private = defaultdict(list)
+
+    def begin_capture(self) -> None:
+        with self.lock:
+            self.capturing = True
+
+    def end_capture(self) -> None:
+        """Back to normal mode (after a capture, failed or not)."""
+        with self.lock:
+            self.capturing = False
+            if self.private is not None:
+                for key, blocks in self.private.items():
+                    self.cached[key].extend(blocks)
+                    self.cached_bytes += key[1] * len(blocks)
+                self.private = None
+
+    def empty_cache(self) -> None:
+        with self.lock:
+            self.cached.clear()
+            self.cached_bytes = 0
+
+    def info(self) -> dict:
+        with self.lock:
+            return {"live_bytes": self.live_bytes, "cached_bytes": self.cached_bytes,
+                    "peak_live_bytes": self.peak_live_bytes, "persistent": self.private is not None,
+                    "capturing": self.capturing}

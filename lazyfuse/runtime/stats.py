@@ -1,0 +1,34 @@
+"""The counters of SPEC (``lf.stats()``): what the engine recorded, elided, fused and launched."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class Stats:
+    ops_recorded: int = 0          # compute ops recorded by the Tensor API
+    ops_elided: int = 0            # recorded ops never executed: their results were dropped before a drain
+    kernels_launched: int = 0      # kernel (and library-call) launches, graph replays excluded
+    fusion_cache_hits: int = 0     # drains that found their plan cached (steady-state path)
+    fusion_cache_misses: int = 0   # drains that planned, compiled and tuned (build path)
+    autotune_runs: int = 0         # kernels actually benchmarked (a cached choice counts 0)
+    fresh_allocations: int = 0     # pool requests that allocated new memory
+    pooled_allocations: int = 0    # pool requests served from a kept block
+    graph_replays: int = 0         # Graph.replay() calls that dispatched a recorded graph
+    plan_cache_evictions: int = 0  # plans dropped because the plan cache was full
+
+    def snapshot(self) -> "Stats":
+        return Stats(**self.as_dict())
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __getitem__(self, name: str) -> int:
+        return getattr(self, name)
+
+    def __sub__(self, other: "Stats") -> "Stats":
+        return Stats(**{k: v - getattr(other, k) for k, v in self.as_dict().items()})
+
+    def reset(self) -> None:
+        for f in fields(self):
+            setattr(self, f.name, 0)

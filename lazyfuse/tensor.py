@@ -1,0 +1,616 @@
+"""The Tensor API: a Tensor is a strided view of a Storage whose value may still be pending.
+
+Views (reshape where strides allow, permute, transpose, expand, unsqueeze, squeeze, slicing)
+share the storage and see every later in-place write; every other op records a new node and
+returns a new storage (SPEC semantics 1 and 9). Host reads drain the device.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import torch
+
+from . import ops
+from .errors import DTypeError, ShapeError
+from .ir import dtypes as dt
+from .ir.node import Node, Op
+from .ir.shapes import check_shape, normalize_dim, normalize_dims, prod
+from .ir.view import View
+from .runtime.engine import Storage
+
+MaxMin = collections.namedtuple("MaxMin", ["values", "indices"])
+
+
+def result_tensor(device, node: Node) -> "Tensor":
+    return Tensor(Storage(device.engine, node), View.contiguous(node.shape), device)
+
+
+class Tensor:
+    __slots__ = ("_storage", "_view", "device", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, storage: Storage, view: View, device):
+        self._storage = storage
+        self._view = view
+        self.device = device
+
+    # -- reading the lazy value ------------------------------------------------------------------
+    def _read(self) -> Node:
+        st = self._storage
+        v = self._view
+        if v.shape == st.shape and v.offset == 0 and v.strides == View.contiguous(st.shape).strides:
+            return st.current
+        return Node(Op.VIEW, (st.current,), st.dtype, v.shape, v)
+
+    def _with_view(self, view: View) -> "Tensor":
+        return Tensor(self._storage, view, self.device)
+
+    # -- metadata ----------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._view.shape
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self._storage.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._view.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return prod(self._view.shape)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim)]
+
+    def stride(self) -> tuple:
+        return self._view.strides
+
+    def is_contiguous(self) -> bool:
+        return self._view.is_contiguous()
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # -- host reads (each one drains) -------------------------------------------------------------
+    def _host_torch(self, reason: str) -> torch.Tensor:
+        self.device.engine.sync(reason)
+        st = self._storage
+        v = self._view
+        base = st.buffer.tensor
+        t = base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)
+        return t.detach().to("cpu", copy=True)
+
+    def torch(self) -> torch.Tensor:
+        """A new torch tensor on the CPU holding this tensor's value."""
+        return self._host_torch(".torch()")
+
+    def numpy(self) -> np.ndarray:
+        """A new numpy array (bfloat16 comes back as float32: numpy has no bfloat16)."""
+        t = self._host_torch(".numpy()")
+        if t.dtype is torch.bfloat16:
+            t = t.float()
+        return t.numpy()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def item(self):
+        if self.numel() != 1:
+            raise ShapeError(f".item() needs exactly one element, this tensor has shape {self.shape}")
+        return self._host_torch(".item()").item()
+
+    def tolist(self):
+        return self._host_torch(".tolist()").tolist()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ShapeError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() "
+                             "or .all() style reductions (t.sum() > 0)")
+        return bool(self._host_torch("bool()").item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_float:
+            raise DTypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __repr__(self):
+        if self.device.capturing:
+            return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, device={self.device.name}, pending)"
+        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={self.dtype!r}, device={self.device.name!r})"
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # -- elementwise --------------------------------------------------------------------------------
+    def __add__(self, o):
+        return ops.elementwise(Op.ADD, self, o)
+
+    def __radd__(self, o):
+        return ops.elementwise(Op.ADD, o, self)
+
+    def __sub__(self, o):
+        return ops.elementwise(Op.SUB, self, o)
+
+    def __rsub__(self, o):
+        return ops.elementwise(Op.SUB, o, self)
+
+    def __mul__(self, o):
+        return ops.elementwise(Op.MUL, self, o)
+
+    def __rmul__(self, o):
+        return ops.elementwise(Op.MUL, o, self)
+
+    def __truediv__(self, o):
+        return ops.elementwise(Op.DIV, self, o)
+
+    def __rtruediv__(self, o):
+        return ops.elementwise(Op.DIV, o, self)
+
+    def __floordiv__(self, o):
+        return ops.elementwise(Op.FLOORDIV, self, o)
+
+    def __rfloordiv__(self, o):
+        return ops.elementwise(Op.FLOORDIV, o, self)
+
+    def __mod__(self, o):
+        return ops.elementwise(Op.MOD, self, o)
+
+    def __rmod__(self, o):
+        return ops.elementwise(Op.MOD, o, self)
+
+    def __pow__(self, o):
+        return ops.elementwise(Op.POW, self, o)
+
+    def __rpow__(self, o):
+        return ops.elementwise(Op.POW, o, self)
+
+    def __matmul__(self, o):
+        return ops.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return ops.matmul(o, self)
+
+    def __neg__(self):
+        return ops.elementwise(Op.NEG, self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return ops.elementwise(Op.ABS, self)
+
+    def __invert__(self):
+        return ops.elementwise(Op.NOT, self)
+
+    def __and__(self, o):
+        return ops.elementwise(Op.AND, self, o)
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return ops.elementwise(Op.OR, self, o)
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return ops.elementwise(Op.XOR, self, o)
+
+    __rxor__ = __xor__
+
+    def __lt__(self, o):
+        return ops.elementwise(Op.LT, self, o)
+
+    def __le__(self, o):
+        return ops.elementwise(Op.LE, self, o)
+
+    def __gt__(self, o):
+        return ops.elementwise(Op.GT, self, o)
+
+    def __ge__(self, o):
+        return ops.elementwise(Op.GE, self, o)
+
+    def __eq__(self, o):
+        return ops.elementwise(Op.EQ, self, o)
+
+    def __ne__(self, o):
+        return ops.elementwise(Op.NE, self, o)
+
+    def abs(self):
+        return ops.elementwise(Op.ABS, self)
+
+    def neg(self):
+        return ops.elementwise(Op.NEG, self)
+
+    def exp(self):
+        return ops.elementwise(Op.EXP, self)
+
+    def log(self):
+        return ops.elementwise(Op.LOG, self)
+
+    def sqrt(self):
+        return ops.elementwise(Op.SQRT, self)
+
+    def rsqrt(self):
+        return ops.elementwise(Op.RSQRT, self)
+
+    def sin(self):
+        return ops.elementwise(Op.SIN, self)
+
+    def cos(self):
+        return ops.elementwise(Op.COS, self)
+
+    def tanh(self):
+        return ops.elementwise(Op.TANH, self)
+
+    def sigmoid(self):
+        return ops.elementwise(Op.SIGMOID, self)
+
+    def relu(self):
+        return ops.elementwise(Op.RELU, self)
+
+    def gelu(self):
+        return ops.elementwise(Op.GELU, self)
+
+    def silu(self):
+        return ops.elementwise(Op.SILU, self)
+
+    def reciprocal(self):
+        return ops.elementwise(Op.RECIPROCAL, self)
+
+    def isnan(self):
+        return ops.elementwise(Op.ISNAN, self)
+
+    def logical_not(self):
+        return ops.elementwise(Op.NOT, self.bool())
+
+    def pow(self, exponent):
+        return ops.elementwise(Op.POW, self, exponent)
+
+    def maximum(self, other):
+        return ops.elementwise(Op.MAXIMUM, self, other)
+
+    def minimum(self, other):
+        return ops.elementwise(Op.MINIMUM, self, other)
+
+    def clamp(self, min=None, max=None):
+        if min is None and max is None:
+            raise ShapeError("clamp needs min or max")
+        out = self
+        if min is not None:
+            out = ops.elementwise(Op.MAXIMUM, out, min)
+        if max is not None:
+            out = ops.elementwise(Op.MINIMUM, out, max)
+        return out
+
+    clip = clamp
+
+    def where(self, condition, other):
+        return ops.where(condition, self, other)
+
+    # -- reductions --------------------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        odt = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if not self.dtype.is_float else self.dtype)
+        return ops.reduce(Op.SUM, self, dim, keepdim, out_dtype=odt)
+
+    def mean(self, dim=None, keepdim=False):
+        if not self.dtype.is_float:
+            raise DTypeError(f"mean() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        n = ops.reduced_count(self, dim)
+        return ops.reduce(Op.SUM, self, dim, keepdim) / float(n) if n else \
+            ops.reduce(Op.SUM, self, dim, keepdim) * float("nan")
+
+    def amax(self, dim=None, keepdim=False):
+        return ops.reduce(Op.MAX, self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return ops.reduce(Op.MIN, self, dim, keepdim)
+
+    def _maxmin(self, op, arg_op, dim, keepdim):
+        if isinstance(dim, Tensor):
+            return ops.elementwise(Op.MAXIMUM if op is Op.MAX else Op.MINIMUM, self, dim)
+        if dim is None or isinstance(dim, (tuple, list)):
+            return ops.reduce(op, self, dim, keepdim)
+        return MaxMin(ops.reduce(op, self, dim, keepdim), ops.reduce(arg_op, self, dim, keepdim, out_dtype=dt.int64))
+
+    def max(self, dim=None, keepdim=False):
+        """``max()``: the largest value; ``max(dim)``: (values, indices); ``max(tensor)``: elementwise."""
+        return self._maxmin(Op.MAX, Op.ARGMAX, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return self._maxmin(Op.MIN, Op.ARGMIN, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        if dim is None:
+            flat = self.reshape(-1)
+            out = ops.reduce(Op.ARGMAX, flat, 0, False, out_dtype=dt.int64)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        return ops.reduce(Op.ARGMAX, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
+
+    def argmin(self, dim=None, keepdim=False):
+        if dim is None:
+            flat = self.reshape(-1)
+            out = ops.reduce(Op.ARGMIN, flat, 0, False, out_dtype=dt.int64)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        return ops.reduce(Op.ARGMIN, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
+
+    def var(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
+        if not self.dtype.is_float:
+            raise DTypeError(f"var() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        if correction is None:
+            correction = 1 if unbiased is None or unbiased else 0
+        n = ops.reduced_count(self, dim)
+        mean = self.mean(dim, keepdim=True)
+        d = self - mean
+        return (d * d).sum(dim, keepdim) / float(max(n - correction, 0)) if n - correction > 0 else \
+            (d * d).sum(dim, keepdim) * float("nan")
+
+    def std(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
+        return self.var(dim, keepdim, correction=correction, unbiased=unbiased).sqrt()
+
+    def softmax(self, dim):
+        from .nn import functional as F
+        return F.softmax(self, dim)
+
+    def log_softmax(self, dim):
+        from .nn import functional as F
+        return F.log_softmax(self, dim)
+
+    # -- casts ---------------------------------------------------------------------------------------
+    def to(self, dtype):
+        dtype = dt.as_dtype(dtype)
+        if dtype is self.dtype:
+            return self
+        return result_tensor(self.device, Node(Op.CAST, (self._read(),), dtype, self.shape))
+
+    def float(self):
+        return self.to(dt.float32)
+
+    def double(self):
+        return self.to(dt.float64)
+
+    def half(self):
+        return self.to(dt.float16)
+
+    def bfloat16(self):
+        return self.to(dt.bfloat16)
+
+    def int(self):
+        return self.to(dt.int32)
+
+    def long(self):
+        return self.to(dt.int64)
+
+    def bool(self):
+        return self.to(dt.bool_)
+
+    def clone(self):
+        return result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
+
+    def contiguous(self):
+        if self._view.is_contiguous() and self._view.offset == 0 and self.numel() == self._storage.numel:
+            return self
+        return self.clone()
+
+    def detach(self):
+        return self
+
+    # -- views ---------------------------------------------------------------------------------------
+    def _infer_shape(self, shape) -> tuple:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if shape.count(-1) > 1:
+            raise ShapeError(f"shape {shape} has more than one -1")
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {shape}")
+            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+        check_shape(shape)
+        if prod(shape) != self.numel():
+            raise ShapeError(f"cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) into "
+                             f"{shape} ({prod(shape)} elements)")
+        return shape
+
+    def reshape(self, *shape):
+        shape = self._infer_shape(shape)
+        v = self._view.reshape(shape)
+        if v is not None:
+            return self._with_view(v)
+        return self.clone()._with_view(View.contiguous(shape))
+
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (dt.DType, torch.dtype)):
+            raise DTypeError("view(dtype) is not supported; use .to(dtype)")
+        shape = self._infer_shape(shape)
+        v = self._view.reshape(shape)
+        if v is None:
+            raise ShapeError(f"view size {shape} is not compatible with this tensor's strides "
+                             f"{self._view.strides}; use .reshape(...) (which copies) instead")
+        return self._with_view(v)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        s = normalize_dim(start_dim, self.ndim, "start_dim")
+        e = normalize_dim(end_dim, self.ndim, "end_dim")
+        if s > e:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def permute(self, *dims):
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if len(dims) != self.ndim:
+            raise ShapeError(f"permute needs {self.ndim} dims, got {dims}")
+        order = tuple(normalize_dim(d, self.ndim, "dims") for d in dims)
+        if sorted(order) != list(range(self.ndim)):
+            raise ShapeError(f"permute dims {dims} are not a permutation of range({self.ndim})")
+        return self._with_view(self._view.permute(order))
+
+    def transpose(self, dim0, dim1):
+        if self.ndim == 0:
+            return self
+        a, b = normalize_dim(dim0, self.ndim, "dim0"), normalize_dim(dim1, self.ndim, "dim1")
+        order = list(range(self.ndim))
+        order[a], order[b] = order[b], order[a]
+        return self._with_view(self._view.permute(order))
+
+    @property
+    def T(self):
+        return self._with_view(self._view.permute(tuple(reversed(range(self.ndim)))))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def unsqueeze(self, dim):
+        d = normalize_dim(dim, self.ndim + 1)
+        return self._with_view(self._view.unsqueeze(d))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            dims = tuple(d for d, s in enumerate(self.shape) if s == 1)
+        else:
+            dims = tuple(d for d in normalize_dims(dim, self.ndim) if self.shape[d] == 1) if self.ndim else ()
+        v = self._view
+        for d in reversed(dims):
+            v = v.select(d, 0)
+        return self._with_view(v)
+
+    def expand(self, *sizes):
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+            sizes = tuple(sizes[0])
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"expand: {sizes} has fewer dims than the tensor's shape {self.shape}")
+        lead = len(sizes) - self.ndim
+        shape = []
+        for i, s in enumerate(sizes):
+            old = self.shape[i - lead] if i >= lead else 1
+            if s == -1:
+                if i < lead:
+                    raise ShapeError("expand: -1 is not allowed for a new leading dim")
+                s = old
+            if old != s and old != 1:
+                raise ShapeError(f"expand: dim {i} has size {old}, cannot expand it to {s} (only size-1 dims "
+                                 "expand)")
+            shape.append(int(s))
+        return self._with_view(self._view.expand(tuple(shape)))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def __getitem__(self, key):
+        from .indexing import getitem
+        return getitem(self, key)
+
+    def __setitem__(self, key, value):
+        self[key].copy_(value)
+
+    # -- in-place writes -----------------------------------------------------------------------------
+    def _write(self, value: Node) -> "Tensor":
+        """Replace this view's elements with ``value`` (same shape), in program order (SPEC 9)."""
+        st = self._storage
+        v = self._view
+        if v.has_overlap():
+            raise ShapeError("in-place write into an expanded view: several elements share one memory "
+                             "location; call .clone() first")
+        if v.covers(st.numel):
+            if value.shape != st.shape:
+                value = Node(Op.VIEW, (value,), value.dtype, st.shape, View.contiguous(value.shape).reshape(st.shape))
+            node = Node(Op.CAST, (value,), st.dtype, st.shape)
+        else:
+            node = Node(Op.WRITE, (st.current, value), st.dtype, st.shape, v)
+        st.update(node)
+        return self
+
+    def _inplace_value(self, other, op: Op):
+        dims, zeros, scalars = ops.operand_dtypes((self, other))
+        ct = dt.result_type(dims, zeros, scalars)
+        if op is Op.DIV and not ct.is_float:
+            ct = dt.DEFAULT_FLOAT
+        if ct.category > self.dtype.category:
+            raise DTypeError(f"result type {ct.name} of {op.label}_ can't be cast to the tensor's dtype "
+                             f"{self.dtype.name}; use an out-of-place op")
+        res = ops.elementwise(op, self, other, compute_dtype=ct)
+        if res.shape != self.shape:
+            raise ShapeError(f"in-place {op.label}_: the result shape {res.shape} differs from the tensor's "
+                             f"{self.shape}; the other operand must broadcast to it")
+        return res
+
+    def add_(self, other, *, alpha=1):
+        if alpha != 1:
+            other = other * alpha
+        return self.copy_(self._inplace_value(other, Op.ADD))
+
+    def sub_(self, other, *, alpha=1):
+        if alpha != 1:
+            other = other * alpha
+        return self.copy_(self._inplace_value(other, Op.SUB))
+
+    def mul_(self, other):
+        return self.copy_(self._inplace_value(other, Op.MUL))
+
+    def div_(self, other):
+        return self.copy_(self._inplace_value(other, Op.DIV))
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def fill_(self, value):
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                raise ShapeError("fill_ takes a scalar or a one-element tensor")
+            return self.copy_(value.reshape(()))
+        return self.copy_(value)
+
+    def copy_(self, src):
+        """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view."""
+        if isinstance(src, Tensor):
+            ops.common_device((self, src))
+            node = ops.cast_node(self.device.engine, src._read(), self.dtype)
+            if src.shape != self.shape:
+                from .ir.shapes import broadcast_shapes
+                if broadcast_shapes(src.shape, self.shape) != self.shape:
+                    raise ShapeError(f"copy_: source shape {src.shape} does not broadcast to {self.shape}")
+                node = ops.expand_node(node, self.shape)
+        elif ops.is_scalar(src):
+            node = ops.expand_node(ops.scalar_node(src, self.dtype), self.shape)
+        elif isinstance(src, (np.ndarray, torch.Tensor, list, tuple)):
+            from .creation import tensor as make_tensor
+            return self.copy_(make_tensor(src, dtype=self.dtype, device=self.device))
+        else:
+            raise DTypeError(f"copy_: src of type {type(src).__name__} is not a Tensor, array or scalar")
+        return self._write(node)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+__all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
