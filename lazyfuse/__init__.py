@@ -13,6 +13,8 @@ from .tensor import Tensor  # noqa: F401
 from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401
                        rand, randn, tensor, zeros, zeros_like)
 from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats, sync, where  # noqa: F401
-from . import nn  # noqa: F401
+from . import nn, testing  # noqa: F401
+from .graph import Graph, capture, graphed  # noqa: F401
+from . import graph  # noqa: F401
 
 __version__ = "0.1.0"

@@ -25,7 +25,10 @@ class HostMeta:
         self.ptr = buffer.ptr
         self.ready = False
 
-    def write(self, header, scalars, is_float=None):
+    def push(self) -> None:
+        """Host memory: the kernels read the words directly."""
+
+    def write(self, header, scalars):
         if not self.ready:
             self.words[: len(header)] = header
             self.ready = True

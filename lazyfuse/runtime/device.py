@@ -18,16 +18,28 @@ from .stats import Stats
 
 
 class HostGraph:
-    """A recorded launch list: replay calls each prepared launch in order, nothing else."""
+    """A recorded launch list: replay calls each prepared launch in order, nothing else.
 
-    __slots__ = ("launches", "keepalive")
+    ``keepalive`` pins every buffer and metadata block the launches bind for the graph's
+    lifetime; ``rng`` lists the metadata words holding random-stream offsets, which each
+    replay advances so random numbers differ from one replay to the next.
+    """
 
-    def __init__(self, launches, keepalive):
+    __slots__ = ("launches", "keepalive", "rng")
+
+    def __init__(self, launches, keepalive, rng):
         self.launches = launches
         self.keepalive = keepalive
+        self.rng = rng
 
     def __len__(self):
         return len(self.launches)
+
+    def advance_rng(self, n: int) -> None:
+        for meta, words in self.rng:
+            for w in words:
+                meta.words[w] += n
+            meta.push()
 
 
 class Device:
@@ -59,13 +71,13 @@ class Device:
     def launch(self, step, bufs, meta) -> None:
         thunk = self.backend.thunk(step, bufs, meta)
         if self._recording is not None:
-            self._recording.append((thunk, bufs, meta))
+            self._recording.append((thunk, bufs, meta, step.rng_words))
         thunk()
 
     # -- graph protocol -------------------------------------------------------------------------
     def graph_prepare(self) -> None:
+        self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
         self.pool.prepare()
-        self.engine.start_tracking()
 
     def sync(self) -> None:
         self.engine.drain_for_capture()
@@ -89,8 +101,10 @@ class Device:
             self.capturing = False
             self._capture_thread = None
             self.pool.end_capture()
+            metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
-        return HostGraph(tuple(t for t, _, _ in launches), tuple((b, m) for _, b, m in launches))
+        rng = tuple((m, w) for _, _, m, w in launches if w)
+        return HostGraph(tuple(t for t, _, _, _ in launches), (tuple((b, m) for _, b, m, _ in launches), metas), rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -99,6 +113,7 @@ class Device:
             self.capturing = False
             self._capture_thread = None
             self.pool.end_capture()
+            self.engine.captured_plans = []
             self.engine.stop_tracking()
 
     def graph_replay(self, graph) -> None:

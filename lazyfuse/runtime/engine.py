@@ -71,9 +71,12 @@ class Step:
     slots: list               # buffer slot of each argument
     scalars: list             # position of each runtime scalar in the trace's scalar list
     header: list              # metadata words before the scalars (loop extents)
-    kernel: object = None     # codegen Kernel (kernels) or (views, out shape) (matmul)
+    kernel: object = None     # codegen Kernel (kernels) or (views, out shape, base shapes, arg) (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
+    rng_words: tuple = ()     # metadata words holding a random stream's offset (advanced on replay)
+    source: str = ""
+    config: object = None
 
     @property
     def meta_words(self) -> int:
@@ -105,6 +108,7 @@ class Engine:
         self.capture_owner = None      # the thread that may drain while a capture is open
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.built_keys: set | None = None
+        self.captured_plans: list = []
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -163,6 +167,15 @@ class Engine:
         executed = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
         plan = self.plans.get(key)
         build = plan is None
+        if build and self.device.capturing:
+            # the build path compiles, autotunes and allocates scratch buffers: never inside a capture
+            from ..errors import CaptureAllocationError
+            need = [(s.numel * s.dtype.itemsize, s.dtype.name) for s in roots if s.buffer is None]
+            size = f"{need[0][0]} bytes ({need[0][1]}) for its first output" if need else "scratch buffers"
+            raise CaptureAllocationError(
+                f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
+                f"({len(nodes)} nodes) on {self.device.name}, and building it would compile, autotune and "
+                "allocate mid-capture. " + self._capture_cause(None, True))
         if build:
             plan = self._build(key, nodes, targets)
         else:
@@ -178,6 +191,8 @@ class Engine:
             self.stats.fusion_cache_hits += 1
         if self.executed_keys is not None:
             self.executed_keys.add(key)
+        if self.device.capturing:
+            self.captured_plans.append(plan)
 
     # -- build path ------------------------------------------------------------------------------
     def _build(self, key, nodes, targets) -> CompiledPlan:
@@ -193,6 +208,7 @@ class Engine:
             elif n.op is Op.BUFFER:
                 leaf_pos[i] = len(leaf_pos)
         producers = {grp.output: grp.id for grp in planned.groups}
+        rng_offsets = {pos[id(n.srcs[1])] for n in nodes if n.op in (Op.RAND, Op.RANDN)}
         steps = []
         for grp in planned.groups:
             out = nodes[grp.output]
@@ -201,8 +217,10 @@ class Engine:
                 continue
             low = Lowering(nodes, pos, grp, planned.slots, producers)
             kernel = low.kernel(f"k{len(steps)}")
+            header = _header(kernel)
+            rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
             steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
-                              _header(kernel), kernel, group=grp))
+                              header, kernel, group=grp, rng_words=rng))
         temps = [None] * planned.n_temps
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
@@ -274,7 +292,7 @@ class Engine:
     def _capture_cause(self, plan: CompiledPlan, build: bool) -> str:
         if self.executed_keys is None:
             return ""
-        if plan.key not in self.executed_keys:
+        if plan is None or plan.key not in self.executed_keys:
             return ("Likely cause: the warmup never executed this plan — its outputs were dropped before they "
                     "were synced, so the lazy engine elided them and allocated nothing (hold_outputs=False?). "
                     "Hold each warmup output across lf.sync().")
@@ -287,8 +305,35 @@ class Engine:
 
     # -- capture hooks --------------------------------------------------------------------------------
     def start_tracking(self) -> None:
-        self.executed_keys = set()
-        self.built_keys = set()
+        """Called by ``graph_prepare``, before the pool turns persistent.
+
+        A capture starts from a cold plan cache, so its warmup always takes the build path
+        first and the steady-state path after — the same sequence whatever ran before, which
+        is what makes SPEC semantic 7's reproductions deterministic. (Compiled code and tuning
+        stay cached on disk and in memory: a rebuild only re-plans.) The dropped plans' metadata
+        returns to the shared cache now, not to the capture's private segment.
+        """
+        with self.lock:
+            self.plans.clear()
+            self.executed_keys = set()
+            self.built_keys = set()
+            self.captured_plans = []
+
+    def take_captured_metadata(self) -> list:
+        """Hand the launch metadata of the plans a capture ran to the graph that recorded them.
+
+        The graph's launches read those buffers at every replay, so they must never again be
+        rewritten by an eager run of the same plan: the plan allocates new metadata on its
+        next steady-state launch (outside the capture, where allocating is legal).
+        """
+        with self.lock:
+            metas = []
+            for plan in self.captured_plans:
+                if plan.metas is not None:
+                    metas.extend(plan.metas)
+                    plan.metas = None
+            self.captured_plans = []
+            return metas
 
     def stop_tracking(self) -> None:
         self.executed_keys = None

@@ -35,12 +35,13 @@ def size_class(nbytes: int) -> int:
 
 
 class Block:
-    __slots__ = ("nbytes", "usage", "data")
+    __slots__ = ("nbytes", "usage", "data", "epoch")
 
     def __init__(self, nbytes, usage, data):
         self.nbytes = nbytes
         self.usage = usage
         self.data = data  # a 1-D uint8 torch tensor on the device
+        self.epoch = 0    # the persistent segment it was handed out in (0: none)
 
 
 class Buffer:
@@ -75,6 +76,7 @@ class MemoryPool:
         self.stats = stats
         self.cached = defaultdict(list)
         self.private = None             # dict like ``cached`` while prepared for capture
+        self.epoch = 0                  # counts prepare() calls
         self.capturing = False
         self.cached_bytes = 0
         self.live_bytes = 0
@@ -103,6 +105,7 @@ class MemoryPool:
             else:
                 block = Block(cls, usage, self.raw_alloc(cls))
                 self.stats.fresh_allocations += 1
+            block.epoch = self.epoch if self.private is not None else 0
             self.live_bytes += cls
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             return block
@@ -115,7 +118,9 @@ class MemoryPool:
         with self.lock:
             self.live_bytes -= block.nbytes
             key = (block.usage, block.nbytes)
-            if self.private is not None:
+            # only what was handed out since prepare() is kept for the capture: a block from
+            # before (say, held by a lingering traceback) must not make a capture succeed by luck
+            if self.private is not None and block.epoch == self.epoch:
                 self.private[key].append(block)
             else:
                 self.cached[key].append(block)
@@ -126,6 +131,7 @@ class MemoryPool:
         with self.lock:
             if self.private is None:
                 self.private = defaultdict(list)
+                self.epoch += 1
 
     def begin_capture(self) -> None:
         with self.lock:

@@ -1,0 +1,3 @@
+"""Graph capture (``lf.capture``, ``Graph``) and structured APIs on top of it."""
+from .capture import Graph, capture  # noqa: F401
+from .graphed import graphed  # noqa: F401

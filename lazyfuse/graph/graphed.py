@@ -1,0 +1,54 @@
+"""``graphed``: a safe, structured call interface on top of ``capture``.
+
+The raw ``Graph`` replays whatever buffers the closure touched; ``graphed`` makes the contract
+explicit: it owns static input buffers, copies each call's arguments into them, replays, and
+returns the outputs — cloned (and materialized) by default, so a caller never sees a later
+replay overwrite a result it kept.
+"""
+from __future__ import annotations
+
+from ..errors import CaptureError, ShapeError
+from ..tensor import Tensor
+from .capture import capture
+
+
+def _map(out, fn):
+    if isinstance(out, Tensor):
+        return fn(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_map(o, fn) for o in out)
+    if isinstance(out, dict):
+        return {k: _map(v, fn) for k, v in out.items()}
+    return out
+
+
+def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = True):
+    """Capture ``fn(*inputs)`` with static inputs shaped like ``example_inputs``.
+
+    Returns a callable ``call(*inputs)``; ``call.graph`` is the underlying Graph.
+    """
+    if not example_inputs or not all(isinstance(x, Tensor) for x in example_inputs):
+        raise CaptureError("graphed(fn, *example_inputs): give at least one example Tensor input")
+    dev = example_inputs[0].device
+    static = [x.clone() for x in example_inputs]
+    dev.engine.sync("graphed: materialize static inputs")
+    graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters)
+
+    def call(*inputs):
+        if len(inputs) != len(static):
+            raise CaptureError(f"this graphed function takes {len(static)} inputs, got {len(inputs)}")
+        for s, x in zip(static, inputs):
+            if tuple(getattr(x, "shape", ())) != s.shape and not isinstance(x, (int, float)):
+                raise ShapeError(f"graphed input of shape {getattr(x, 'shape', None)} does not match the "
+                                 f"captured shape {s.shape}")
+            s.copy_(x)
+        out = graph.replay()
+        if not clone_outputs:
+            return out
+        copies = _map(out, lambda t: t.clone())
+        dev.engine.sync("graphed: materialize output copies")
+        return copies
+
+    call.graph = graph
+    call.static_inputs = tuple(static)
+    return call
