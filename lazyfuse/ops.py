@@ -6,6 +6,7 @@ result shape with explicit nodes, so the planner and code generators never infer
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -64,10 +65,33 @@ def new_node(engine, op, srcs, dtype, shape, arg=None) -> Node:
     return node
 
 
+@functools.lru_cache(maxsize=4096)
+def _expand_view(src_shape: tuple, shape: tuple) -> View:
+    return View.contiguous(src_shape).expand(shape)
+
+
 def expand_node(node: Node, shape) -> Node:
-    if node.shape == tuple(shape):
+    shape = tuple(shape)
+    if node.shape == shape:
         return node
-    return Node(Op.VIEW, (node,), node.dtype, tuple(shape), View.contiguous(node.shape).expand(tuple(shape)))
+    return Node(Op.VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
+
+
+def binary(op: Op, a, b, reflected: bool = False):
+    """The hot path of ``a <op> b`` for a Tensor ``a``: same-dtype, same-shape tensors or a
+    Python scalar of the tensor's own category need no promotion or broadcasting logic."""
+    from .tensor import Tensor, result_tensor
+    ct = a._storage.dtype
+    tb = type(b)
+    simple = not (ct.is_bool or (op is Op.DIV and not ct.is_float) or (op in LOGIC and ct.is_float))
+    if simple and tb is Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
+        other = b._read()
+    elif simple and (tb is float and ct.is_float or tb is int and not ct.is_bool):
+        other = expand_node(Node(Op.SCALAR, (), ct, (), float(b) if ct.is_float else int(b)), a._view.shape)
+    else:
+        return elementwise(op, b, a) if reflected else elementwise(op, a, b)
+    srcs = (other, a._read()) if reflected else (a._read(), other)
+    return result_tensor(a.device, Node(op, srcs, dt.bool_ if op in COMPARE else ct, a._view.shape))
 
 
 def cast_node(engine, node: Node, dtype: dt.DType) -> Node:

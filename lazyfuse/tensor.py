@@ -39,6 +39,8 @@ class Tensor:
     def _read(self) -> Node:
         st = self._storage
         v = self._view
+        if v is View.contiguous(st.shape):
+            return st.current
         if v.shape == st.shape and v.offset == 0 and v.strides == View.contiguous(st.shape).strides:
             return st.current
         return Node(Op.VIEW, (st.current,), st.dtype, v.shape, v)
@@ -143,28 +145,28 @@ class Tensor:
 
     # -- elementwise --------------------------------------------------------------------------------
     def __add__(self, o):
-        return ops.elementwise(Op.ADD, self, o)
+        return ops.binary(Op.ADD, self, o)
 
     def __radd__(self, o):
-        return ops.elementwise(Op.ADD, o, self)
+        return ops.binary(Op.ADD, self, o, reflected=True)
 
     def __sub__(self, o):
-        return ops.elementwise(Op.SUB, self, o)
+        return ops.binary(Op.SUB, self, o)
 
     def __rsub__(self, o):
-        return ops.elementwise(Op.SUB, o, self)
+        return ops.binary(Op.SUB, self, o, reflected=True)
 
     def __mul__(self, o):
-        return ops.elementwise(Op.MUL, self, o)
+        return ops.binary(Op.MUL, self, o)
 
     def __rmul__(self, o):
-        return ops.elementwise(Op.MUL, o, self)
+        return ops.binary(Op.MUL, self, o, reflected=True)
 
     def __truediv__(self, o):
-        return ops.elementwise(Op.DIV, self, o)
+        return ops.binary(Op.DIV, self, o)
 
     def __rtruediv__(self, o):
-        return ops.elementwise(Op.DIV, o, self)
+        return ops.binary(Op.DIV, self, o, reflected=True)
 
     def __floordiv__(self, o):
         return ops.elementwise(Op.FLOORDIV, self, o)
@@ -218,22 +220,22 @@ class Tensor:
     __rxor__ = __xor__
 
     def __lt__(self, o):
-        return ops.elementwise(Op.LT, self, o)
+        return ops.binary(Op.LT, self, o)
 
     def __le__(self, o):
-        return ops.elementwise(Op.LE, self, o)
+        return ops.binary(Op.LE, self, o)
 
     def __gt__(self, o):
-        return ops.elementwise(Op.GT, self, o)
+        return ops.binary(Op.GT, self, o)
 
     def __ge__(self, o):
-        return ops.elementwise(Op.GE, self, o)
+        return ops.binary(Op.GE, self, o)
 
     def __eq__(self, o):
-        return ops.elementwise(Op.EQ, self, o)
+        return ops.binary(Op.EQ, self, o)
 
     def __ne__(self, o):
-        return ops.elementwise(Op.NE, self, o)
+        return ops.binary(Op.NE, self, o)
 
     def abs(self):
         return ops.elementwise(Op.ABS, self)

@@ -59,6 +59,12 @@ def _identity(cc: str) -> str:
     return version + cpu
 
 
+def identity_hash() -> str:
+    """A short hash of the compiler and CPU (part of autotuning keys)."""
+    cc = compiler()
+    return hashlib.sha256(_identity(cc).encode()).hexdigest()[:12] if cc else "none"
+
+
 def library_key(source: str, cc: str) -> str:
     h = hashlib.sha256()
     for part in (source, " ".join(FLAGS), _identity(cc)):

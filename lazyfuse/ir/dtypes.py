@@ -18,8 +18,10 @@ from ..errors import DTypeError
 BOOL, INT, FLOAT = 0, 1, 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
+    """One instance per dtype: compared and hashed by identity (it is in every plan key)."""
+
     name: str
     itemsize: int
     category: int

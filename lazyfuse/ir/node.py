@@ -85,6 +85,11 @@ class Op(enum.Enum):
     def __init__(self, label: str, kind: Kind):
         self.label = label
         self.kind = kind
+        self.code = len(self.__class__.__members__)  # a small int, cheap to hash in plan keys
+        # leaves are values already at hand; everything else is work a drain must do
+        self.pending = kind is not Kind.LEAF or label in ("arange", "rand", "randn")
+
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"Op.{self.name}"
@@ -114,7 +119,7 @@ class Node:
     @property
     def is_pending(self) -> bool:
         """Leaves are values already at hand; everything else is work a drain must do."""
-        return self.op.kind is not Kind.LEAF or self.op in (Op.ARANGE, Op.RAND, Op.RANDN)
+        return self.op.pending
 
     def __repr__(self) -> str:
         return f"Node({self.op.label}, {self.dtype.name}{list(self.shape)})"

@@ -8,20 +8,35 @@ makes a copy — the same aliasing a torch user expects (SPEC semantic 9).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 
 from .shapes import contiguous_strides, prod
 
 
-@dataclass(frozen=True)
 class View:
-    shape: tuple
-    strides: tuple
-    offset: int = 0
+    """Immutable; hashed once (views are part of every plan key, so hashing must be cheap)."""
+
+    __slots__ = ("shape", "strides", "offset", "_hash")
+
+    def __init__(self, shape: tuple, strides: tuple, offset: int = 0):
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self._hash = hash((shape, strides, offset))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (isinstance(other, View) and self._hash == other._hash and self.shape == other.shape
+                                 and self.strides == other.strides and self.offset == other.offset)
+
+    def __repr__(self) -> str:
+        return f"View(shape={self.shape}, strides={self.strides}, offset={self.offset})"
 
     @staticmethod
     def contiguous(shape) -> "View":
-        return View(tuple(shape), contiguous_strides(shape), 0)
+        return _contiguous(tuple(shape))
 
     @property
     def numel(self) -> int:
@@ -91,3 +106,8 @@ class View:
         if view_d != -1:
             return None
         return View(shape, tuple(new_strides), self.offset)
+
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous(shape: tuple) -> View:
+    return View(shape, contiguous_strides(shape), 0)

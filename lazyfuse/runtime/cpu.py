@@ -1,16 +1,20 @@
 """The ``cpu`` backend: C/OpenMP kernels through ctypes, matmul through torch, host graphs."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import dataclasses
 import functools
+
 import numpy as np
 import torch
 
-from ..codegen import c_compile
-from ..codegen.c_printer import PRELUDE, CConfig, print_c
-from ..errors import ShapeError
+from ..codegen import autotune, c_compile
+from ..codegen.c_printer import PARALLEL_THRESHOLD, PRELUDE, CConfig, print_c
+from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
+from .pool import SCRATCH
 
 
 class HostMeta:
@@ -61,29 +65,108 @@ def _gather(x, index, out, dim, size):
 
 
 class CpuBackend:
+    """C kernels: every candidate config of every kernel of a plan is compiled in one library,
+    tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
+
     name = "c"
 
-    def __init__(self):
-        self.fallback_warned = False
-        self.config = CConfig()
+    def __init__(self, pool):
+        self.pool = pool
+        self.tuner = None
 
     def new_meta(self, pool, words, usage, requester, cause):
         return HostMeta(pool.buffer(int64, max(words, 1), usage, requester, cause))
 
+    def candidates(self, kernel) -> list:
+        """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
+        configs = [CConfig()]
+        if autotune.enabled():
+            if kernel.outer_numel * max(kernel.inner_numel, 1) >= PARALLEL_THRESHOLD:
+                configs.append(CConfig(threads=1))
+            if kernel.stages:
+                configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]
+                configs += [CConfig(strategy="tile", tile=w) for w in (8, 32)]
+        out, seen = [], set()
+        for cfg in configs:
+            src = print_c(kernel, cfg)
+            if src not in seen:
+                seen.add(src)
+                out.append(cfg)
+        return out
+
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        kernels = [st for st in plan.steps if st.kind == "kernel"]
-        if not kernels:
+        from ..runtime.engine import resolve
+        steps = [st for st in plan.steps if st.kind == "kernel"]
+        if not steps:
             return
-        sources = [print_c(st.kernel, self.config) for st in kernels]
-        source = PRELUDE + "\n\n".join(sources) + "\n"
-        lib = c_compile.build(source, what=f"plan {plan.label}")
-        for st, src in zip(kernels, sources):
-            st.compiled = c_compile.function(lib, st.name)
-            st.source = src
-            st.config = self.config
+        if self.tuner is None:
+            self.tuner = autotune.Tuner(f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}")
+        cands = {st.name: self.candidates(st.kernel) for st in steps}
+        sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
+                   for st in steps for j, cfg in enumerate(cands[st.name])}
+        fns = self._build_all(sources, plan.label)
+        for st in steps:
+            n = len(cands[st.name])
+            found = [fns.get((st.name, j)) for j in range(n)]
+            if not any(found):
+                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile")
+            if n == 1:
+                best = 0
+            else:
+                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                with self._scratch(bufs, st, scalars) as (argv, meta):
+                    runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
+                    best = autotune.choose(self.tuner, st.kernel, [c.label() for c in cands[st.name]], runners,
+                                           stats)
+            if best < 0:
+                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
+            if found[best] is None:
+                best = next(j for j, f in enumerate(found) if f is not None)
+            st.compiled = found[best]
+            st.source = sources[(st.name, best)]
+            st.config = cands[st.name][best]
+
+    def _build_all(self, sources: dict, label: str) -> dict:
+        """All candidates in one library; if that fails, each alone, skipping those that fail."""
+        try:
+            lib = c_compile.build(PRELUDE + "\n\n".join(sources.values()) + "\n", what=f"plan {label}")
+            return {k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in sources}
+        except CompileError as first:
+            out = {}
+            for k, src in sources.items():
+                try:
+                    out[k] = c_compile.function(c_compile.build(PRELUDE + src + "\n", what=f"kernel {k[0]}"),
+                                                f"{k[0]}__c{k[1]}")
+                except CompileError:
+                    continue
+            if not out:
+                names = ", ".join(sorted({k[0] for k in sources}))
+                raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
+                                   f"the first error:\n{first}") from first
+            return out
+
+    @contextlib.contextmanager
+    def _scratch(self, bufs, step, scalars):
+        """Copies of a kernel's bound buffers and metadata: tuning never touches live data."""
+        copies = []
+        for b in bufs:
+            c = self.pool.buffer(b.dtype, b.numel, SCRATCH, f"autotune scratch for {step.name}")
+            c.tensor.copy_(b.tensor)
+            copies.append(c)
+        meta = HostMeta(self.pool.buffer(int64, max(step.meta_words, 1), SCRATCH, f"autotune metadata of {step.name}"))
+        meta.write(step.header, [scalars[i] for i in step.scalars])
+        argv = (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies])
+        try:
+            yield argv, meta
+        finally:
+            del copies, meta
 
     def thunk(self, step, bufs, meta):
         if step.kind != "kernel":
             return library_thunk(step, bufs)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         return functools.partial(step.compiled, argv, meta.ptr)
+
+
+def rename(kernel, name):
+    return dataclasses.replace(kernel, name=name)

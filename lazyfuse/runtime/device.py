@@ -127,7 +127,7 @@ class CpuDevice(Device):
 
     def _make_backend(self):
         from .cpu import CpuBackend
-        return CpuBackend()
+        return CpuBackend(self.pool)
 
 
 _devices: dict = {}

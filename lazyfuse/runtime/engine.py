@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import CaptureError
-from ..ir.node import Kind, Node, Op, toposort
+from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from .pool import DATA, META, SCRATCH
@@ -93,6 +93,7 @@ class CompiledPlan:
     builds_seen: int = 0
     label: str = ""
     leaf_pos: dict = field(default_factory=dict)
+    n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
 
 
 class Engine:
@@ -164,7 +165,6 @@ class Engine:
             self.stats.ops_elided += recorded
             return
         nodes, key, leaves, scalars, targets = trace(roots)
-        executed = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
         plan = self.plans.get(key)
         build = plan is None
         if build and self.device.capturing:
@@ -184,7 +184,7 @@ class Engine:
         # success: the queue is consumed (on failure it stays, so nothing live is lost)
         self.pending.clear()
         self.pending_ops = 0
-        self.stats.ops_elided += max(0, recorded - executed)
+        self.stats.ops_elided += max(0, recorded - plan.n_ops)
         if build:
             self.stats.fusion_cache_misses += 1
         else:
@@ -225,7 +225,8 @@ class Engine:
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
                 temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
-        plan = CompiledPlan(key, steps, temps, graph, leaf_pos=leaf_pos)
+        n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
+        plan = CompiledPlan(key, steps, temps, graph, leaf_pos=leaf_pos, n_ops=n_ops)
         plan.label = " + ".join(s.name for s in steps)
         if self.built_keys is not None:
             self.built_keys.add(key)
@@ -359,32 +360,63 @@ def resolve(slot, leaves, root_bufs, temps):
     return temps[i]
 
 
+class PlanKey:
+    """A structural key with its hash computed once (dict lookups would rehash a tuple each time)."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (self._hash == other._hash and self.parts == other.parts)
+
+
 def trace(roots):
-    """Topological order, structural key, bound leaves and scalars of a drain's live DAG."""
-    nodes = toposort([s.current for s in roots])
-    pos = {}
+    """Topological order, structural key, bound leaves and scalars of a drain's live DAG.
+
+    One iterative post-order walk; this is the steady-state path's main cost, so it stays flat.
+    """
+    nodes, pos = [], {}
+    for s in roots:
+        root = s.current
+        if id(root) in pos:
+            continue
+        pos[id(root)] = -1
+        stack = [(root, iter(root.srcs))]
+        while stack:
+            node, it = stack[-1]
+            for src in it:
+                if id(src) not in pos:
+                    pos[id(src)] = -1
+                    stack.append((src, iter(src.srcs)))
+                    break
+            else:
+                stack.pop()
+                pos[id(node)] = len(nodes)
+                nodes.append(node)
     parts = []
     leaves = {}
     leaf_by_buffer = {}
     scalars = []
     for i, n in enumerate(nodes):
-        pos[id(n)] = i
         op = n.op
         if op is Op.BUFFER:
             first = leaf_by_buffer.setdefault(id(n.arg), i)
             leaves[i] = n.arg
-            parts.append((op, n.dtype, n.shape, first))
+            parts.append((op.code, n.dtype, n.shape, first))
         elif op is Op.SCALAR:
             scalars.append(n.arg)
-            parts.append((op, n.dtype))
+            parts.append((op.code, n.dtype))
         else:
-            parts.append((op, n.dtype, n.shape, n.arg, tuple(pos[id(s)] for s in n.srcs)))
+            parts.append((op.code, n.dtype, n.shape, n.arg, tuple([pos[id(s)] for s in n.srcs])))
     targets = []
     for s in roots:
-        if s.buffer is None:
-            t = None
-        else:
-            t = leaf_by_buffer.get(id(s.buffer), -1)
+        t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)
         targets.append((pos[id(s.current)], t))
-    key = (tuple(parts), tuple(targets))
+    key = PlanKey((tuple(parts), tuple(targets)))
     return nodes, key, leaves, scalars, targets

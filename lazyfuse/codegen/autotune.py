@@ -1,0 +1,118 @@
+"""Autotuning with an on-disk cache (SPEC semantic 4: part of the build path).
+
+A backend proposes candidate configs for a kernel; the tuner benchmarks each on scratch
+buffers (never the live ones: in-place kernels would clobber their own inputs) and keeps the
+fastest. The choice is stored under a key made of everything that changes the code or its
+speed — the kernel's structural signature with shapes rounded to a size class, the device,
+and the lazyfuse / Triton / compiler versions (a key that missed one would reuse a wrong
+choice: tinygrad #11908). One small JSON file per key, written atomically: a corrupted or
+truncated entry is ignored and rebuilt, and concurrent writers can only replace a whole file.
+
+``LAZYFUSE_AUTOTUNE=0`` skips benchmarking and takes each backend's heuristic default.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+from .cache import atomic_write, cache_dir
+from .index import DivMod
+from .kernel import Apply, Kernel, Load, walk
+
+
+def enabled() -> bool:
+    return os.environ.get("LAZYFUSE_AUTOTUNE", "1") not in ("0", "", "false", "off")
+
+
+def size_class(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def signature(kernel: Kernel) -> str:
+    """The kernel's structure with extents rounded to powers of two."""
+    values = [s.value for s in kernel.stores] + [s.value for s in kernel.stages]
+    parts = [kernel.kind,
+             ",".join(str(size_class(v.extent)) for v in kernel.outer),
+             ",".join(str(size_class(v.extent)) for v in kernel.inner),
+             ",".join(f"{s.op.label}:{s.value.dtype.name}" for s in kernel.stages),
+             ",".join(a.dtype.name + ("w" if a.written else "") for a in kernel.args)]
+    last = [v for v in (kernel.outer[-1:] + kernel.inner[-1:])]
+    for e in walk(values):
+        if isinstance(e, Load):
+            pattern = tuple(min(abs(e.index.coeff(v)), 2) for v in last)
+            divmod_ = any(isinstance(t, DivMod) for t, _ in e.index.terms)
+            parts.append(f"L{e.dtype.name}{pattern}{'d' if divmod_ else ''}")
+        elif isinstance(e, Apply):
+            parts.append(e.op.label)
+    return "|".join(parts)
+
+
+class Tuner:
+    def __init__(self, backend_id: str):
+        self.backend_id = backend_id   # device name + toolchain versions
+        self.folder = None
+
+    def key(self, kernel: Kernel) -> str:
+        from .. import __version__
+        raw = f"{__version__}|{self.backend_id}|{signature(kernel)}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+    def _path(self, key: str):
+        if self.folder is None:
+            self.folder = cache_dir("autotune")
+        return self.folder / f"{key}.json"
+
+    def lookup(self, key: str, labels: list) -> int | None:
+        """The cached winner's index among ``labels``, or None (missing, corrupted or stale)."""
+        try:
+            entry = json.loads(self._path(key).read_text())
+            return labels.index(entry["config"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def store(self, key: str, label: str, timings: dict) -> None:
+        data = json.dumps({"config": label, "timings_us": timings, "backend": self.backend_id}).encode()
+        try:
+            atomic_write(self._path(key), data)
+        except OSError:
+            pass  # a read-only cache only costs a re-tune next time
+
+
+def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
+    """The best time of ``run()`` (seconds): one warm-up call, then repeats within a budget."""
+    run()
+    best = float("inf")
+    start = time.perf_counter()
+    for _ in range(max_reps):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+        if time.perf_counter() - start > budget_s:
+            break
+    return best
+
+
+def choose(tuner: Tuner, kernel: Kernel, labels: list, runners: list, stats) -> int:
+    """Index of the best candidate: from the cache, or by benchmarking ``runners`` (None = failed)."""
+    if len(labels) == 1 or not enabled():
+        return 0
+    key = tuner.key(kernel)
+    hit = tuner.lookup(key, labels)
+    if hit is not None and runners[hit] is not None:
+        return hit
+    stats.autotune_runs += 1
+    timings = {}
+    for label, run in zip(labels, runners):
+        if run is None:
+            continue
+        try:
+            timings[label] = benchmark(run) * 1e6
+        except Exception:  # noqa: BLE001 (a candidate that fails to run is skipped)
+            continue
+    if not timings:
+        return -1
+    best = min(timings, key=timings.get)
+    tuner.store(key, best, {k: round(v, 2) for k, v in timings.items()})
+    return labels.index(best)

@@ -1,0 +1,106 @@
+"""Autotuning: real tuning once, a cached choice in the next process, robust cache files."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lazyfuse as lf
+from lazyfuse.codegen import autotune
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = textwrap.dedent("""
+    import json, numpy as np, lazyfuse as lf
+    x = lf.tensor(np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000)
+    a = (x.exp() * 2).sum(0)      # a column reduction: several strategies to try
+    b = (x * 3 + 1).tanh()        # a big pointwise kernel: threads to try
+    ok = bool(np.allclose(a.numpy(), (np.exp(x.numpy()) * 2).sum(0), rtol=1e-4)) and \\
+        bool(np.allclose(b.numpy(), np.tanh(x.numpy() * 3 + 1), rtol=1e-5, atol=1e-6))
+    print(json.dumps({"autotune_runs": lf.stats().autotune_runs, "ok": ok}))
+""")
+
+
+def run_program(cache: Path, **env):
+    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT), **env}
+    out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=full, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_finds_the_cached_choice(tmp_path):
+    first = run_program(tmp_path)
+    assert first["ok"] and first["autotune_runs"] >= 2
+    second = run_program(tmp_path)
+    assert second["ok"] and second["autotune_runs"] == 0
+    entries = list((tmp_path / "autotune").glob("*.json"))
+    assert entries and all("config" in json.loads(p.read_text()) for p in entries)
+
+
+def test_corrupted_and_truncated_entries_are_ignored_and_rebuilt(tmp_path):
+    run_program(tmp_path)
+    entries = sorted((tmp_path / "autotune").glob("*.json"))
+    entries[0].write_text("{not json")
+    for p in entries[1:]:
+        p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
+    again = run_program(tmp_path)
+    assert again["ok"] and again["autotune_runs"] == len(entries)
+    for p in entries:
+        json.loads(p.read_text())  # rewritten whole
+
+
+def test_concurrent_writers_do_not_corrupt_the_cache(tmp_path):
+    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["ok"]
+    for p in (tmp_path / "autotune").glob("*.json"):
+        json.loads(p.read_text())
+    assert not list((tmp_path / "autotune").glob("*.tmp")) and not list((tmp_path / "c").glob("*.tmp"))
+    assert run_program(tmp_path)["autotune_runs"] == 0
+
+
+def test_autotune_off_takes_the_heuristic_default(tmp_path):
+    res = run_program(tmp_path, LAZYFUSE_AUTOTUNE="0")
+    assert res["ok"] and res["autotune_runs"] == 0
+    assert not list((tmp_path / "autotune").glob("*.json"))
+
+
+def test_failing_candidates_are_skipped_and_all_failing_raises_compile_error(monkeypatch, tmp_path):
+    from lazyfuse.codegen import c_printer
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    real = c_printer.CPrinter.source
+
+    def broken_tile(self):
+        src = real(self)
+        return src.replace("{", "{ this does not compile;", 1) if self.cfg.strategy == "tile" else src
+
+    monkeypatch.setattr(c_printer.CPrinter, "source", broken_tile)
+    x = lf.tensor(np.ones((64, 33), dtype=np.float32))
+    np.testing.assert_allclose((x * 2).sum(0).numpy(), np.full(33, 128.0))
+
+    keep = lf.tensor([1.0, 2.0]) + 1
+    keep.numpy()
+    monkeypatch.setattr(c_printer.CPrinter, "source", lambda self: "void broken( {")
+    with pytest.raises(lf.CompileError, match="kernel"):
+        ((x + 5.5).exp() * 7).numpy()
+    monkeypatch.setattr(c_printer.CPrinter, "source", real)
+    np.testing.assert_allclose(keep.numpy(), [2.0, 3.0])
+    np.testing.assert_allclose((keep * 2).numpy(), [4.0, 6.0])
+
+
+def test_signature_rounds_shapes_to_a_size_class():
+    from lazyfuse.codegen.kernel import Kernel
+    from lazyfuse.codegen.index import Var
+    k1 = Kernel("k", (Var("p0", 1000),), (), (), (), (), ())
+    k2 = Kernel("k", (Var("p0", 1020),), (), (), (), (), ())
+    k3 = Kernel("k", (Var("p0", 5000),), (), (), (), (), ())
+    assert autotune.signature(k1) == autotune.signature(k2) != autotune.signature(k3)
