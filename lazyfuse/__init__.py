@@ -16,5 +16,6 @@ from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats,
 from . import nn, testing  # noqa: F401
 from .graph import Graph, capture, graphed  # noqa: F401
 from . import graph  # noqa: F401
+from .explain import explain, to_dot  # noqa: F401
 
 __version__ = "0.1.0"

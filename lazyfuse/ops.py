@@ -45,7 +45,7 @@ def scalar_node(value, dtype: dt.DType) -> Node:
 
 
 def common_device(args, default=None):
-    from .tensor import Tensor
+    Tensor = _t.Tensor
     dev = None
     for a in args:
         if isinstance(a, Tensor):
@@ -80,7 +80,7 @@ def expand_node(node: Node, shape) -> Node:
 def binary(op: Op, a, b, reflected: bool = False):
     """The hot path of ``a <op> b`` for a Tensor ``a``: same-dtype, same-shape tensors or a
     Python scalar of the tensor's own category need no promotion or broadcasting logic."""
-    from .tensor import Tensor, result_tensor
+    Tensor, result_tensor = _t.Tensor, _t.result_tensor
     ct = a._storage.dtype
     tb = type(b)
     simple = not (ct.is_bool or (op is Op.DIV and not ct.is_float) or (op in LOGIC and ct.is_float))
@@ -103,7 +103,7 @@ def cast_node(engine, node: Node, dtype: dt.DType) -> Node:
 
 
 def operand_dtypes(args):
-    from .tensor import Tensor
+    Tensor = _t.Tensor
     dims, zeros, scalars = [], [], []
     for a in args:
         if isinstance(a, Tensor):
@@ -116,7 +116,7 @@ def operand_dtypes(args):
 
 
 def operand_node(engine, a, dtype, shape) -> Node:
-    from .tensor import Tensor
+    Tensor = _t.Tensor
     if isinstance(a, Tensor):
         node = cast_node(engine, a._read(), dtype)
     else:
@@ -126,7 +126,7 @@ def operand_node(engine, a, dtype, shape) -> Node:
 
 def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     """Record an elementwise op with torch's promotion and broadcasting."""
-    from .tensor import Tensor, result_tensor
+    Tensor, result_tensor = _t.Tensor, _t.result_tensor
     dev = common_device(args)
     if dev is None:
         raise DTypeError(f"{op.label} needs at least one Tensor operand")
@@ -149,7 +149,7 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
 
 
 def where(cond, a, b):
-    from .tensor import Tensor, result_tensor
+    Tensor, result_tensor = _t.Tensor, _t.result_tensor
     dev = common_device((cond, a, b))
     if dev is None:
         raise DTypeError("where needs at least one Tensor")
@@ -166,7 +166,7 @@ def where(cond, a, b):
 
 def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
-    from .tensor import result_tensor
+    result_tensor = _t.result_tensor
     axes = normalize_dims(dim, x.ndim)
     if x.ndim == 0:
         axes = ()
@@ -190,7 +190,7 @@ def reduced_count(x, dim) -> int:
 
 
 def matmul(a, b):
-    from .tensor import Tensor, result_tensor
+    Tensor, result_tensor = _t.Tensor, _t.result_tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul needs two Tensors")
     dev = common_device((a, b))
@@ -255,3 +255,6 @@ def as_torch_data(data, dtype=None):
         t = t.to(dt.as_dtype(dtype).torch)
     dt.from_torch(t.dtype)
     return t
+
+
+from . import tensor as _t  # noqa: E402 (tensor.py imports this module: resolve at call time)

@@ -112,8 +112,11 @@ class _Scope:
 
     def _emit(self, e) -> str:
         if isinstance(e, Acc):
-            arg = self.p.k.stages[e.stage].arg_index is not None
-            return f"accidx{e.stage}" if arg else f"acc{e.stage}"
+            stage = self.p.k.stages[e.stage]
+            if stage.arg_index is not None:
+                return f"accidx{e.stage}"
+            # sums accumulate in double; read back in the compute type so the loop stays float
+            return f"(({COMPUTE[e.dtype.name]})acc{e.stage})"
         name = f"v{self.p.fresh()}"
         ctype = COMPUTE[e.dtype.name]
         self.lines.append(f"{self.indent}{ctype} {name} = {self.p.rhs(e, self)};")
@@ -233,6 +236,8 @@ class CPrinter:
 
     def strategy(self) -> str:
         k, s = self.k, self.cfg.strategy
+        if k.inner_stores:
+            return "rows"   # row-wise kernels: each row's stages, then its stores along the row
         if s == "tile" and not self._tileable():
             s = "auto"
         if s != "auto":
@@ -266,9 +271,9 @@ class CPrinter:
             indent += "    "
         return out, indent
 
-    def _store(self, scope: _Scope) -> list:
+    def _store(self, scope: _Scope, stores=None) -> list:
         lines = []
-        for st in self.k.stores:
+        for st in (self.k.stores if stores is None else stores):
             v = scope.value(st.value)
             dt = self.k.args[st.arg].dtype
             lines.append(f"{scope.indent}a{st.arg}[{c_index(st.index)}] = {_to_storage(v, dt)};")
@@ -334,6 +339,11 @@ class CPrinter:
         for j, st in enumerate(k.stages):
             body += self._acc_decl(j, st, indent)
             body += self._stage_loop(j, st, indent)
+        if k.inner_stores:
+            row, ind = self._loops(k.inner, indent, None, simd_inner=True)
+            scope = _Scope(self, ind)
+            stores = self._store(scope, k.inner_stores)
+            body += row + scope.lines + stores + [indent + "}" for _ in k.inner]
         scope = _Scope(self, indent)
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]

@@ -93,6 +93,9 @@ class Kernel:
     stores: tuple     # Store
     args: tuple       # KernelArg, bound to buffers at launch
     scalars: tuple    # DType of each runtime scalar, read from the launch metadata
+    # row-wise kernels (softmax, layer_norm): stores run over the inner extent again, after
+    # every stage, reading the stages' results (the reduced values broadcast along the row)
+    inner_stores: tuple = ()
 
     @property
     def outer_numel(self) -> int:
@@ -147,9 +150,9 @@ def children(e: Expr) -> tuple:
 
 def affines(kernel: Kernel) -> list:
     """Every index expression of the kernel (for loop merging and hazard checks)."""
-    out = [s.index for s in kernel.stores]
+    out = [s.index for s in kernel.stores + kernel.inner_stores]
     out += [st.arg_index for st in kernel.stages if st.arg_index is not None]
-    for e in walk([s.value for s in kernel.stores] + [st.value for st in kernel.stages]):
+    for e in walk([s.value for s in kernel.stores + kernel.inner_stores] + [st.value for st in kernel.stages]):
         if isinstance(e, (Load, IndexValue, Random)):
             out.append(e.index)
     return out

@@ -15,6 +15,15 @@ from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Ra
                      walk)
 
 
+class Unfusable(Exception):
+    """The planner inlined a node the lowering cannot index: re-plan with it materialized."""
+
+    def __init__(self, node: int, reason: str):
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
 class Lowering:
     def __init__(self, nodes, pos, group, slots, producers):
         self.nodes = nodes
@@ -31,12 +40,24 @@ class Lowering:
         self.stage_of: dict = {}
         out = nodes[group.output]
         self.space = out.arg.shape if out.kind is Kind.WRITE else out.shape
-        self.outer = tuple(Var(f"p{d}", s) for d, s in enumerate(self.space))
         self.inner: tuple = ()
+        self.row = False
         if group.reduce is not None:
             in_shape, axes = group.reduce
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
-        self.flat_out = ix.linear([Affine.var(v) for v in self.outer], contiguous_strides(self.space))
+            keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
+            self.row = tuple(self.space) == tuple(in_shape) and keep != tuple(in_shape)
+        if self.row:
+            # row-wise: the outer loop runs over the rows, the output is written along the row
+            in_shape, axes = group.reduce
+            self.outer = tuple(Var(f"p{d}", n) for d, n in enumerate(in_shape) if d not in axes)
+            outer_it, inner_it = iter(self.outer), iter(self.inner)
+            self.out_index = tuple(Affine.var(next(inner_it) if d in axes else next(outer_it))
+                                   for d in range(len(in_shape)))
+        else:
+            self.outer = tuple(Var(f"p{d}", s) for d, s in enumerate(self.space))
+            self.out_index = tuple(Affine.var(v) for v in self.outer)
+        self.flat_out = ix.linear(self.out_index, contiguous_strides(self.space))
 
     # -- bindings ---------------------------------------------------------------------------
     def arg(self, slot, dtype, written=False) -> int:
@@ -103,12 +124,16 @@ class Lowering:
         raise AssertionError(f"cannot lower {n} inside a kernel")
 
     def canonical(self, shape) -> tuple:
+        """The index at which a reduction of this kernel is read: its row, reduced dims at 0."""
+        if self.row:
+            axes = self.group.reduce[1]
+            return tuple(Affine(0, ()) if d in axes else a for d, a in enumerate(self.out_index))
         return ix.unravel(self.flat_out, shape)
 
     def reduction(self, i, idx):
         n = self.nodes[i]
         if idx != self.canonical(n.shape):
-            raise AssertionError(f"reduction {n} read at a shifted index inside its kernel")
+            raise Unfusable(i, "reduction read at another index than its row")
         stage = self.stage_of.get(i)
         if stage is None:
             in_shape, axes = self.group.reduce
@@ -128,7 +153,7 @@ class Lowering:
     def kernel(self, name: str):
         g = self.group
         out = self.nodes[g.output]
-        outer_idx = tuple(Affine.var(v) for v in self.outer)
+        outer_idx = self.out_index
         if out.kind is Kind.WRITE:
             value = self.ev(self.pos[id(out.srcs[1])], outer_idx)
             index = ix.linear(outer_idx, out.arg.strides, out.arg.offset)
@@ -138,9 +163,10 @@ class Lowering:
         if value.dtype is not out.dtype:
             value = Apply(Op.CAST, (value,), out.dtype)
         store = Store(self.arg(self.slots[g.output], out.dtype, written=True), index, value)
-        k = Kernel(name, self.outer, self.inner, tuple(self.stages), (store,),
+        stores, inner_stores = ((), (store,)) if self.row else ((store,), ())
+        k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
-                   tuple(self.nodes[i].dtype for i in self.scalar_nodes))
+                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores)
         return coalesce(k)
 
 
@@ -169,16 +195,13 @@ def map_affines(kernel: Kernel, fn, outer, inner) -> Kernel:
     stages = tuple(Stage(s.op, m(s.value), s.dtype, fn(s.arg_index) if s.arg_index is not None else None)
                    for s in kernel.stages)
     stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.stores)
-    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars)
+    inner_stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.inner_stores)
+    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars, inner_stores)
 
 
 def _all_affines(kernel: Kernel) -> list:
-    out = [s.index for s in kernel.stores]
-    out += [s.arg_index for s in kernel.stages if s.arg_index is not None]
-    for e in walk([s.value for s in kernel.stores] + [s.value for s in kernel.stages]):
-        if isinstance(e, (Load, IndexValue, Random)):
-            out.append(e.index)
-    return out
+    from .kernel import affines
+    return affines(kernel)
 
 
 def _divmod_vars(affines) -> set:
@@ -230,4 +253,4 @@ def coalesce(kernel: Kernel) -> Kernel:
     return map_affines(kernel, rewrite, tuple(outer), tuple(inner))
 
 
-__all__ = ["Lowering", "coalesce"]
+__all__ = ["Lowering", "Unfusable", "coalesce"]

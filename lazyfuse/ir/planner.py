@@ -163,6 +163,11 @@ def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
     if grp.reduce is not None and grp.reduce != sig:
         return False
     space = out.arg.shape if out.kind is Kind.WRITE else out.shape
+    if tuple(space) == tuple(n.srcs[0].shape) and out.kind is not Kind.WRITE:
+        # row-wise (softmax, layer_norm): the kernel writes whole rows and reads the reduced
+        # value broadcast along them; any other read of it would need another index
+        return all(nodes[c].kind is Kind.VIEW and _is_expand_along(nodes[c].arg, n.shape, n.arg)
+                   or nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == n.shape for c in cons[i])
     if prod(space) != prod(n.shape):
         return False
     for c in cons[i]:
@@ -268,8 +273,9 @@ def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
     return bad
 
 
-def plan(g: DrainGraph) -> Plan:
-    forced: dict[int, str] = {}
+def plan(g: DrainGraph, forced: dict | None = None) -> Plan:
+    """Partition ``g``; ``forced`` names nodes to materialize whatever the rules say (with why)."""
+    forced = dict(forced or {})
     for _ in range(len(g.nodes) + 1):
         groups, node_groups, must = _partition(g, forced)
         slots, n_temps = _assign_slots(g, groups, must)

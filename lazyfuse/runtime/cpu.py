@@ -77,6 +77,10 @@ class CpuBackend:
     def new_meta(self, pool, words, usage, requester, cause):
         return HostMeta(pool.buffer(int64, max(words, 1), usage, requester, cause))
 
+    def preview(self, kernel) -> str:
+        """The C source of ``kernel`` with the heuristic config (for ``lf.explain``)."""
+        return print_c(kernel, CConfig())
+
     def candidates(self, kernel) -> list:
         """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
         configs = [CConfig()]

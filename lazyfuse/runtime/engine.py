@@ -92,7 +92,6 @@ class CompiledPlan:
     metas: list | None = None  # steady-state launch metadata, one per step, made on first use
     builds_seen: int = 0
     label: str = ""
-    leaf_pos: dict = field(default_factory=dict)
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
 
 
@@ -196,17 +195,36 @@ class Engine:
 
     # -- build path ------------------------------------------------------------------------------
     def _build(self, key, nodes, targets) -> CompiledPlan:
+        from ..codegen.lower import Unfusable
+        graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
+        forced = {}
+        while True:
+            planned = make_plan(graph, forced)
+            try:
+                steps = self._lower(nodes, planned)
+                break
+            except Unfusable as u:
+                if u.node in forced:
+                    raise
+                forced[u.node] = u.reason
+        temps = [None] * planned.n_temps
+        for i, slot in planned.slots.items():
+            if slot[0] == "temp":
+                temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
+        n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
+        plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops)
+        plan.label = " + ".join(s.name for s in steps)
+        if self.built_keys is not None:
+            self.built_keys.add(key)
+        return plan
+
+    def _lower(self, nodes, planned) -> list:
         from ..codegen.lower import Lowering
-        roots_idx = [r for r, _ in targets]
-        graph = DrainGraph(nodes, roots_idx, [t for _, t in targets])
-        planned = make_plan(graph)
         pos = {id(n): i for i, n in enumerate(nodes)}
-        scalar_pos, leaf_pos = {}, {}
+        scalar_pos = {}
         for i, n in enumerate(nodes):
             if n.op is Op.SCALAR:
                 scalar_pos[i] = len(scalar_pos)
-            elif n.op is Op.BUFFER:
-                leaf_pos[i] = len(leaf_pos)
         producers = {grp.output: grp.id for grp in planned.groups}
         rng_offsets = {pos[id(n.srcs[1])] for n in nodes if n.op in (Op.RAND, Op.RANDN)}
         steps = []
@@ -221,16 +239,7 @@ class Engine:
             rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
             steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
                               header, kernel, group=grp, rng_words=rng))
-        temps = [None] * planned.n_temps
-        for i, slot in planned.slots.items():
-            if slot[0] == "temp":
-                temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
-        n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
-        plan = CompiledPlan(key, steps, temps, graph, leaf_pos=leaf_pos, n_ops=n_ops)
-        plan.label = " + ".join(s.name for s in steps)
-        if self.built_keys is not None:
-            self.built_keys.add(key)
-        return plan
+        return steps
 
     def _extern_step(self, nodes, pos, grp, slots) -> Step:
         out = nodes[grp.output]
