@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -19,6 +20,8 @@ from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dims, prod
 from .ir.view import View
 
+# matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
+INLINE_MATMUL = int(os.environ.get("LAZYFUSE_INLINE_MATMUL", str(1 << 20)))
 FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU,
                Op.RECIPROCAL}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
@@ -208,15 +211,28 @@ def matmul(a, b):
     engine = dev.engine
     sa = batch + a2.shape[-2:]
     sb = batch + b2.shape[-2:]
-    na = _matmul_operand(engine, a2, ct, sa)
-    nb = _matmul_operand(engine, b2, ct, sb)
     shape = batch + (a2.shape[-2], b2.shape[-1])
-    out = result_tensor(dev, Node(Op.MATMUL, (na, nb), ct, shape))
+    if prod(shape) * a2.shape[-1] <= INLINE_MATMUL:
+        out = _matmul_as_reduction(a2.to(ct).expand(sa), b2.to(ct).expand(sb))
+    else:
+        na = _matmul_operand(engine, a2, ct, sa)
+        nb = _matmul_operand(engine, b2, ct, sb)
+        out = result_tensor(dev, Node(Op.MATMUL, (na, nb), ct, shape))
     if a.ndim == 1:
         out = out.squeeze(-2)
     if b.ndim == 1:
         out = out.squeeze(-1)
     return out
+
+
+def _matmul_as_reduction(a, b):
+    """A small matmul as sum(a[..., m, None, :] * b[..., None, :, :].mT, -1): a reduction like any
+    other, so its prologue and epilogue (bias, activation, residual) fuse into one kernel, and a
+    launch costs a C call instead of a library dispatch. Large ones go to BLAS."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    lhs = a.unsqueeze(-2).expand(a.shape[:-2] + (m, n, k))
+    rhs = b.transpose(-2, -1).unsqueeze(-3).expand(b.shape[:-2] + (m, n, k))
+    return reduce(Op.SUM, elementwise(Op.MUL, lhs, rhs), -1, False)
 
 
 def _matmul_operand(engine, t, dtype, shape) -> Node:
@@ -234,7 +250,9 @@ def as_torch_data(data, dtype=None):
         dt.from_torch(t.dtype)
     elif isinstance(data, np.ndarray):
         dt.from_numpy(data.dtype)
-        t = torch.from_numpy(np.ascontiguousarray(data))
+        # a C-ordered copy: np.ascontiguousarray would turn a 0-d array into shape (1,), and a
+        # copy also takes read-only and negatively strided arrays, which torch.from_numpy refuses
+        t = torch.from_numpy(np.array(data, order="C", copy=True))
     else:
         if isinstance(data, (str, bytes)) or data is None:
             raise DTypeError(f"data={data!r} is not numeric: pass numbers, nested lists of numbers, "

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from . import ops
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import check_shape, normalize_dim, normalize_dims, prod
@@ -85,6 +85,13 @@ class Tensor:
     def _host_torch(self, reason: str) -> torch.Tensor:
         self.device.engine.sync(reason)
         st = self._storage
+        if st.current.op is Op.ERROR:
+            err = st.current.arg
+            try:
+                again = type(err)(f"this tensor's value could not be computed: {err}")
+            except Exception:  # noqa: BLE001 (an exception type with another constructor)
+                again = LazyfuseError(f"this tensor's value could not be computed: {err!r}")
+            raise again from err
         v = self._view
         base = st.buffer.tensor
         t = base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)

@@ -25,6 +25,7 @@ class Op(enum.Enum):
     # leaves
     BUFFER = ("buffer", Kind.LEAF)
     SCALAR = ("scalar", Kind.LEAF)      # a runtime scalar: its value is a launch parameter, not code
+    ERROR = ("error", Kind.LEAF)        # a value whose computation failed: ``arg`` is the exception
     ARANGE = ("arange", Kind.LEAF)      # srcs: (start, step) scalars
     RAND = ("rand", Kind.LEAF)          # srcs: (seed, offset) scalars; uniform [0, 1)
     RANDN = ("randn", Kind.LEAF)        # srcs: (seed, offset) scalars; standard normal

@@ -93,6 +93,7 @@ class CompiledPlan:
     builds_seen: int = 0
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
+    root_steps: tuple = ()    # for each live root, the step that writes its final value
 
 
 class Engine:
@@ -109,6 +110,7 @@ class Engine:
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.built_keys: set | None = None
         self.captured_plans: list = []
+        self.poisoned = 0      # values that failed to compute (their readers fail too)
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -153,7 +155,21 @@ class Engine:
             if s is not None and s.current.is_pending and id(s) not in seen:
                 seen.add(id(s))
                 roots.append(s)
+        if self.poisoned and roots:
+            healthy = []
+            for s in roots:
+                err = _failed_input(s.current)
+                if err is None:
+                    healthy.append(s)
+                else:
+                    self.poison(s, err.arg)
+            roots = healthy
         return roots
+
+    def poison(self, storage: Storage, error: BaseException) -> None:
+        """Mark a value whose computation failed: reading it raises, other work goes on."""
+        storage.current = Node(Op.ERROR, (), storage.dtype, storage.shape, error)
+        self.poisoned += 1
 
     def _drain_locked(self) -> None:
         roots = self._live_roots()
@@ -212,7 +228,9 @@ class Engine:
             if slot[0] == "temp":
                 temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
         n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
-        plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops)
+        step_of = {st.group.output: j for j, st in enumerate(steps)}
+        plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
+                            root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
         if self.built_keys is not None:
             self.built_keys.add(key)
@@ -281,20 +299,39 @@ class Engine:
                                                       cause) for st in plan.steps]
             metas = plan.metas
         if build:
-            device.backend.compile_plan(plan, self.stats, leaves, root_bufs, temps, scalars)
+            try:
+                device.backend.compile_plan(plan, self.stats, leaves, root_bufs, temps, scalars)
+            except Exception as e:
+                for s in roots:
+                    self.poison(s, e)
+                raise
             self.plans[plan.key] = plan
             while len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
-        for step, meta in zip(plan.steps, metas):
-            bufs = [resolve(slot, leaves, root_bufs, temps) for slot in step.slots]
-            if step.kind == "kernel":
-                meta.write(step.header, [scalars[i] for i in step.scalars])
-            device.launch(step, bufs, meta)
-            self.stats.kernels_launched += 1
-        for s, buf in zip(roots, root_bufs):
-            s.buffer = buf
-            s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
+        done = 0
+        try:
+            for step, meta in zip(plan.steps, metas):
+                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in step.slots]
+                if step.kind == "kernel":
+                    meta.write(step.header, [scalars[i] for i in step.scalars])
+                device.launch(step, bufs, meta)
+                self.stats.kernels_launched += 1
+                done += 1
+        except Exception as e:
+            # only what needed the failed launch is lost; the rest stays pending for the next drain
+            failed = plan.graph.nodes[plan.steps[done].group.output]
+            for k, s in enumerate(roots):
+                if plan.root_steps[k] >= done and _depends_on(s.current, failed):
+                    self.poison(s, e)
+            raise
+        finally:
+            # roots whose kernel ran are realized even if a later launch failed (or was
+            # interrupted): re-running an in-place write at the next drain would apply it twice
+            for k, (s, buf) in enumerate(zip(roots, root_bufs)):
+                if done >= len(plan.steps) or plan.root_steps[k] < done:
+                    s.buffer = buf
+                    s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
         if DEBUG:
             from ..explain import describe_plan
             print(describe_plan(plan, build))
@@ -353,6 +390,31 @@ class Engine:
         """Forget queued work (after a failed capture run: its tensors are dropped with it)."""
         with self.lock:
             self.pending = [r for r in self.pending if r() is not None]
+
+
+def _depends_on(node: Node, target: Node) -> bool:
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n is target:
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.srcs)
+    return False
+
+
+def _failed_input(node: Node):
+    """The ERROR leaf ``node`` depends on, if any."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.op is Op.ERROR:
+            return n
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.srcs)
+    return None
 
 
 def _header(kernel) -> list:
