@@ -19,7 +19,11 @@ def main(argv=None) -> int:
     if args.command == "demo":
         from .demo import run_demo
         return run_demo(args)
-    from bench.run import main as bench_main  # noqa: PLC0415 (bench/ is a sibling of the package)
+    try:
+        from bench.run import main as bench_main  # bench/ lives beside the package, in the checkout
+    except ImportError:
+        print("python -m lazyfuse bench runs from a checkout of the repository (it needs bench/)", file=sys.stderr)
+        return 2
     return bench_main(["--quick"] if args.quick else rest)
 
 

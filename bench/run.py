@@ -1,0 +1,18 @@
+"""``python -m lazyfuse bench``: every benchmark script in one command (``--quick``: short runs)."""
+from __future__ import annotations
+
+import sys
+
+from bench import capture, core
+
+
+def main(argv=None) -> int:
+    argv = list(argv or [])
+    status = 0
+    for script in (core, capture):
+        status |= script.main(argv)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
