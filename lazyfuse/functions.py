@@ -49,6 +49,8 @@ def cat(tensors, dim=0):
         raise DTypeError("cat needs a non-empty sequence of Tensors")
     dev = ops.common_device(tensors)
     ref = tensors[0]
+    if any(t.ndim == 0 for t in tensors):
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use lf.stack (or unsqueeze them)")
     if any(t.ndim != ref.ndim for t in tensors):
         raise ShapeError(f"cat: tensors have different numbers of dims: {[t.shape for t in tensors]}")
     d = normalize_dim(dim, ref.ndim)

@@ -26,6 +26,7 @@ FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SI
                Op.RECIPROCAL}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
+BOOL_UNSUPPORTED = {Op.ABS, Op.RELU, Op.FLOORDIV, Op.MOD, Op.POW}  # torch has no bool kernel for these
 
 
 def is_scalar(x) -> bool:
@@ -140,8 +141,12 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     if op in FLOAT_UNARY or op is Op.DIV:
         if not ct.is_float:
             ct = dt.DEFAULT_FLOAT
-    if op in (Op.SUB, Op.NEG) and ct.is_bool:
+    if op in (Op.SUB, Op.NEG) and (ct.is_bool or dt.bool_ in dims + zeros + scalars):
+        # torch refuses a bool operand of ``-`` even when the result would be an integer
         raise DTypeError(f"{op.label} of bool tensors is not supported; use ~ or ^ (logical ops) instead")
+    if op in BOOL_UNSUPPORTED and ct.is_bool and not (op is Op.POW and not isinstance(args[1], Tensor)):
+        # (torch does take ``bool_tensor ** True``: a scalar exponent has its own kernel)
+        raise DTypeError(f"{op.label} is not implemented for bool tensors (as in torch); cast with .int() first")
     if op in LOGIC and ct.is_float:
         raise DTypeError(f"{op.label} needs bool or integer tensors, not {ct.name}")
     if op is Op.NOT and ct.is_float:

@@ -348,7 +348,12 @@ class Tensor:
     def min(self, dim=None, keepdim=False):
         return self._maxmin(Op.MIN, Op.ARGMIN, dim, keepdim)
 
+    def _check_arg_reduction(self, name):
+        if self.dtype.is_bool:
+            raise DTypeError(f"{name}() does not support bool tensors (as in torch); call .int() first")
+
     def argmax(self, dim=None, keepdim=False):
+        self._check_arg_reduction("argmax")
         if dim is None:
             flat = self.reshape(-1)
             out = ops.reduce(Op.ARGMAX, flat, 0, False, out_dtype=dt.int64)
@@ -356,6 +361,7 @@ class Tensor:
         return ops.reduce(Op.ARGMAX, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
 
     def argmin(self, dim=None, keepdim=False):
+        self._check_arg_reduction("argmin")
         if dim is None:
             flat = self.reshape(-1)
             out = ops.reduce(Op.ARGMIN, flat, 0, False, out_dtype=dt.int64)
@@ -534,7 +540,12 @@ class Tensor:
         return getitem(self, key)
 
     def __setitem__(self, key, value):
-        self[key].copy_(value)
+        dest = self[key]
+        if isinstance(value, Tensor) and value.ndim > dest.ndim and \
+                all(s == 1 for s in value.shape[:value.ndim - dest.ndim]):
+            # as in torch, ``t[key] = v`` ignores leading size-1 dims of ``v`` (copy_ would refuse them)
+            value = value.reshape(value.shape[value.ndim - dest.ndim:])
+        dest.copy_(value)
 
     # -- in-place writes -----------------------------------------------------------------------------
     def _write(self, value: Node) -> "Tensor":
@@ -553,7 +564,7 @@ class Tensor:
         st.update(node)
         return self
 
-    def _inplace_value(self, other, op: Op):
+    def _inplace_value(self, other, op: Op, alpha=1):
         dims, zeros, scalars = ops.operand_dtypes((self, other))
         ct = dt.result_type(dims, zeros, scalars)
         if op is Op.DIV and not ct.is_float:
@@ -561,6 +572,10 @@ class Tensor:
         if ct.category > self.dtype.category:
             raise DTypeError(f"result type {ct.name} of {op.label}_ can't be cast to the tensor's dtype "
                              f"{self.dtype.name}; use an out-of-place op")
+        if alpha != 1:
+            # as in torch, ``alpha`` scales ``other`` in the dtype of (self, other): it never promotes
+            other = ops.elementwise(Op.MUL, other, alpha, compute_dtype=ct) if isinstance(other, Tensor) \
+                else other * alpha
         res = ops.elementwise(op, self, other, compute_dtype=ct)
         if res.shape != self.shape:
             raise ShapeError(f"in-place {op.label}_: the result shape {res.shape} differs from the tensor's "
@@ -568,14 +583,10 @@ class Tensor:
         return res
 
     def add_(self, other, *, alpha=1):
-        if alpha != 1:
-            other = other * alpha
-        return self.copy_(self._inplace_value(other, Op.ADD))
+        return self.copy_(self._inplace_value(other, Op.ADD, alpha))
 
     def sub_(self, other, *, alpha=1):
-        if alpha != 1:
-            other = other * alpha
-        return self.copy_(self._inplace_value(other, Op.SUB))
+        return self.copy_(self._inplace_value(other, Op.SUB, alpha))
 
     def mul_(self, other):
         return self.copy_(self._inplace_value(other, Op.MUL))

@@ -63,6 +63,15 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
     int64_t r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
 }
+/* torch's div_floor_floating: floor(a / b) would be off by one where a / b rounds to an integer */
+#define LF_FLOORDIV_F(NAME, T, FMOD, FLOOR, COPYSIGN) static inline T NAME(T a, T b) { \
+    if (b == 0) return a / b; \
+    T m = FMOD(a, b), d = (a - m) / b; \
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1; \
+    if (d == 0) return COPYSIGN((T)0, a / b); \
+    T f = FLOOR(d); return (d - f > (T)0.5) ? f + 1 : f; }
+LF_FLOORDIV_F(lf_floordiv_ff, float, fmodf, floorf, copysignf)
+LF_FLOORDIV_F(lf_floordiv_fd, double, fmod, floor, copysign)
 static inline double lf_fmod_floor(double a, double b) {
     double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
@@ -162,6 +171,9 @@ class CPrinter:
             return _cast(x, src_dt, dt)
         simple = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
                   Op.EQ: "==", Op.NE: "!="}
+        if dt.is_bool and op in (Op.ADD, Op.MUL):
+            # bool arithmetic is logical in torch (True + True is True): the byte stays 0 or 1
+            return f"(uint8_t)({x} {'|' if op is Op.ADD else '&'} {a[1]})"
         if op in simple:
             return f"({x} {simple[op]} {a[1]})"
         if op is Op.DIV:
@@ -185,7 +197,7 @@ class CPrinter:
         if op is Op.WHERE:
             return f"({x} ? {a[1]} : {a[2]})"
         if op is Op.FLOORDIV:
-            return (f"floorf({x} / {a[1]})" if f32 else f"floor({x} / {a[1]})") if fl else \
+            return (f"lf_floordiv_ff({x}, {a[1]})" if f32 else f"lf_floordiv_fd({x}, {a[1]})") if fl else \
                 f"({COMPUTE[dt.name]})lf_floordiv_i({x}, {a[1]})"
         if op is Op.MOD:
             return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \

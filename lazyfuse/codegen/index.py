@@ -119,7 +119,8 @@ def unravel(flat: Affine, shape) -> tuple:
         stride *= max(s, 1)
     strides.reverse()
     for s, st in zip(shape, strides):
-        out.append(Affine(0, ()) if s == 1 else mod(floordiv(flat, st), s))
+        # size 1: always 0; size 0: the shape is empty, so no index is ever evaluated
+        out.append(Affine(0, ()) if s <= 1 else mod(floordiv(flat, st), s))
     return tuple(out)
 
 

@@ -222,7 +222,9 @@ def _merge_run(vars_, affines, locked) -> tuple[list, list]:
     """
     steps = [{v: Affine(0, ()) for v in vars_ if v.extent == 1}]
     merged = []
-    for v in (v for v in vars_ if v.extent > 1):
+    # an extent-0 loop stays (an empty reduction still stores its identity, an empty output
+    # stores nothing): dropping it like an extent-1 loop would run the body once
+    for v in (v for v in vars_ if v.extent != 1):
         if merged:
             prev = merged[-1]
             if prev not in locked and v not in locked and all(

@@ -191,14 +191,24 @@ def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
             slots[i] = ("leaf", i)
     for k, r in enumerate(g.roots):
         slots[r] = ("root", k)
-    # an in-place write's old version lives in the buffer the write updates
+    # An in-place write only stores its region, so its old version must live in the buffer the
+    # write updates. A write that no live tensor holds (its tensor was dropped, but a live
+    # result reads it) still needs one: a temporary the old version is computed into, or the
+    # dropped storage's own buffer when the old version is already realized.
+    n_temps = 0
     for i in range(len(nodes) - 1, -1, -1):
         n = nodes[i]
-        if n.kind is Kind.WRITE and i in slots:
-            j = pos[id(n.srcs[0])]
-            if nodes[j].is_pending:
-                slots[j] = slots[i]
-    n_temps = 0
+        if n.kind is not Kind.WRITE:
+            continue
+        j = pos[id(n.srcs[0])]
+        if i not in slots:
+            if nodes[j].op is Op.BUFFER:
+                slots[i] = ("leaf", j)
+            else:
+                slots[i] = ("temp", n_temps)
+                n_temps += 1
+        if nodes[j].is_pending:
+            slots[j] = slots[i]
     for grp in groups:
         if grp.output not in slots:
             slots[grp.output] = ("temp", n_temps)
@@ -207,25 +217,36 @@ def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
 
 
 def _versions(g: DrainGraph, slots) -> list:
-    """For each physical buffer, its versions in write order (lists of node indices)."""
-    chains = []
+    """For each physical buffer, its versions in write order (lists of node indices).
+
+    A partial write links to the version it updates (its first source); a covering write
+    (``copy_`` of a whole storage) starts a new link chain. So besides the chains of the live
+    roots there are chains that no live tensor holds: the writes of a dropped storage that a
+    live result still reads, and the partial writes that a later covering write of a live
+    storage superseded. The latter live in the live storage's buffer (they start at its
+    realized value), so they are prepended to its chain: their readers must run before the
+    covering write.
+    """
+    pos = g_pos(g)
+    olds = {pos[id(n.srcs[0])] for n in g.nodes if n.kind is Kind.WRITE}
+    roots = set(g.roots)
+
+    def walk(head):
+        chain = [head]
+        while g.nodes[chain[-1]].kind is Kind.WRITE:
+            chain.append(pos[id(g.nodes[chain[-1]].srcs[0])])
+        return list(reversed(chain))
+
+    others = [walk(i) for i, n in enumerate(g.nodes) if n.kind is Kind.WRITE and i not in olds and i not in roots]
+    on_leaf = {c[0]: c for c in others if g.nodes[c[0]].op is Op.BUFFER}
+    chains = [c for c in others if g.nodes[c[0]].op is not Op.BUFFER]
     for k, r in enumerate(g.roots):
-        chain = []
-        node = r
-        while True:
-            chain.append(node)
-            n = g.nodes[node]
-            if n.kind is Kind.WRITE:
-                node = g_pos(g)[id(n.srcs[0])]
-                if g.nodes[node].op is Op.BUFFER:
-                    chain.append(node)
-                    break
-                continue
-            break
+        chain = walk(r)
         target = g.root_targets[k]
-        if target is not None and target >= 0 and chain[-1] != target:
-            chain.append(target)
-        chains.append(list(reversed(chain)))
+        if target is not None and target >= 0 and chain[0] != target:
+            chain = on_leaf.pop(target, [target]) + chain
+        chains.append(chain)
+    chains.extend(on_leaf.values())
     return chains
 
 

@@ -126,6 +126,10 @@ class CpuDevice(Device):
     supports_graphs = True
 
     def _make_backend(self):
+        from ..codegen.c_compile import compiler
+        if compiler() is None:   # no C compiler: the same kernels, run by the Triton interpreter
+            from .triton_devices import interpreter_fallback
+            return interpreter_fallback()
         from .cpu import CpuBackend
         return CpuBackend(self.pool)
 

@@ -1,0 +1,183 @@
+"""One command for a machine with a CUDA (or ROCm) GPU: the Triton tests on the GPU, then a small benchmark.
+
+    python bench/gpu_check.py [--skip-tests] [--skip-compile] [--quick]
+
+1. ``pytest tests/test_interpreter.py`` with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
+   tests written for the interpreter, run on compiled Triton kernels.
+2. The fused chain ``tanh(x*y+1)*exp(-x*x)+sigmoid(y)`` on 2^24 float32 elements: lazyfuse
+   (a drain per call, and a captured graph replay), torch eager, and
+   ``torch.compile(mode="max-autotune-no-cudagraphs")``; plus device copy bandwidth (torch's
+   ``copy_`` and lazyfuse's copy kernel).
+3. Results go to ``bench/results/gpu_check-<date>.json`` and ``.md``.
+
+Everything is bounded to stay under ~8 minutes (the test run has its own timeout). Without a
+GPU it says so and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+N = 1 << 24
+TEST_TIMEOUT_S = 300
+
+
+def run_tests() -> dict:
+    env = dict(os.environ, LAZYFUSE_TEST_DEVICE="cuda", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_interpreter.py")]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
+        rc, out = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out = "timeout", _text(e.stdout) + _text(e.stderr)
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", out)}
+    return {"returncode": rc, "seconds": round(time.perf_counter() - t0, 1), **counts, "tail": out[-4000:]}
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+
+def timed(fn, sync, reps: int) -> float:
+    """Median milliseconds of ``fn`` (after warmup), each call followed by ``sync``."""
+    import torch
+    for _ in range(3):
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        sync()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def chain(x, y):
+    return (x * y + 1).tanh() * (-x * x).exp() + y.sigmoid()
+
+
+def bench(skip_compile: bool, reps: int) -> dict:
+    import torch
+    import lazyfuse as lf
+
+    dev = lf.device("cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tx = torch.randn(N, device="cuda", generator=g)
+    ty = torch.randn(N, device="cuda", generator=g)
+    x, y = lf.from_torch(tx, device=dev), lf.from_torch(ty, device=dev)
+    lf.sync(dev)
+    sync = torch.cuda.synchronize
+    chain_bytes = 3 * 4 * N   # two reads and a write of float32
+    out = {"elements": N}
+
+    def lazy():
+        r = chain(x, y)
+        lf.sync(dev)
+        return r
+
+    ref = chain(tx, ty)
+    err = (lazy().torch() - ref).abs().max().item()
+    out["chain_max_abs_error_vs_torch"] = err
+    lf.reset_stats(dev)
+    ms = timed(lazy, sync, reps)
+    out["lazyfuse_drain_ms"] = ms
+    out["lazyfuse_kernels_per_call"] = lf.stats(dev).kernels_launched / (reps + 3)
+    graph = lf.capture(dev, lambda: chain(x, y))
+    out["lazyfuse_graph_is_hardware"] = graph.is_hardware
+    out["lazyfuse_graph_ms"] = timed(graph.replay, sync, reps)
+    out["torch_eager_ms"] = timed(lambda: chain(tx, ty), sync, reps)
+    if not skip_compile:
+        t0 = time.perf_counter()
+        compiled = torch.compile(chain, mode="max-autotune-no-cudagraphs")
+        compiled(tx, ty)
+        sync()
+        out["torch_compile_build_s"] = round(time.perf_counter() - t0, 1)
+        out["torch_compile_ms"] = timed(lambda: compiled(tx, ty), sync, reps)
+    for k in [k for k in out if k.endswith("_ms")]:
+        out[k.replace("_ms", "_GBps")] = round(chain_bytes / (out[k] * 1e-3) / 1e9, 1)
+
+    src, dst = torch.randn(N * 4, device="cuda"), torch.empty(N * 4, device="cuda")
+    copy_bytes = 2 * 4 * N * 4
+    out["torch_copy_GBps"] = round(copy_bytes / (timed(lambda: dst.copy_(src), sync, reps) * 1e-3) / 1e9, 1)
+    lsrc, ldst = lf.from_torch(src, device=dev), lf.zeros(N * 4, device=dev)
+    lf.sync(dev)
+
+    def lcopy():
+        ldst.copy_(lsrc)
+        lf.sync(dev)
+    out["lazyfuse_copy_GBps"] = round(copy_bytes / (timed(lcopy, sync, reps) * 1e-3) / 1e9, 1)
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# gpu_check {report['date']}", "", f"- device: {report['device']}",
+             f"- torch {report['torch']}, triton {report['triton']}, python {report['python']}", ""]
+    tests = report.get("tests")
+    if tests:
+        lines += ["## tests (LAZYFUSE_TEST_DEVICE=cuda)", "",
+                  f"returncode {tests['returncode']}, {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+                  f"{tests.get('skipped', 0)} skipped in {tests['seconds']} s", ""]
+    b = report.get("bench")
+    if b:
+        lines += ["## fused chain tanh(x*y+1)*exp(-x*x)+sigmoid(y), 2^24 float32", "",
+                  "| variant | ms | GB/s |", "|---|---|---|"]
+        for name in ("lazyfuse_drain", "lazyfuse_graph", "torch_eager", "torch_compile"):
+            if f"{name}_ms" in b:
+                lines.append(f"| {name} | {b[f'{name}_ms']:.3f} | {b[f'{name}_GBps']} |")
+        lines += ["", f"lazyfuse kernels per call: {b['lazyfuse_kernels_per_call']:.2f}; max abs error vs torch: "
+                  f"{b['chain_max_abs_error_vs_torch']:.2e}; graph on hardware: {b['lazyfuse_graph_is_hardware']}", "",
+                  f"copy bandwidth (256 MiB): torch {b['torch_copy_GBps']} GB/s, lazyfuse {b['lazyfuse_copy_GBps']} GB/s"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--skip-tests", action="store_true", help="only the benchmark")
+    ap.add_argument("--skip-compile", action="store_true", help="no torch.compile baseline (saves ~1-2 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer timing repetitions")
+    args = ap.parse_args(argv)
+
+    import torch
+    if not torch.cuda.is_available():
+        print("gpu_check: torch sees no CUDA/HIP GPU here (torch.cuda.is_available() is False), so there is "
+              "nothing to check. Run it on a GPU machine; on the CPU use `pytest tests/test_interpreter.py`.",
+              file=sys.stderr)
+        return 2
+    import triton
+    sys.path.insert(0, str(ROOT))
+    report = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(),
+              "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+    if not args.skip_tests:
+        print("running tests/test_interpreter.py on cuda ...", flush=True)
+        report["tests"] = run_tests()
+        print(report["tests"]["tail"][-600:], flush=True)
+    print("benchmarking ...", flush=True)
+    report["bench"] = bench(args.skip_compile, 10 if args.quick else 50)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = RESULTS / f"gpu_check-{datetime.date.today().isoformat()}"
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    md = markdown(report)
+    stem.with_suffix(".md").write_text(md)
+    print(md)
+    tests = report.get("tests")
+    return 0 if not tests or tests["returncode"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

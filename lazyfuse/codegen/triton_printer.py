@@ -1,0 +1,596 @@
+"""Print a ``Kernel`` as a ``@triton.jit`` Python module (the second printer of the one description).
+
+Semantics follow ``c_printer`` op for op (NaN propagation in max/min/relu, floor division and
+modulo with a zero guard, float->int casts of NaN/out-of-range to INT_MIN, float16/bfloat16
+stored as such and computed in float32, argmax/argmin first occurrence with NaN as the max).
+
+Layout of a generated kernel ``lf_<hash>(a0, a1, ..., meta, BLOCK[, BLOCK_R])``:
+
+* **pointwise**: each program takes ``BLOCK`` consecutive flat output indices
+  (``pid*BLOCK + arange``, masked at the ragged edge) and unravels them into the outer loop
+  variables with the extents printed as literals (shapes are part of the plan key, so they are
+  static; only scalars are runtime values).
+* **reduction**: each program takes ``BLOCK`` outer indices (a ``[BLOCK, 1]`` column) times a
+  ``[1, BLOCK_R]`` tile of the reduced extent. When the extent fits one tile the kernel is
+  *persistent* (one pass; all stages share the loaded tile, so variance reads ``x`` once),
+  otherwise every stage loops over tiles, keeping per-lane partials that are combined across
+  the tile at the end. Stages run in order; a later stage reads ``acc<j>`` of earlier ones.
+  Row-wise kernels (softmax, layer_norm) then store along the row (``inner_stores``).
+  Cross-lane combines are plain sum/max/min reductions with NaN and argmax positions handled
+  around them (see ``_finish``), which Triton's interpreter runs with numpy.
+
+Runtime scalars are read from the launch-metadata buffer (``tl.load(meta + k)``, float scalars
+bit-cast from int64 to float64), so a cached kernel serves every scalar value.
+
+The helpers below are ``@triton.jit`` functions printed into every module, and nothing from
+Triton's own jit-decorated standard library (``tl.sum``, ``tl.sigmoid``...) is called: the
+interpreter device decorates *our* module in interpreter mode, which would leave Triton's
+library functions compiled-mode only. Transcendentals use ``tl.exp/log/sin/cos/sqrt`` and
+``tl.math.erf`` (builtins in the interpreter and in Triton >= 3.0); tanh, sigmoid and silu are
+written out like ``c_math.h`` (no cancellation near 0, correct tails, torch's NaN results).
+
+The RNG is the C printer's ``lf_mix`` (splitmix-style, uint64 arithmetic) and yields the same
+bits as the C kernels: uniform = top 24 bits * 2^-24, normal = Box-Muller of two draws.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ..ir.node import Op
+from .index import Affine, DivMod
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, affines, walk
+
+COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
+           "bfloat16": "tl.float32", "float32": "tl.float32", "float64": "tl.float64"}
+STORAGE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float16",
+           "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
+I32_LIMIT = 2 ** 31 - 2 ** 21   # index values beyond this are computed in int64
+EMPTY = 2 ** 31 - 1             # the argmax position of an empty lane: beyond every real one
+
+PRELUDE = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def lf_add(a, b):
+    return a + b
+
+
+@triton.jit
+def lf_maxnum(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def lf_minnum(a, b):
+    return tl.minimum(a, b)
+
+
+@triton.jit
+def lf_max2(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def lf_min2(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def lf_mix(seed, i):
+    z = seed * 0x9E3779B97F4A7C15 + i * 0xD1B54A32D192ED03 + 0x632BE59BD9B4E019
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+@triton.jit
+def lf_uniform(seed, i):
+    return (lf_mix(seed, i) >> 40).to(tl.float32) * 5.9604644775390625e-08
+
+
+@triton.jit
+def lf_normal(seed, i):
+    u1 = ((lf_mix(seed, 2 * i) >> 40).to(tl.float32) + 1.0) * 5.9604644775390625e-08
+    u2 = (lf_mix(seed, 2 * i + 1) >> 40).to(tl.float32) * 5.9604644775390625e-08
+    return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
+
+
+@triton.jit
+def lf_f2i(x, lim, lo, DT: tl.constexpr):
+    bad = (x != x) | (x >= lim) | (x < -lim)
+    return tl.where(bad, lo, tl.where(bad, 0.0, x).to(DT))
+
+
+@triton.jit
+def lf_floordiv_i(a, b):
+    bs = tl.where((b == 0) | (b == -1), 1, b)
+    q = a // bs
+    q = tl.where(((a - q * bs) != 0) & ((a < 0) != (bs < 0)), q - 1, q)
+    return tl.where(b == 0, 0, tl.where(b == -1, -a, q))
+
+
+@triton.jit
+def lf_mod_i(a, b):
+    bad = (b == 0) | (b == -1)
+    bs = tl.where(bad, 1, b)
+    r = a % bs
+    r = tl.where((r != 0) & ((r < 0) != (bs < 0)), r + bs, r)
+    return tl.where(bad, 0, r)
+
+
+@triton.jit
+def lf_floordiv_f(a, b):
+    # torch's div_floor_floating: exact where floor(a / b) would round across an integer
+    m = a % b
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.math.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    f = tl.where(d == 0, 0.0 * (a / b), f)
+    return tl.where(b == 0, a / b, f)
+
+
+@triton.jit
+def lf_mod_f(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def lf_pow_f(a, b):
+    # exp(b log|a|) in float64 with IEEE pow's special cases
+    a = a.to(tl.float64)
+    b = b.to(tl.float64)
+    aa = tl.abs(a)
+    r = tl.exp(b * tl.log(aa))
+    b_int = tl.math.floor(b) == b
+    b_odd = b_int & (tl.math.floor(b * 0.5) * 2.0 != b)
+    r = tl.where((a < 0) & b_odd, -r, r)
+    r = tl.where((a < 0) & (b_int == 0) & (aa != float("inf")), float("nan"), r)
+    r = tl.where((aa == 1.0) & (tl.abs(b) == float("inf")), 1.0, r)
+    return tl.where((b == 0) | (a == 1.0), 1.0, r)
+
+
+@triton.jit
+def lf_pow_i(a, b):
+    r = a * 0 + b * 0 + 1
+    base = a + r * 0
+    e = tl.where(b < 0, 0, b) + r * 0
+    for _ in range(0, 64):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0))
+    return tl.where(b < 0, neg, r)
+
+
+@triton.jit
+def lf_tanh32(x):
+    # c_math.h's lf_tanhf: an odd polynomial below 0.875, 1 - 2/(e^2z + 1) above
+    z = tl.abs(x)
+    e = tl.exp(2.0 * tl.minimum(z, 10.0))
+    big = 1.0 - 2.0 / (e + 1.0)
+    s = z * z
+    p = s * -6.17361394688487e-04 + 2.9859505593776703e-03
+    p = p * s - 8.651587180793285e-03
+    p = p * s + 2.1842455491423607e-02
+    p = p * s - 5.396980419754982e-02
+    p = p * s + 1.3333378732204437e-01
+    p = p * s - 3.333333432674408e-01
+    r = tl.where(z >= 0.875, big, p * s * z + z)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def lf_tanh64(x):
+    z = tl.abs(x)
+    e = tl.exp(2.0 * tl.minimum(z, 20.0))
+    big = 1.0 - 2.0 / (e + 1.0)
+    s = z * z
+    small = z + z * s * (-0.3333333333333333 + s * (0.13333333333333333 + s * (-0.05396825396825397
+                                                                                + s * 0.021869488536155203)))
+    r = tl.where(z >= 0.01, big, small)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def lf_sigmoid(x):
+    e = tl.exp(-tl.abs(x))
+    r = tl.where(x >= 0, 1.0, e) / (1.0 + e)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def lf_silu(x):
+    e = tl.exp(-tl.abs(x))
+    return tl.where(x >= 0, x, x * e) / (1.0 + e)
+
+
+@triton.jit
+def lf_gelu(x):
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+'''
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    """What autotuning may change. ``block``: flat elements per program (pointwise) or outer
+    indices per program (reductions); ``block_r``: the reduced-extent tile (reductions only)."""
+    block: int = 1024
+    block_r: int = 0
+    num_warps: int = 4
+
+    def label(self) -> str:
+        r = f",block_r={self.block_r}" if self.block_r else ""
+        return f"block={self.block}{r},num_warps={self.num_warps}"
+
+    def persistent(self, kernel: Kernel) -> bool:
+        return kernel.inner_numel <= self.block_r
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+def default_config(kernel: Kernel, interpreter: bool = False) -> TritonConfig:
+    """A simple heuristic. The interpreter runs each program as a Python call over numpy
+    arrays, so it wants few, large programs; a GPU wants ~1-4K elements per program."""
+    tile = 1 << 14 if interpreter else 4096
+    if not kernel.stages:
+        block = min(_pow2(kernel.outer_numel), tile if interpreter else 1024)
+        return TritonConfig(block, 0, 4 if block >= 512 else max(1, block // 128))
+    block_r = min(_pow2(kernel.inner_numel), tile if interpreter else 2048)
+    block = min(_pow2(kernel.outer_numel), max(1, tile // block_r))
+    warps = 1 if interpreter else min(8, max(1, block * block_r // 256))
+    return TritonConfig(block, block_r, warps)
+
+
+def tl_index(a: Affine) -> str:
+    parts = [str(a.const)] if a.const or not a.terms else []
+    for t, c in a.terms:
+        term = t.name if not isinstance(t, DivMod) else _divmod(t)
+        parts.append(term if c == 1 else f"{c} * {term}")
+    return "(" + " + ".join(parts) + ")"
+
+
+def _divmod(t: DivMod) -> str:
+    s = f"({tl_index(t.base)} // {t.div})" if t.div != 1 else tl_index(t.base)
+    return f"({s} % {t.mod})" if t.mod is not None else s
+
+
+def _unravel(flat: str, vars_, indent: str) -> list:
+    """``v = (flat // stride) % extent`` for each Var, the extents printed as literals."""
+    lines, stride = [], 1
+    for d, v in reversed(list(enumerate(vars_))):
+        q = f"({flat} // {stride})" if stride != 1 else flat
+        lines.append(f"{indent}{v.name} = {q} % {v.extent}" if d else f"{indent}{v.name} = {q}")
+        stride *= v.extent
+    return lines[::-1]
+
+
+class _Scope:
+    """One local per Expr, in dependency order, memoised within one block of the kernel.
+
+    ``ctx`` says where the block runs, which decides the masks of loads: ``point`` (a
+    pointwise program), ``outer`` (``[BLOCK, 1]`` values of a reduction: stores) or ``inner``
+    (``[BLOCK, BLOCK_R]`` tiles). A load is masked by the masks of the loop dims it reads."""
+
+    def __init__(self, printer, indent: str, ctx: str):
+        self.p = printer
+        self.indent = indent
+        self.ctx = ctx
+        self.names: dict = {}
+        self.lines: list = []
+
+    def value(self, e) -> str:
+        name = self.names.get(id(e))
+        if name is not None:
+            return name
+        for x in walk([e]):
+            if id(x) not in self.names:
+                self.names[id(x)] = self._emit(x)
+        return self.names[id(e)]
+
+    def _emit(self, e) -> str:
+        if isinstance(e, Acc):
+            return f"acc{e.stage}"
+        if isinstance(e, Scalar):
+            return f"s{e.slot}"
+        name = f"v{self.p.fresh()}"
+        self.lines.append(f"{self.indent}{name} = {self.p.rhs(e, self)}")
+        return name
+
+    def mask(self, a: Affine) -> str | None:
+        used = a.vars()
+        if not used:
+            return None
+        if self.ctx == "point":
+            return "mask"
+        outer = any(v in self.p.outer for v in used)
+        inner = any(v in self.p.inner for v in used)
+        return "mask" if outer and inner else ("pmask" if outer else "rmask")
+
+
+class TritonPrinter:
+    def __init__(self, kernel: Kernel, cfg: TritonConfig):
+        self.k = kernel
+        self.cfg = cfg
+        self.outer = set(kernel.outer)
+        self.inner = set(kernel.inner)
+        self._n = 0
+
+    def fresh(self) -> int:
+        self._n += 1
+        return self._n
+
+    # -- values -------------------------------------------------------------------------------
+    def rhs(self, e, scope: _Scope) -> str:
+        if isinstance(e, Load):
+            mask = scope.mask(e.index)
+            ptr = f"a{e.arg} + {tl_index(e.index)}"
+            raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
+            return f"{raw}.to(tl.float32)" if e.dtype.name in ("float16", "bfloat16") else raw
+        if isinstance(e, IndexValue):
+            if not e.index.terms:
+                return f"tl.full([], {e.index.const}, {COMPUTE[e.dtype.name]})"
+            return f"{tl_index(e.index)}.to({COMPUTE[e.dtype.name]})"
+        if isinstance(e, Random):
+            seed, off = scope.value(e.seed), scope.value(e.offset)
+            fn = "lf_normal" if e.normal else "lf_uniform"
+            i = f"({off} + {tl_index(e.index)}).to(tl.uint64)"
+            return f"{fn}({seed}.to(tl.uint64), {i}).to({COMPUTE[e.dtype.name]})"
+        assert isinstance(e, Apply)
+        return self.apply(e, [scope.value(s) for s in e.srcs])
+
+    def apply(self, e: Apply, a: list) -> str:
+        op, dt = e.op, e.dtype
+        src = e.srcs[0].dtype if e.srcs else dt
+        fl, boolean = src.is_float, src.is_bool
+        f64 = src.name == "float64"
+        x = a[0]
+        if op is Op.CAST:
+            return _cast(x, src, dt)
+        if boolean and op in (Op.ADD, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
+            # torch's bool arithmetic is logical (True + True is True), unlike int1 arithmetic
+            return f"({x} | {a[1]})" if op in (Op.ADD, Op.MAXIMUM) else f"({x} & {a[1]})"
+        simple = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.LT: "<", Op.LE: "<=", Op.GT: ">",
+                  Op.GE: ">=", Op.EQ: "==", Op.NE: "!=", Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
+        if op in simple:
+            return f"({x} {simple[op]} {a[1]})"
+        if op is Op.NOT:
+            return f"({x} == 0)" if boolean else f"(~{x})"
+        if op is Op.NEG:
+            return f"(-{x})"
+        if op is Op.ABS:
+            return f"tl.abs({x})"
+        if op is Op.ISNAN:
+            return f"({x} != {x})"
+        if op in (Op.MAXIMUM, Op.MINIMUM):
+            return f"{'lf_max2' if op is Op.MAXIMUM else 'lf_min2'}({x}, {a[1]})"
+        if op is Op.WHERE:
+            return f"tl.where({x}, {a[1]}, {a[2]})"
+        if op is Op.FLOORDIV:
+            return f"lf_floordiv_f({x}, {a[1]})" if fl else f"lf_floordiv_i({x}, {a[1]})"
+        if op is Op.MOD:
+            return f"lf_mod_f({x}, {a[1]})" if fl else f"lf_mod_i({x}, {a[1]})"
+        if op is Op.POW:
+            return f"lf_pow_f({x}, {a[1]}).to({COMPUTE[dt.name]})" if fl else f"lf_pow_i({x}, {a[1]})"
+        if op is Op.RELU:
+            return f"tl.where(({x} != {x}) | ({x} > 0), {x}, 0)"
+        if op is Op.RECIPROCAL:
+            return f"(1.0 / {x})"
+        if op is Op.RSQRT:
+            return f"(1.0 / tl.sqrt({x}))"
+        unary = {Op.EXP: "tl.exp", Op.LOG: "tl.log", Op.SIN: "tl.sin", Op.COS: "tl.cos", Op.SQRT: "tl.sqrt",
+                 Op.TANH: "lf_tanh64" if f64 else "lf_tanh32", Op.SIGMOID: "lf_sigmoid", Op.GELU: "lf_gelu",
+                 Op.SILU: "lf_silu"}
+        if op in unary:
+            return f"{unary[op]}({x})"
+        raise NotImplementedError(f"Triton printer: no rule for {op}")
+
+    # -- structure ----------------------------------------------------------------------------
+    def function(self, name: str) -> str:
+        k = self.k
+        params = [f"a{i}" for i in range(len(k.args))] + ["meta", "BLOCK: tl.constexpr"]
+        if k.stages:
+            params.append("BLOCK_R: tl.constexpr")
+        lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+        base = 1 + len(k.outer) + 1 + len(k.inner)
+        for i, dt in enumerate(k.scalars):
+            word = f"tl.load(meta + {base + i})"
+            if dt.is_float:
+                val = f"{word}.to(tl.float64, bitcast=True).to({COMPUTE[dt.name]})"
+            elif dt.is_bool:
+                val = f"({word} != 0)"
+            else:
+                val = f"{word}.to({COMPUTE[dt.name]})"
+            lines.append(f"    s{i} = {val}")
+        pid = "tl.program_id(0).to(tl.int64)" if self._wide() else "tl.program_id(0)"
+        lines += self._reduce(pid) if k.stages else self._pointwise(pid)
+        return "\n".join(lines) + "\n"
+
+    def _wide(self) -> bool:
+        k = self.k
+        spans = [k.outer_numel + self.cfg.block, k.inner_numel + self.cfg.block_r]
+        spans += [max(abs(a.max), abs(a.min)) for a in affines(k)]
+        return max(spans) > I32_LIMIT
+
+    def _constant_store(self) -> bool:
+        """A store to one fixed address (a 0-d result) needs its pointer broadcast to the mask."""
+        return any(not st.index.terms for st in self.k.stores)
+
+    def _store(self, scope: _Scope, stores, zero: str = "") -> list:
+        """Stores of one block. A pointer must have the mask's shape: a 0-d result's fixed
+        address gets ``zero`` added, a row-wise store that misses a loop dim the full tile's."""
+        lines = []
+        for st in stores:
+            v = scope.value(st.value)
+            dt = self.k.args[st.arg].dtype
+            idx = tl_index(st.index)
+            if scope.ctx == "inner":
+                used = st.index.vars()
+                if not (used & self.outer and used & self.inner):
+                    idx = f"({idx} + pflat * 0 + rflat * 0)"
+            elif not st.index.terms:
+                idx = f"({st.index.const} + {zero})"
+            mask = {"point": "mask", "outer": "pmask", "inner": "mask"}[scope.ctx]
+            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {v}.to({STORAGE[dt.name]}), mask={mask})")
+        return lines
+
+    def _pointwise(self, pid) -> list:
+        k = self.k
+        lines = [f"    flat = {pid} * BLOCK + tl.arange(0, BLOCK)",
+                 f"    mask = flat < {k.outer_numel}"]
+        lines += _unravel("flat", k.outer, "    ")
+        if self._constant_store():
+            lines.append("    zero = flat * 0")
+        scope = _Scope(self, "    ", "point")
+        stores = self._store(scope, k.stores, "zero")
+        return lines + scope.lines + stores
+
+    def _reduce(self, pid) -> list:
+        k = self.k
+        lines = [f"    pflat = {pid} * BLOCK + tl.arange(0, BLOCK)[:, None]",
+                 f"    pmask = pflat < {k.outer_numel}"]
+        lines += _unravel("pflat", k.outer, "    ")
+        if self._constant_store():
+            lines.append("    pzero = pflat * 0")
+        if not k.inner_numel:
+            # an empty reduced extent: each stage is its identity, loads nothing, stores no row
+            lines += [f"    acc{j} = tl.full([BLOCK, 1], {_init(st)}, {COMPUTE[st.dtype.name]})"
+                      for j, st in enumerate(k.stages)]
+        elif self.cfg.persistent(k):
+            lines += self._tile_header("tl.arange(0, BLOCK_R)[None, :]", "    ")
+            scope = _Scope(self, "    ", "inner")
+            for j, st in enumerate(k.stages):
+                scope.lines += self._one_pass(j, st, scope) + [f"    acc{j} = acc{j}.to({COMPUTE[st.dtype.name]})"]
+            stores = self._store(scope, k.inner_stores)   # row-wise: the same tile, already loaded
+            lines += scope.lines + stores
+        else:
+            for j, st in enumerate(k.stages):
+                lines += self._looped(j, st) + [f"    acc{j} = acc{j}.to({COMPUTE[st.dtype.name]})"]
+            if k.inner_stores:
+                lines.append(f"    for rbase in range(0, {k.inner_numel}, BLOCK_R):")
+                lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", "        ")
+                scope = _Scope(self, "        ", "inner")
+                stores = self._store(scope, k.inner_stores)
+                lines += scope.lines + stores
+        scope = _Scope(self, "    ", "outer")
+        stores = self._store(scope, k.stores, "pzero")
+        return lines + scope.lines + stores
+
+    def _tile_header(self, rflat: str, indent: str) -> list:
+        lines = [f"{indent}rflat = {rflat}", f"{indent}rmask = rflat < {self.k.inner_numel}"]
+        lines += _unravel("rflat", self.k.inner, indent)
+        lines.append(f"{indent}mask = pmask & rmask")
+        return lines
+
+    def _one_pass(self, j, st, scope: _Scope) -> list:
+        v = _as_acc(scope.value(st.value), st)
+        ind = scope.indent
+        lines = [f"{ind}t{j} = tl.where(mask, {v}, {_init(st)})"]
+        if st.op in (Op.ARGMAX, Op.ARGMIN):
+            lines.append(f"{ind}i{j} = tl.where(mask, {tl_index(st.arg_index)}, {EMPTY})")
+        return lines + self._finish(j, st, f"t{j}", f"i{j}", ind)
+
+    def _looped(self, j, st) -> list:
+        """Per-lane partials over tiles of the reduced extent, combined across lanes at the end."""
+        k = self.k
+        acc_t, init = _acc_type(st), _init(st)
+        arg = st.op in (Op.ARGMAX, Op.ARGMIN)
+        lines = [f"    t{j} = tl.full([BLOCK, BLOCK_R], {init}, {acc_t})"]
+        if arg:
+            lines.append(f"    i{j} = tl.full([BLOCK, BLOCK_R], {EMPTY}, tl.int32)")
+        lines.append(f"    for rbase in range(0, {k.inner_numel}, BLOCK_R):")
+        ind = "        "
+        lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", ind)
+        scope = _Scope(self, ind, "inner")
+        v = _as_acc(scope.value(st.value), st)
+        lines += scope.lines
+        if st.op is Op.SUM:
+            lines.append(f"{ind}t{j} = t{j} + tl.where(mask, {v}, 0)")
+        elif st.op in (Op.MAX, Op.MIN):
+            fn = "lf_max2" if st.op is Op.MAX else "lf_min2"
+            lines.append(f"{ind}t{j} = {fn}(tl.where(mask, {v}, {init}), t{j})")
+        else:
+            # strict comparison keeps each lane's first occurrence; NaN beats everything but NaN
+            cmp = ">" if st.op is Op.ARGMAX else "<"
+            lines += [f"{ind}vm = tl.where(mask, {v}, {init})",
+                      f"{ind}upd = mask & ((vm {cmp} t{j}) | ((vm != vm) & (t{j} == t{j})) | (i{j} == {EMPTY}))",
+                      f"{ind}t{j} = tl.where(upd, vm, t{j})",
+                      f"{ind}i{j} = tl.where(upd, {tl_index(st.arg_index)}, i{j})"]
+        return lines + self._finish(j, st, f"t{j}", f"i{j}", "    ")
+
+    def _finish(self, j, st, vals: str, idxs: str, ind: str) -> list:
+        """Reduce a ``[BLOCK, BLOCK_R]`` tile of (masked) values along the tile into ``acc<j>``.
+
+        Only plain sum/max/min reductions are used (NaN handled around them: a row holding a
+        NaN has max NaN; argmax is the smallest position holding the max), because Triton's
+        interpreter runs those with numpy, while a custom combine function runs element by
+        element in Python."""
+        if st.op is Op.SUM:
+            return [f"{ind}acc{j} = tl.reduce({vals}, 1, lf_add)[:, None]"]
+        big = st.op in (Op.MIN, Op.ARGMIN)
+        lines = [f"{ind}m{j} = tl.reduce({vals}, 1, {'lf_minnum' if big else 'lf_maxnum'})[:, None]"]
+        fl = st.value.dtype.is_float
+        if fl:
+            lines.append(f"{ind}m{j} = tl.where(tl.reduce(({vals} != {vals}).to(tl.int32), 1, lf_add)[:, None] > 0, "
+                         f'float("nan"), m{j})')
+        if st.op in (Op.MAX, Op.MIN):
+            return lines + [f"{ind}acc{j} = m{j}"]
+        hit = f"({vals} == m{j}) | (({vals} != {vals}) & (m{j} != m{j}))" if fl else f"{vals} == m{j}"
+        return lines + [f"{ind}acc{j} = tl.reduce(tl.where({hit}, {idxs}, {EMPTY}), 1, lf_minnum)[:, None]"]
+
+
+def _acc_type(st) -> str:
+    dt = st.value.dtype
+    if st.op is Op.SUM:
+        return ("tl.float64" if dt.name == "float64" else "tl.float32") if dt.is_float else "tl.int64"
+    return "tl.int32" if dt.is_bool else COMPUTE[dt.name]
+
+
+def _as_acc(v: str, st) -> str:
+    """A stage's value in its accumulator type (bools compare as int32: int1 has no max)."""
+    return f"{v}.to({_acc_type(st)})" if st.op is Op.SUM or st.value.dtype.is_bool else v
+
+
+def _init(st) -> str:
+    dt = st.value.dtype
+    if st.op is Op.SUM:
+        return "0"
+    big = st.op in (Op.MIN, Op.ARGMIN)
+    if dt.is_float:
+        return 'float("inf")' if big else 'float("-inf")'
+    if dt.is_bool:
+        return "1" if big else "0"
+    bits = 63 if dt.name == "int64" else 31
+    return str(2 ** bits - 1) if big else str(-(2 ** bits))
+
+
+def _cast(x: str, src, dst) -> str:
+    if dst.is_bool:
+        return f"({x} != 0)"
+    if src.is_float and dst.is_int:
+        bits = 63 if dst.name == "int64" else 31
+        return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
+    if dst.name in ("float16", "bfloat16") and src is not dst:
+        # round through the storage type, as a store and reload would (via float32: Triton's
+        # interpreter converts only float32 to bfloat16 correctly)
+        x = f"{x}.to(tl.float32)" if src.name not in ("float16", "bfloat16", "float32") else x
+        return f"{x}.to({STORAGE[dst.name]}).to(tl.float32)"
+    return f"{x}.to({COMPUTE[dst.name]})"
+
+
+def print_triton(kernel: Kernel, cfg: TritonConfig) -> tuple[str, str]:
+    """``(function name, function source)``; the module is ``PRELUDE`` + the function. The name
+    is a hash of the body (not of the kernel's position in a plan), so identical kernels of
+    different plans share one module and one compiled binary."""
+    body = TritonPrinter(kernel, cfg).function("lf_kernel")
+    name = "lf_" + hashlib.sha256(body.encode()).hexdigest()[:16]
+    return name, body.replace("def lf_kernel(", f"def {name}(", 1)
+
+
+__all__ = ["TritonConfig", "default_config", "print_triton", "PRELUDE"]
