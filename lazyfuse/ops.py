@@ -91,7 +91,7 @@ def binary(op: Op, a, b, reflected: bool = False):
     if simple and tb is Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
         other = b._read()
     elif simple and (tb is float and ct.is_float or tb is int and not ct.is_bool):
-        other = expand_node(Node(Op.SCALAR, (), ct, (), float(b) if ct.is_float else int(b)), a._view.shape)
+        other = Node(Op.SCALAR, (), ct, (), float(b) if ct.is_float else int(b))  # broadcasts as is
     else:
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
     srcs = (other, a._read()) if reflected else (a._read(), other)
@@ -120,12 +120,11 @@ def operand_dtypes(args):
 
 
 def operand_node(engine, a, dtype, shape) -> Node:
+    """A source of an elementwise op: cast, then expanded to ``shape`` (a scalar broadcasts as is)."""
     Tensor = _t.Tensor
     if isinstance(a, Tensor):
-        node = cast_node(engine, a._read(), dtype)
-    else:
-        node = scalar_node(a, dtype)
-    return expand_node(node, shape)
+        return expand_node(cast_node(engine, a._read(), dtype), shape)
+    return scalar_node(a, dtype)
 
 
 def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):

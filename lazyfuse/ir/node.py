@@ -1,9 +1,10 @@
 """IR nodes: immutable records of one op each (op, inputs, dtype, shape, attribute).
 
 Nodes are compared by identity; a node's ``srcs`` are the values it reads, in program
-order. Shapes of an elementwise node's sources always equal its own: broadcasting is
-recorded as an explicit ``VIEW`` (an expand), so the planner and the code generators never
-re-derive it.
+order. Shapes of an elementwise node's sources equal its own — broadcasting is recorded as
+an explicit ``VIEW`` (an expand), so the planner and the code generators never re-derive it —
+except runtime ``SCALAR`` sources (0-d), which broadcast by definition: a scalar has the same
+value at every index.
 """
 from __future__ import annotations
 

@@ -450,41 +450,40 @@ class PlanKey:
 def trace(roots):
     """Topological order, structural key, bound leaves and scalars of a drain's live DAG.
 
-    One iterative post-order walk; this is the steady-state path's main cost, so it stays flat.
+    One iterative post-order walk that also builds the key; this is the steady-state path's
+    main cost, so it stays flat (no iterators, no helper calls per node).
     """
-    nodes, pos = [], {}
+    nodes, pos, parts = [], {}, []
+    leaves, leaf_by_buffer, scalars = {}, {}, []
     for s in roots:
-        root = s.current
-        if id(root) in pos:
-            continue
-        pos[id(root)] = -1
-        stack = [(root, iter(root.srcs))]
+        stack = [s.current]
         while stack:
-            node, it = stack[-1]
-            for src in it:
-                if id(src) not in pos:
-                    pos[id(src)] = -1
-                    stack.append((src, iter(src.srcs)))
-                    break
-            else:
+            node = stack[-1]
+            if id(node) in pos:
                 stack.pop()
-                pos[id(node)] = len(nodes)
-                nodes.append(node)
-    parts = []
-    leaves = {}
-    leaf_by_buffer = {}
-    scalars = []
-    for i, n in enumerate(nodes):
-        op = n.op
-        if op is Op.BUFFER:
-            first = leaf_by_buffer.setdefault(id(n.arg), i)
-            leaves[i] = n.arg
-            parts.append((op.code, n.dtype, n.shape, first))
-        elif op is Op.SCALAR:
-            scalars.append(n.arg)
-            parts.append((op.code, n.dtype))
-        else:
-            parts.append((op.code, n.dtype, n.shape, n.arg, tuple([pos[id(s)] for s in n.srcs])))
+                continue
+            srcs = node.srcs
+            pushed = False
+            for src in srcs:
+                if id(src) not in pos:
+                    stack.append(src)
+                    pushed = True
+            if pushed:
+                continue
+            stack.pop()
+            i = len(nodes)
+            pos[id(node)] = i
+            nodes.append(node)
+            op = node.op
+            if op is Op.BUFFER:
+                first = leaf_by_buffer.setdefault(id(node.arg), i)
+                leaves[i] = node.arg
+                parts.append((op.code, node.dtype, node.shape, first))
+            elif op is Op.SCALAR:
+                scalars.append(node.arg)
+                parts.append((op.code, node.dtype))
+            else:
+                parts.append((op.code, node.dtype, node.shape, node.arg, tuple([pos[id(x)] for x in srcs])))
     targets = []
     for s in roots:
         t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)
