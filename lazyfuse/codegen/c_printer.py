@@ -82,10 +82,11 @@ static inline double lf_fmod_floor(double a, double b) {
 class CConfig:
     threads: int = 0          # 0: all the machine's cores
     strategy: str = "auto"    # reductions: rows | split | tile (auto picks by shape)
-    tile: int = 16            # outputs per SIMD tile in the ``tile`` strategy
+    tile: int = 16            # outputs per SIMD tile in the ``tile`` strategy (and per block in ``rows``)
+    unroll: int = 4           # ``rows``, single-sum kernels: outputs reduced together per pass
 
     def label(self) -> str:
-        return f"threads={self.threads or 'all'},strategy={self.strategy},tile={self.tile}"
+        return f"threads={self.threads or 'all'},strategy={self.strategy},tile={self.tile},unroll={self.unroll}"
 
 
 def c_index(a: Affine) -> str:
@@ -306,7 +307,7 @@ class CPrinter:
         return loops + scope.lines + st + ["    }" for _ in k.outer]
 
     def _acc_decl(self, j, st, indent):
-        acc_t = _acc_type(st)
+        acc_t = _acc_type(st, self.k.inner_numel)
         init = _acc_init(st)
         lines = [f"{indent}{acc_t} acc{j} = {init};"]
         if st.arg_index is not None:
@@ -316,7 +317,7 @@ class CPrinter:
     def _combine(self, j, st, v, idx) -> str:
         fl = st.value.dtype.is_float
         if st.op is Op.SUM:
-            return f"acc{j} += ({_acc_type(st)}){v};"
+            return f"acc{j} += ({_acc_type(st, self.k.inner_numel)}){v};"
         if st.op in (Op.MAX, Op.MIN):
             cmp = ">" if st.op is Op.MAX else "<"
             nan = f" || {v} != {v}" if fl else ""
@@ -344,6 +345,8 @@ class CPrinter:
 
     def _rows(self, par):
         k = self.k
+        if k.outer and not k.inner_stores and k.outer[-1].extent > 1:
+            return self._row_blocks(par)
         n = len(k.outer)
         pragma = f"#pragma omp parallel for collapse({n}) schedule(static) {par}" if n else None
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
@@ -360,6 +363,77 @@ class CPrinter:
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
 
+    def _row_blocks(self, par):
+        """One output per iteration, reduced in a SIMD loop — in blocks of ``tile`` outputs whose
+        epilogue (an activation after a matmul, say) then runs as one SIMD loop, not per output."""
+        k = self.k
+        W = self.cfg.tile
+        last, head = k.outer[-1], k.outer[:-1]
+        nblocks = (last.extent + W - 1) // W
+        lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static) {par}"]
+        indent = "    "
+        for v in head:
+            lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
+            indent += "    "
+        lines.append(f"{indent}for (int64_t blk = 0; blk < {nblocks}; blk++) {{")
+        indent += "    "
+        lines.append(f"{indent}const int64_t lanes = ({last.extent} - blk * {W}) < {W} ? ({last.extent} - blk * {W}) : {W};")
+        for j, st in enumerate(k.stages):
+            lines.append(f"{indent}{_acc_type(st, k.inner_numel)} acc{j}v[{W}];")
+            if st.arg_index is not None:
+                lines.append(f"{indent}int64_t accidx{j}v[{W}];")
+        ind = indent + "    "
+        U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op is Op.SUM and k.inner else 1
+        if U > 1:
+            lines += self._unrolled_sum(U, W, indent)
+        lines.append(f"{indent}for (int64_t w = {'lanes / %d * %d' % (U, U) if U > 1 else 0}; w < lanes; w++) {{")
+        lines.append(f"{ind}const int64_t {last.name} = blk * {W} + w;")
+        for j, st in enumerate(k.stages):
+            lines += self._acc_decl(j, st, ind)
+            lines += self._stage_loop(j, st, ind)
+            lines.append(f"{ind}acc{j}v[w] = acc{j};" + (f" accidx{j}v[w] = accidx{j};" if st.arg_index is not None else ""))
+        lines.append(f"{indent}}}")
+        lines.append(f"{indent}#pragma omp simd")
+        lines.append(f"{indent}for (int64_t w = 0; w < lanes; w++) {{")
+        lines.append(f"{ind}const int64_t {last.name} = blk * {W} + w;")
+        for j, st in enumerate(k.stages):
+            lines.append(f"{ind}const {_acc_type(st, k.inner_numel)} acc{j} = acc{j}v[w];")
+            if st.arg_index is not None:
+                lines.append(f"{ind}const int64_t accidx{j} = accidx{j}v[w];")
+        scope = _Scope(self, ind)
+        stores = self._store(scope)
+        lines += scope.lines + stores
+        lines.append(f"{indent}}}")
+        lines += ["    }" for _ in range(len(head) + 1)]
+        return lines
+
+    def _unrolled_sum(self, U, W, indent):
+        """``U`` neighbouring outputs of a single-sum kernel per pass over the reduced extent
+        (a matrix-vector product reads the vector once for U rows and hides the horizontal
+        adds); each copy of the body is a C block that rebinds the output variable."""
+        k = self.k
+        st = k.stages[0]
+        last = k.outer[-1]
+        acc_t = _acc_type(st, k.inner_numel)
+        ind = indent + "    "
+        lines = [f"{indent}for (int64_t w = 0; w + {U} <= lanes; w += {U}) {{"]
+        accs = [f"acc0u{u}" for u in range(U)]
+        lines += [f"{ind}{acc_t} {a} = 0;" for a in accs]
+        loops, lind = self._loops(k.inner, ind, None, simd_inner=False)
+        loops[-1:-1] = [f"{lind[:-4]}#pragma omp simd reduction(+:{','.join(accs)})"]
+        lines += loops
+        for u in range(U):
+            lines.append(f"{lind}{{")
+            bind = lind + "    "
+            lines.append(f"{bind}const int64_t {last.name} = blk * {W} + w + {u};")
+            scope = _Scope(self, bind)
+            v = scope.value(st.value)
+            lines += scope.lines + [f"{bind}{accs[u]} += ({acc_t}){v};", f"{lind}}}"]
+        lines += [ind + "}" for _ in k.inner]
+        lines += [f"{ind}acc0v[w + {u}] = {accs[u]};" for u in range(U)]
+        lines.append(f"{indent}}}")
+        return lines
+
     def _split(self, par):
         """Few outputs: each stage's reduced extent is split across threads, partials combined in order."""
         k = self.k
@@ -368,7 +442,7 @@ class CPrinter:
         total = k.inner_numel
         body = []
         for j, st in enumerate(k.stages):
-            acc_t = _acc_type(st)
+            acc_t = _acc_type(st, self.k.inner_numel)
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
             body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
@@ -421,11 +495,11 @@ class CPrinter:
 
         def lane_header(ind, upto):
             out = [f"{ind}const int64_t {last.name} = blk * {W} + w;"]
-            out += [f"{ind}{_acc_type(k.stages[q])} acc{q} = acc{q}v[w];" for q in range(upto)]
+            out += [f"{ind}{_acc_type(k.stages[q], k.inner_numel)} acc{q} = acc{q}v[w];" for q in range(upto)]
             return out
 
         for j, st in enumerate(k.stages):
-            lines.append(f"{indent}{_acc_type(st)} acc{j}v[{W}];")
+            lines.append(f"{indent}{_acc_type(st, self.k.inner_numel)} acc{j}v[{W}];")
             lines.append(f"{indent}for (int w = 0; w < {W}; w++) acc{j}v[w] = {_acc_init(st)};")
             loops, ind = self._loops(k.inner, indent, None, simd_inner=False)
             lines += loops
@@ -451,10 +525,17 @@ class CPrinter:
         return lines
 
 
-def _acc_type(st) -> str:
+SHORT_SUM = 1024   # sums over at most this many elements accumulate in the compute type
+
+
+def _acc_type(st, inner_numel: int = 1 << 30) -> str:
+    """Float sums accumulate in double, except short ones (a matmul's dot products): those stay
+    in float, spread over SIMD lanes, as BLAS and torch do — double would halve the lanes."""
     dt = st.value.dtype
     if st.op is Op.SUM:
-        return "double" if dt.is_float else "int64_t"
+        if not dt.is_float:
+            return "int64_t"
+        return COMPUTE[dt.name] if inner_numel <= SHORT_SUM else "double"
     return COMPUTE[dt.name]
 
 

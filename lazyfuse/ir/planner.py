@@ -149,9 +149,32 @@ def _partition(g: DrainGraph, forced: dict):
         elif nodes[grp.output].kind is Kind.EXTERN:
             new_group(i, "input of a library call")
             continue
+        elif n.op is not Op.CAST and _broadcast_read(nodes, cons, i, grp):
+            new_group(i, "read broadcast: computed once, not once per broadcast element")
+            continue
         grp.members.add(i)
         node_groups[i] = consumer_groups
     return groups, node_groups, must
+
+
+def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
+    """Whether ``grp`` would read node ``i`` through a broadcast other than along its own
+    reduced axes. Inlining it there recomputes it for every broadcast element (silu before a
+    matmul: once per output column); a row-wise kernel reading its row statistic along the
+    reduced axes is the exception, that value is computed once per row anyway."""
+    if grp.reduce is None:
+        return False  # pointwise kernels fuse through broadcasts (SPEC 3); recomputing is cheap there
+    axes = set(grp.reduce[1])
+    for c in cons[i]:
+        v = nodes[c].arg if nodes[c].kind is Kind.VIEW else None
+        if v is None:
+            continue
+        grown = {d for d, (st, n) in enumerate(zip(v.strides, v.shape)) if st == 0 and n > 1}
+        # same rank, broadcast along the kernel's reduced dims: a row statistic
+        row_stat = len(v.shape) == len(nodes[i].shape) and grown <= axes
+        if grown and not row_stat:
+            return True
+    return False
 
 
 def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
