@@ -64,7 +64,7 @@ def bench(hidden: int, reps: int) -> dict:
     return {"hidden": hidden, "launches": graph.num_launches, "replay_us": t_replay * 1e6, "lazy_us": t_lazy * 1e6,
             "eager_us": t_eager * 1e6, "compile_us": t_compile * 1e6, "replay_vs_eager": t_eager / t_replay,
             "replay_vs_compile": t_compile / t_replay, "us_per_launch": t_replay * 1e6 / graph.num_launches,
-            "weight_floor_us": wbytes / bw * 1e6 * 2, "max_err": err}
+            "weight_floor_us": wbytes / bw * 1e6, "max_err": err}
 
 
 def main(argv=None) -> int:
@@ -85,7 +85,9 @@ def main(argv=None) -> int:
                      f"{r['eager_us']:.1f} | {r['compile_us']:.1f} | {r['replay_vs_eager']:.1f}x | "
                      f"{r['replay_vs_compile']:.1f}x | {r['us_per_launch']:.2f} | {r['weight_floor_us']:.1f} | "
                      f"{r['max_err']:.1e} |")
-    lines += ["", "weight floor: weight bytes / (copy bandwidth measured in this run, bytes read+written / 2)", ""]
+    lines += ["", "weight floor: weight bytes / the DRAM copy bandwidth measured in this run (bytes read + written "
+                  "per second over a 64 MiB copy). At hidden 256 the 2 MiB of weights stay in the L2/L3 caches "
+                  "between replays, so a replay can beat this DRAM floor.", ""]
     md = "\n".join(lines)
     print(md)
     path = write_results("capture", {"machine": info, "decode_step": rows}, md)

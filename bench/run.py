@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import capture, core
+from bench import autotune, capture, core
 
 
 def main(argv=None) -> int:
     argv = list(argv or [])
     status = 0
-    for script in (core, capture):
+    for script in (core, capture, autotune):
         status |= script.main(argv)
     return status
 

@@ -22,6 +22,9 @@ from .index import DivMod
 from .kernel import Apply, Kernel, Load, walk
 
 
+MARGIN = 0.05   # a candidate must beat the default by 5% to replace it
+
+
 def enabled() -> bool:
     return os.environ.get("LAZYFUSE_AUTOTUNE", "1") not in ("0", "", "false", "off")
 
@@ -114,5 +117,10 @@ def choose(tuner: Tuner, kernel: Kernel, labels: list, runners: list, stats) -> 
     if not timings:
         return -1
     best = min(timings, key=timings.get)
+    # the heuristic default (listed first) keeps its place unless beaten clearly: a choice
+    # made on noise would make tuned code slower than untuned
+    default = labels[0]
+    if default in timings and timings[best] > timings[default] * (1 - MARGIN):
+        best = default
     tuner.store(key, best, {k: round(v, 2) for k, v in timings.items()})
     return labels.index(best)
