@@ -19,6 +19,7 @@ from pathlib import Path
 from ..ir.node import Op
 from .index import Affine, DivMod
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
+from .scope import Scope
 
 STORAGE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "_Float16",
            "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
@@ -102,23 +103,8 @@ def _c_divmod(t: DivMod) -> str:
     return f"({s} % {t.mod})" if t.mod is not None else s
 
 
-class _Scope:
-    """Emits one local per Expr, in dependency order, memoised inside one C block."""
-
-    def __init__(self, printer, indent: str):
-        self.p = printer
-        self.indent = indent
-        self.names: dict = {}
-        self.lines: list = []
-
-    def value(self, e) -> str:
-        name = self.names.get(id(e))
-        if name is not None:
-            return name
-        for x in walk([e]):
-            if id(x) not in self.names:
-                self.names[id(x)] = self._emit(x)
-        return self.names[id(e)]
+class _Scope(Scope):
+    """C locals: ``T vN = ...;`` lines."""
 
     def _emit(self, e) -> str:
         if isinstance(e, Acc):
@@ -363,21 +349,29 @@ class CPrinter:
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
 
-    def _row_blocks(self, par):
-        """One output per iteration, reduced in a SIMD loop — in blocks of ``tile`` outputs whose
-        epilogue (an activation after a matmul, say) then runs as one SIMD loop, not per output."""
-        k = self.k
-        W = self.cfg.tile
+    def _block_loops(self, par):
+        """The parallel loops over the outer dims, the last one in blocks of ``tile`` outputs
+        (``lanes`` of them in the block, fewer at the ragged edge). Returns the lines opened
+        and the indent inside; the caller closes ``len(outer)`` braces."""
+        k, W = self.k, self.cfg.tile
         last, head = k.outer[-1], k.outer[:-1]
-        nblocks = (last.extent + W - 1) // W
         lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static) {par}"]
         indent = "    "
         for v in head:
             lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
             indent += "    "
-        lines.append(f"{indent}for (int64_t blk = 0; blk < {nblocks}; blk++) {{")
+        lines.append(f"{indent}for (int64_t blk = 0; blk < {(last.extent + W - 1) // W}; blk++) {{")
         indent += "    "
         lines.append(f"{indent}const int64_t lanes = ({last.extent} - blk * {W}) < {W} ? ({last.extent} - blk * {W}) : {W};")
+        return lines, indent
+
+    def _row_blocks(self, par):
+        """One output per iteration, reduced in a SIMD loop — in blocks of ``tile`` outputs whose
+        epilogue (an activation after a matmul, say) then runs as one SIMD loop, not per output."""
+        k = self.k
+        W = self.cfg.tile
+        last = k.outer[-1]
+        lines, indent = self._block_loops(par)
         for j, st in enumerate(k.stages):
             lines.append(f"{indent}{_acc_type(st, k.inner_numel)} acc{j}v[{W}];")
             if st.arg_index is not None:
@@ -404,7 +398,7 @@ class CPrinter:
         stores = self._store(scope)
         lines += scope.lines + stores
         lines.append(f"{indent}}}")
-        lines += ["    }" for _ in range(len(head) + 1)]
+        lines += ["    }" for _ in k.outer]
         return lines
 
     def _unrolled_sum(self, U, W, indent):
@@ -481,17 +475,8 @@ class CPrinter:
         """Reductions along a strided dim: ``tile`` neighbouring outputs accumulate in SIMD lanes."""
         k = self.k
         W = self.cfg.tile
-        last = k.outer[-1]
-        head = k.outer[:-1]
-        nblocks = (last.extent + W - 1) // W
-        lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static) {par}"]
-        indent = "    "
-        for v in head:
-            lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
-            indent += "    "
-        lines.append(f"{indent}for (int64_t blk = 0; blk < {nblocks}; blk++) {{")
-        indent += "    "
-        lines.append(f"{indent}const int64_t lanes = ({last.extent} - blk * {W}) < {W} ? ({last.extent} - blk * {W}) : {W};")
+        last, head = k.outer[-1], k.outer[:-1]
+        lines, indent = self._block_loops(par)
 
         def lane_header(ind, upto):
             out = [f"{ind}const int64_t {last.name} = blk * {W} + w;"]

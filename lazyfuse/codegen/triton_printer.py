@@ -218,14 +218,18 @@ def lf_gelu(x):
 @dataclass(frozen=True)
 class TritonConfig:
     """What autotuning may change. ``block``: flat elements per program (pointwise) or outer
-    indices per program (reductions); ``block_r``: the reduced-extent tile (reductions only)."""
+    indices per program (reductions); ``block_r``: the reduced-extent tile (reductions only);
+    ``num_warps`` and ``num_stages`` (software pipelining of the looped reductions' loads; 0:
+    Triton's default) are launch options, passed on GPUs only."""
     block: int = 1024
     block_r: int = 0
     num_warps: int = 4
+    num_stages: int = 0
 
     def label(self) -> str:
         r = f",block_r={self.block_r}" if self.block_r else ""
-        return f"block={self.block}{r},num_warps={self.num_warps}"
+        s = f",num_stages={self.num_stages}" if self.num_stages else ""
+        return f"block={self.block}{r},num_warps={self.num_warps}{s}"
 
     def persistent(self, kernel: Kernel) -> bool:
         return kernel.inner_numel <= self.block_r
@@ -246,6 +250,62 @@ def default_config(kernel: Kernel, interpreter: bool = False) -> TritonConfig:
     block = min(_pow2(kernel.outer_numel), max(1, tile // block_r))
     warps = 1 if interpreter else min(8, max(1, block * block_r // 256))
     return TritonConfig(block, block_r, warps)
+
+
+PERSISTENT_MAX = 4096   # the widest one-pass reduced tile tried on a GPU (registers)
+LAUNCH_BOUND = 1024     # a GPU kernel touching no more elements than this: no variants to try
+
+
+def _warps(tile: int) -> int:
+    return min(8, max(1, tile // 256))
+
+
+def candidate_configs(kernel: Kernel, interpreter: bool = False) -> list:
+    """What autotuning tries: the heuristic default first, then variants (deduplicated).
+
+    GPU: pointwise kernels try BLOCK x num_warps; reductions try a one-pass (persistent) tile
+    where the reduced extent fits one, looped tiles of the reduced extent with a few
+    num_stages, and the warps that suit each tile. The interpreter runs each program as a
+    Python call over numpy arrays, where only the tiling changes anything, so it tries one
+    variant: a smaller BLOCK (pointwise), or looped instead of persistent / a narrower loop
+    tile (reductions) -- few candidates keep its tests fast; the code path is the same."""
+    default = default_config(kernel, interpreter)
+    out = [default]
+    n_outer, n_inner = _pow2(kernel.outer_numel), _pow2(kernel.inner_numel)
+    if not interpreter and kernel.outer_numel * max(kernel.inner_numel, 1) <= LAUNCH_BOUND:
+        return out
+    if not kernel.stages:
+        if interpreter:
+            if default.block >= 64:
+                out.append(TritonConfig(default.block // 4, 0, default.num_warps))
+        else:
+            for block in (512, 1024, 2048, 4096):
+                block = min(block, max(n_outer, 128))
+                for warps in (4, 8):
+                    if block >= 32 * warps:
+                        out.append(TritonConfig(block, 0, warps))
+    elif kernel.inner_numel > 1:
+        if interpreter:
+            r = default.block_r // 2 if default.persistent(kernel) else default.block_r // 4
+            r = max(r, 1)
+            out.append(TritonConfig(min(n_outer, max(1, (1 << 14) // r)), r, 1))
+        else:
+            if n_inner <= PERSISTENT_MAX:
+                for budget in (2048, 8192):
+                    block = min(n_outer, max(1, budget // n_inner))
+                    tile = block * n_inner
+                    for warps in sorted({_warps(tile), min(16, max(1, tile // 128))}):
+                        out.append(TritonConfig(block, n_inner, warps))
+            for block_r, stages in ((256, 0), (1024, 0), (1024, 1), (1024, 4)):
+                if block_r < n_inner:
+                    block = min(n_outer, max(1, 2048 // block_r))
+                    out.append(TritonConfig(block, block_r, _warps(block * block_r), stages))
+    seen, unique = set(), []
+    for cfg in out:
+        if cfg not in seen:
+            seen.add(cfg)
+            unique.append(cfg)
+    return unique
 
 
 def tl_index(a: Affine) -> str:
@@ -593,4 +653,4 @@ def print_triton(kernel: Kernel, cfg: TritonConfig) -> tuple[str, str]:
     return name, body.replace("def lf_kernel(", f"def {name}(", 1)
 
 
-__all__ = ["TritonConfig", "default_config", "print_triton", "PRELUDE"]
+__all__ = ["TritonConfig", "candidate_configs", "default_config", "print_triton", "PRELUDE"]

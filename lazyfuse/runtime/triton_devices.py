@@ -13,6 +13,7 @@ keeps its own, compiled copy of the module.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -25,12 +26,14 @@ import warnings
 import numpy as np
 import torch
 
+from ..codegen import autotune
 from ..codegen.cache import atomic_write, cache_dir
-from ..codegen.triton_printer import PRELUDE, default_config, print_triton
+from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError
 from ..ir.dtypes import int64
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
+from .pool import SCRATCH
 
 _loaded: dict = {}
 _lock = threading.Lock()
@@ -140,12 +143,38 @@ def _interpret(run, args, kwargs):
         run(*args, **kwargs)
 
 
+def launch_params(kernel, cfg, interpreted: bool):
+    """``(grid, kwargs)`` of a kernel launched with ``cfg`` (launch options on GPUs only)."""
+    kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
+    if kernel.stages:
+        kwargs["BLOCK_R"] = cfg.block_r
+    if cfg.num_stages and not interpreted:
+        kwargs["num_stages"] = cfg.num_stages
+    return (-(-kernel.outer_numel // cfg.block),), kwargs
+
+
+def _synchronized(launch, device):
+    """A tuning run on a GPU: the launch is asynchronous, so time it between two syncs."""
+    def run():
+        torch.cuda.synchronize(device)
+        launch()
+        torch.cuda.synchronize(device)
+    return run
+
+
 class TritonBackend:
-    """Print, load and launch Triton kernels; matmul and gather go through torch."""
+    """Print, load and launch Triton kernels; matmul and gather go through torch.
+
+    With autotuning on, every kernel of a plan is printed and loaded with each candidate
+    config (``triton_printer.candidate_configs``), the candidates are benchmarked on scratch
+    copies of the bound buffers (``autotune.choose``: the choice is cached on disk, keyed by
+    the device and the Triton version) and the winner is bound to the plan's step. Candidates
+    that fail to load or to run are skipped."""
 
     def __init__(self, interpreted: bool):
         self.interpreted = interpreted
         self.name = "triton-interpreter" if interpreted else "triton"
+        self._tuners: dict = {}
 
     def new_meta(self, pool, words, usage, requester, cause):
         buf = pool.buffer(int64, max(words, 1), usage, requester, cause)
@@ -154,35 +183,110 @@ class TritonBackend:
     def config(self, kernel):
         return default_config(kernel, self.interpreted)
 
+    def candidates(self, kernel) -> list:
+        """The heuristic default first, then (autotuning on) what else to try."""
+        if not autotune.enabled():
+            return [self.config(kernel)]
+        return candidate_configs(kernel, self.interpreted)
+
+    def tuner(self, torch_device) -> autotune.Tuner:
+        """One tuner per device model: a choice made on one GPU is no choice for another."""
+        import triton
+        if self.interpreted:
+            name = "interpreter"
+        else:
+            name = f"{'hip' if torch.version.hip else 'cuda'}:{torch.cuda.get_device_name(torch_device)}"
+        tuner = self._tuners.get(name)
+        if tuner is None:
+            tuner = self._tuners[name] = autotune.Tuner(f"triton|{name}|{triton.__version__}")
+        return tuner
+
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
+        from .engine import resolve
         for st in plan.steps:
             if st.kind != "kernel":
                 continue
-            cfg = self.config(st.kernel)
-            try:
-                name, src = print_triton(st.kernel, cfg)
-            except NotImplementedError as e:
-                raise CompileError(f"plan {plan.label}: {e}") from e
-            fn = load_kernel(name, src, self.interpreted)
-            kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
-            if st.kernel.stages:
-                kwargs["BLOCK_R"] = cfg.block_r
-            grid = (-(-st.kernel.outer_numel // cfg.block),)
+            cands = self.candidates(st.kernel)
+            built, first = [], None
+            for cfg in cands:
+                try:
+                    name, src = print_triton(st.kernel, cfg)
+                except NotImplementedError as e:
+                    raise CompileError(f"plan {plan.label}: {e}") from e
+                try:
+                    built.append((load_kernel(name, src, self.interpreted), src))
+                except CompileError as e:
+                    first = first or e
+                    built.append(None)
+            if not any(built):
+                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile; "
+                                   f"the first error:\n{first}") from first
+            best = 0
+            if len(cands) > 1:
+                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                best = self._tune(st, cands, built, bufs, scalars, stats)
+                if best < 0:
+                    raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
+            if built[best] is None:
+                best = next(j for j, b in enumerate(built) if b is not None)
+            fn, src = built[best]
+            grid, kwargs = launch_params(st.kernel, cands[best], self.interpreted)
             st.compiled = (fn, grid, kwargs)
             st.source = src
-            st.config = cfg
+            st.config = cands[best]
+
+    def _tune(self, st, cands, built, bufs, scalars, stats) -> int:
+        torch_device = bufs[0].tensor.device
+        tuner = self.tuner(torch_device)
+        labels = [c.label() for c in cands]
+        if not self.interpreted and torch.cuda.is_current_stream_capturing():
+            # no benchmarking inside a capture (a sync would invalidate it): a cached choice or the default
+            hit = tuner.lookup(tuner.key(st.kernel), labels) if autotune.enabled() else None
+            return hit if hit is not None and built[hit] is not None else 0
+        device_ctx = contextlib.nullcontext() if self.interpreted else torch.cuda.device(torch_device)
+        with device_ctx, self._scratch(bufs, st, scalars) as args:
+            runners = []
+            for cfg, b in zip(cands, built):
+                if b is None:
+                    runners.append(None)
+                    continue
+                grid, kwargs = launch_params(st.kernel, cfg, self.interpreted)
+                run = self._launcher(b[0], grid, kwargs, args)
+                runners.append(run if self.interpreted else _synchronized(run, torch_device))
+            return autotune.choose(tuner, st.kernel, labels, runners, stats)
+
+    @contextlib.contextmanager
+    def _scratch(self, bufs, step, scalars):
+        """Copies of a kernel's bound buffers and metadata, from the device pool: tuning never
+        touches live data (an in-place kernel run N times would apply its update N times)."""
+        pool = bufs[0].pool
+        copies = []
+        for b in bufs:
+            c = pool.buffer(b.dtype, b.numel, SCRATCH, f"autotune scratch for {step.name}")
+            c.tensor.copy_(b.tensor)
+            copies.append(c)
+        meta = self.new_meta(pool, step.meta_words, SCRATCH, f"autotune metadata of {step.name}", None)
+        meta.write(step.header, [scalars[i] for i in step.scalars])
+        try:
+            yield [c.tensor for c in copies] + [meta.buffer.tensor]
+        finally:
+            if not self.interpreted:
+                torch.cuda.synchronize(bufs[0].tensor.device)   # nothing may still use them when freed
+            del copies, meta
+
+    def _launcher(self, fn, grid, kwargs, args):
+        if grid[0] == 0:
+            return _noop
+        run = fn[grid]
+        if self.interpreted:
+            return functools.partial(_interpret, run, args, kwargs)
+        return functools.partial(run, *args, **kwargs)
 
     def thunk(self, step, bufs, meta):
         if step.kind != "kernel":
             return library_thunk(step, bufs)
         fn, grid, kwargs = step.compiled
-        if grid[0] == 0:
-            return _noop
-        args = [b.tensor for b in bufs] + [meta.buffer.tensor]
-        run = fn[grid]
-        if self.interpreted:
-            return functools.partial(_interpret, run, args, kwargs)
-        return functools.partial(run, *args, **kwargs)
+        return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
 
 
 def interpreter_fallback() -> TritonBackend:
