@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import autotune, capture, core
+from bench import autotune, capture, core, programs
 
 
 def main(argv=None) -> int:
     argv = list(argv or [])
     status = 0
-    for script in (core, capture, autotune):
+    for script in (core, programs, capture, autotune):
         status |= script.main(argv)
     return status
 

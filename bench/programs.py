@@ -1,0 +1,85 @@
+"""Issue 4's numbers: whole-program pieces against torch eager and warm torch.compile.
+
+    python -m bench.programs [--quick]
+
+softmax and layer_norm over (4096, 1024) float32, linear+gelu (1024x1024 @ 1024x4096), and a
+pre-norm transformer block forward at batch 1 x 128 tokens x 512 wide; lazyfuse's steady state
+(plan cached, drained each call) in the same process as the peers.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+import lazyfuse as lf
+from bench.common import compiled, machine, timeit, write_results
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "examples"))
+from transformer_block import block_lf, block_torch, make_weights  # noqa: E402
+
+F = lf.nn.functional
+tf = torch.nn.functional
+
+
+def cases(quick: bool):
+    g = torch.Generator().manual_seed(0)
+    rows, cols = (1024, 1024) if quick else (4096, 1024)
+    x = torch.randn(rows, cols, generator=g)
+    w = torch.ones(cols)
+    yield "softmax", (lambda a: torch.softmax(a, -1)), (lambda a: F.softmax(a, -1)), (x,)
+    yield "layer_norm", (lambda a, b: tf.layer_norm(a, (cols,), b)), (lambda a, b: F.layer_norm(a, (cols,), b)), (x, w)
+    m = 256 if quick else 1024
+    a, wl, bl = torch.randn(m, 1024, generator=g), torch.randn(4096, 1024, generator=g) / 32, torch.randn(4096, generator=g)
+    yield "linear+gelu", (lambda p, q, r: tf.gelu(tf.linear(p, q, r))), (lambda p, q, r: F.gelu(F.linear(p, q, r))), \
+        (a, wl, bl)
+    d, t = 512, (32 if quick else 128)
+    p = make_weights(d)
+    xb = torch.randn(1, t, d, generator=g)
+    names = sorted(p)
+    yield "transformer block", (lambda xx, *ws: block_torch(xx, dict(zip(names, ws)), 8)), \
+        (lambda xx, *ws: block_lf(xx, dict(zip(names, ws)), 8)), (xb, *[p[k] for k in names])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    reps = 3 if args.quick else 7
+    rows = []
+    for name, ft, fl, inputs in cases(args.quick):
+        li = [lf.tensor(i) for i in inputs]
+
+        def run():
+            out = fl(*li)
+            lf.sync()
+            return out
+
+        err = float((torch.from_numpy(run().numpy()) - ft(*[i.double() for i in inputs]).float()).abs().max())
+        before = lf.stats()
+        run()
+        kernels = (lf.stats() - before).kernels_launched
+        t_lf = timeit(run, reps)
+        t_eager = timeit(lambda: ft(*inputs), reps)
+        cfn = compiled(ft)
+        t_c = timeit(lambda: cfn(*inputs), reps, warmup=3) if cfn is not None else float("nan")
+        rows.append({"case": name, "kernels": kernels, "lazyfuse_ms": t_lf * 1e3, "eager_ms": t_eager * 1e3,
+                     "compile_ms": t_c * 1e3, "vs_compile": t_c / t_lf, "vs_eager": t_eager / t_lf, "max_err": err})
+    info = machine()
+    lines = [f"# lazyfuse whole-program benchmarks ({info['date']})", "",
+             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}", "",
+             "| case | lazyfuse kernels | lazyfuse ms | eager ms | torch.compile ms | speed vs compile | vs eager | max err |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['kernels']} | {r['lazyfuse_ms']:.2f} | {r['eager_ms']:.2f} | "
+                     f"{r['compile_ms']:.2f} | {r['vs_compile']:.2f}x | {r['vs_eager']:.2f}x | {r['max_err']:.1e} |")
+    md = "\n".join(lines) + "\n"
+    print(md)
+    path = write_results("programs", {"machine": info, "cases": rows}, md)
+    print(f"written {path}.json / .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
