@@ -224,7 +224,8 @@ class CPrinter:
         threads = self.cfg.threads
         nt = f" num_threads({threads})" if threads else ""
         work = k.outer_numel * max(k.inner_numel, 1)
-        par = f"if({work} >= {PARALLEL_THRESHOLD}){nt}"
+        # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
+        par = nt if work >= PARALLEL_THRESHOLD else None
         if not k.stages:
             lines += self._pointwise(par)
         else:
@@ -285,8 +286,11 @@ class CPrinter:
             st = self._store(scope)
             return scope.lines + st
         n = len(k.outer)
-        pragma = f"#pragma omp parallel for simd schedule(static) {par}" if n == 1 else \
-            f"#pragma omp parallel for collapse({n - 1}) schedule(static) {par}"
+        if par is None:
+            pragma = "#pragma omp simd" if n == 1 else None
+        else:
+            pragma = f"#pragma omp parallel for simd schedule(static){par}" if n == 1 else \
+                f"#pragma omp parallel for collapse({n - 1}) schedule(static){par}"
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=n > 1)
         scope = _Scope(self, indent)
         st = self._store(scope)
@@ -334,7 +338,7 @@ class CPrinter:
         if k.outer and not k.inner_stores and k.outer[-1].extent > 1:
             return self._row_blocks(par)
         n = len(k.outer)
-        pragma = f"#pragma omp parallel for collapse({n}) schedule(static) {par}" if n else None
+        pragma = f"#pragma omp parallel for collapse({n}) schedule(static){par}" if n and par is not None else None
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
         body = []
         for j, st in enumerate(k.stages):
@@ -355,7 +359,7 @@ class CPrinter:
         and the indent inside; the caller closes ``len(outer)`` braces."""
         k, W = self.k, self.cfg.tile
         last, head = k.outer[-1], k.outer[:-1]
-        lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static) {par}"]
+        lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static){par}"] if par is not None else []
         indent = "    "
         for v in head:
             lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
@@ -432,7 +436,6 @@ class CPrinter:
         """Few outputs: each stage's reduced extent is split across threads, partials combined in order."""
         k = self.k
         loops, indent = self._loops(k.outer, "    ", None, simd_inner=False)
-        nt = f" num_threads({self.cfg.threads})" if self.cfg.threads else ""
         total = k.inner_numel
         body = []
         for j, st in enumerate(k.stages):
@@ -440,7 +443,8 @@ class CPrinter:
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
             body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
-            body.append(f"{indent}#pragma omp parallel {par}{nt}")
+            if par is not None:
+                body.append(f"{indent}#pragma omp parallel{par}")
             body.append(f"{indent}{{")
             ind = indent + "    "
             body += self._acc_decl(j, st, ind)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from ..ir.node import Op
 from .index import Affine, DivMod
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, affines, walk
+from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
            "bfloat16": "tl.float32", "float32": "tl.float32", "float64": "tl.float64"}
@@ -331,28 +332,14 @@ def _unravel(flat: str, vars_, indent: str) -> list:
     return lines[::-1]
 
 
-class _Scope:
-    """One local per Expr, in dependency order, memoised within one block of the kernel.
-
-    ``ctx`` says where the block runs, which decides the masks of loads: ``point`` (a
-    pointwise program), ``outer`` (``[BLOCK, 1]`` values of a reduction: stores) or ``inner``
-    (``[BLOCK, BLOCK_R]`` tiles). A load is masked by the masks of the loop dims it reads."""
+class _Scope(Scope):
+    """Triton locals. ``ctx`` says where the block runs, which decides the masks of loads:
+    ``point`` (a pointwise program), ``outer`` (``[BLOCK, 1]`` values of a reduction: stores) or
+    ``inner`` (``[BLOCK, BLOCK_R]`` tiles). A load is masked by the masks of the loop dims it reads."""
 
     def __init__(self, printer, indent: str, ctx: str):
-        self.p = printer
-        self.indent = indent
+        super().__init__(printer, indent)
         self.ctx = ctx
-        self.names: dict = {}
-        self.lines: list = []
-
-    def value(self, e) -> str:
-        name = self.names.get(id(e))
-        if name is not None:
-            return name
-        for x in walk([e]):
-            if id(x) not in self.names:
-                self.names[id(x)] = self._emit(x)
-        return self.names[id(e)]
 
     def _emit(self, e) -> str:
         if isinstance(e, Acc):
