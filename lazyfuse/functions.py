@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from . import ops
 from .errors import DTypeError, ShapeError
-from .ir.node import Node, Op
+from .ir.node import Op
 from .ir.shapes import normalize_dim
-from .ir.view import View
 from .runtime.device import all_devices, device as get_device
-from .tensor import Tensor, result_tensor
+from .tensor import Tensor
 
 
 def sync(device=None) -> None:
@@ -82,5 +81,4 @@ def stack(tensors, dim=0):
     return cat([t.unsqueeze(d) for t in tensors], d)
 
 
-__all__ = ["sync", "stats", "reset_stats", "matmul", "where", "maximum", "minimum", "cat", "stack", "Node", "View",
-           "result_tensor", "get_device"]
+__all__ = ["sync", "stats", "reset_stats", "matmul", "where", "maximum", "minimum", "cat", "stack"]

@@ -241,11 +241,10 @@ def test_concurrent_replay_from_a_second_thread_is_refused():
 
 
 def test_replay_after_the_user_dropped_the_input_stays_correct():
-    x = lf.tensor(rnd(32, seed=4))
-    w = lf.tensor(rnd(32, seed=5))
-    g = lf.capture(CPU, lambda: (x * w).sum())
+    inputs = {"x": lf.tensor(rnd(32, seed=4)), "w": lf.tensor(rnd(32, seed=5))}
+    g = lf.capture(CPU, lambda: (inputs["x"] * inputs["w"]).sum())
     expected = float((rnd(32, seed=4) * rnd(32, seed=5)).sum())
-    del x, w
+    inputs.clear()  # the user's (and the closure's) last references: only the graph keeps them
     gc.collect()
     # allocate and free plenty of same-sized memory: nothing may reuse the graph's buffers
     junk = [lf.tensor(np.full(32, 99.0, dtype=np.float32)) * 2 for _ in range(20)]

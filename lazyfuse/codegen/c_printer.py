@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.node import Op
-from .index import Affine, DivMod
+from .index import Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
 from .scope import Scope
 
@@ -91,16 +91,7 @@ class CConfig:
 
 
 def c_index(a: Affine) -> str:
-    parts = [str(a.const)] if a.const or not a.terms else []
-    for t, c in a.terms:
-        term = t.name if not isinstance(t, DivMod) else _c_divmod(t)
-        parts.append(term if c == 1 else f"{c}*{term}")
-    return "(" + " + ".join(parts) + ")"
-
-
-def _c_divmod(t: DivMod) -> str:
-    s = f"({c_index(t.base)} / {t.div})" if t.div != 1 else c_index(t.base)
-    return f"({s} % {t.mod})" if t.mod is not None else s
+    return render(a, "/")
 
 
 class _Scope(Scope):

@@ -142,3 +142,17 @@ def substitute(a: Affine, mapping: dict) -> Affine:
         else:
             acc = acc + Affine(0, ((DivMod(substitute(t.base, mapping), t.div, t.mod), 1),)).scale(c)
     return acc
+
+
+def render(a: Affine, floordiv: str) -> str:
+    """``a`` as source text; ``floordiv`` is the language's integer division (C ``/``, Python ``//``:
+    indices are never negative, so the two agree)."""
+    parts = [str(a.const)] if a.const or not a.terms else []
+    for t, c in a.terms:
+        if isinstance(t, DivMod):
+            term = f"({render(t.base, floordiv)} {floordiv} {t.div})" if t.div != 1 else render(t.base, floordiv)
+            term = f"({term} % {t.mod})" if t.mod is not None else term
+        else:
+            term = t.name
+        parts.append(term if c == 1 else f"{c}*{term}")
+    return "(" + " + ".join(parts) + ")"

@@ -11,8 +11,7 @@ from __future__ import annotations
 from ..ir.node import Kind, Op
 from ..ir.shapes import contiguous_strides
 from . import index as ix
-from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Random, Scalar, Stage, Store, Var,
-                     walk)
+from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Random, Scalar, Stage, Store, Var)
 
 
 class Unfusable(Exception):

@@ -38,8 +38,8 @@ import hashlib
 from dataclasses import dataclass
 
 from ..ir.node import Op
-from .index import Affine, DivMod
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, affines, walk
+from .index import Affine, render
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, affines
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -310,16 +310,7 @@ def candidate_configs(kernel: Kernel, interpreter: bool = False) -> list:
 
 
 def tl_index(a: Affine) -> str:
-    parts = [str(a.const)] if a.const or not a.terms else []
-    for t, c in a.terms:
-        term = t.name if not isinstance(t, DivMod) else _divmod(t)
-        parts.append(term if c == 1 else f"{c} * {term}")
-    return "(" + " + ".join(parts) + ")"
-
-
-def _divmod(t: DivMod) -> str:
-    s = f"({tl_index(t.base)} // {t.div})" if t.div != 1 else tl_index(t.base)
-    return f"({s} % {t.mod})" if t.mod is not None else s
+    return render(a, "//")
 
 
 def _unravel(flat: str, vars_, indent: str) -> list:

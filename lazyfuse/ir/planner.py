@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .node import Kind, Node, Op
+from .node import Kind, Op
 from .shapes import prod
 from .view import View
 

@@ -5,7 +5,6 @@ import math
 
 from .. import ops
 from ..errors import DTypeError, ShapeError
-from ..ir.node import Op
 from ..ir.shapes import normalize_dim
 
 
@@ -137,4 +136,4 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
-           "embedding", "dropout", "scaled_dot_product_attention", "Op"]
+           "embedding", "dropout", "scaled_dot_product_attention"]

@@ -24,7 +24,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import CaptureError
 from ..ir.node import Kind, Node, Op
