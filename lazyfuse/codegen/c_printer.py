@@ -83,11 +83,13 @@ static inline double lf_fmod_floor(double a, double b) {
 class CConfig:
     threads: int = 0          # 0: all the machine's cores
     strategy: str = "auto"    # reductions: rows | split | tile (auto picks by shape)
-    tile: int = 16            # outputs per SIMD tile in the ``tile`` strategy (and per block in ``rows``)
+    tile: int = 16            # ``rows``: outputs per block (whose epilogue runs as one SIMD loop)
     unroll: int = 4           # ``rows``, single-sum kernels: outputs reduced together per pass
+    lanes: int = 1024         # ``tile``: neighbouring outputs accumulated together, one row at a time
 
     def label(self) -> str:
-        return f"threads={self.threads or 'all'},strategy={self.strategy},tile={self.tile},unroll={self.unroll}"
+        return (f"threads={self.threads or 'all'},strategy={self.strategy},tile={self.tile},unroll={self.unroll},"
+                f"lanes={self.lanes}")
 
 
 def c_index(a: Affine) -> str:
@@ -308,20 +310,36 @@ class CPrinter:
         return f"if ({v} {cmp} acc{j}{nan}) {{ acc{j} = {v}; accidx{j} = {idx}; }}"
 
     def _stage_loop(self, j, st, indent, pragma=None):
+        """The inner loop of one reduction stage. Sums are SIMD reductions; so are max/min, as a
+        plain max/min plus a NaN flag (torch propagates NaN, a SIMD max would drop it)."""
         k = self.k
         lines = []
-        red = " reduction(+:acc%d)" % j if st.op is Op.SUM else ""
-        simd = st.op is Op.SUM
-        loops, ind = self._loops(k.inner, indent, None, simd_inner=simd)
-        if simd and loops:
+        nan_flag = st.op in (Op.MAX, Op.MIN) and st.value.dtype.is_float
+        if st.op is Op.SUM:
+            red = f" reduction(+:acc{j})"
+        elif st.op in (Op.MAX, Op.MIN):
+            red = f" reduction({st.op.label}:acc{j})" + (f" reduction(|:nan{j})" if nan_flag else "")
+        else:
+            red = None
+        loops, ind = self._loops(k.inner, indent, None, simd_inner=red is not None)
+        if red is not None and loops:
             loops = [ln.replace("#pragma omp simd", f"#pragma omp simd{red}") for ln in loops]
+        if nan_flag:
+            lines.append(f"{indent}int nan{j} = 0;")
         if pragma:
             loops = [f"{indent}{pragma}"] + loops
         scope = _Scope(self, ind)
         v = scope.value(st.value)
         idx = c_index(st.arg_index) if st.arg_index is not None else "0"
-        lines += loops + scope.lines + [f"{ind}{self._combine(j, st, v, idx)}"]
+        if nan_flag:
+            cmp = ">" if st.op is Op.MAX else "<"
+            body = [f"{ind}acc{j} = {v} {cmp} acc{j} ? {v} : acc{j};", f"{ind}nan{j} |= {v} != {v};"]
+        else:
+            body = [f"{ind}{self._combine(j, st, v, idx)}"]
+        lines += loops + scope.lines + body
         lines += [indent + "}" for _ in k.inner]
+        if nan_flag:
+            lines.append(f"{indent}if (nan{j}) acc{j} = NAN;")
         return lines
 
     def _rows(self, par):
@@ -344,11 +362,11 @@ class CPrinter:
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
 
-    def _block_loops(self, par):
+    def _block_loops(self, par, W=None):
         """The parallel loops over the outer dims, the last one in blocks of ``tile`` outputs
         (``lanes`` of them in the block, fewer at the ragged edge). Returns the lines opened
         and the indent inside; the caller closes ``len(outer)`` braces."""
-        k, W = self.k, self.cfg.tile
+        k, W = self.k, W or self.cfg.tile
         last, head = k.outer[-1], k.outer[:-1]
         lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static){par}"] if par is not None else []
         indent = "    "
@@ -467,11 +485,12 @@ class CPrinter:
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
 
     def _tile(self, par):
-        """Reductions along a strided dim: ``tile`` neighbouring outputs accumulate in SIMD lanes."""
+        """Reductions along a strided dim: ``lanes`` neighbouring outputs accumulate together while the
+    reduced dim is walked one row at a time, so every row is read as one contiguous run."""
         k = self.k
-        W = self.cfg.tile
+        W = self.cfg.lanes
         last, head = k.outer[-1], k.outer[:-1]
-        lines, indent = self._block_loops(par)
+        lines, indent = self._block_loops(par, W)
 
         def lane_header(ind, upto):
             out = [f"{ind}const int64_t {last.name} = blk * {W} + w;"]

@@ -89,7 +89,7 @@ class CpuBackend:
                 configs.append(CConfig(threads=1))
             if kernel.stages:
                 configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]
-                configs += [CConfig(strategy="tile", tile=w) for w in (8, 32)]
+                configs += [CConfig(strategy="tile", lanes=w) for w in (16, 128, 512)]
         out, seen = [], set()
         for cfg in configs:
             src = print_c(kernel, cfg)
