@@ -7,6 +7,7 @@ Every device implements the graph protocol the capture layer uses (SPEC semantic
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -139,11 +140,12 @@ _lock = threading.Lock()
 
 
 def device(spec=None) -> Device:
-    """``lf.device``: "cpu", "cuda", "cuda:N", "interpreter", or None (cuda if torch sees a GPU)."""
+    """``lf.device``: "cpu", "cuda", "cuda:N", "interpreter", or None: ``LAZYFUSE_DEVICE`` if set,
+    else cuda when torch sees a GPU, else cpu."""
     if isinstance(spec, Device):
         return spec
     if spec is None:
-        spec = "cuda" if torch.cuda.is_available() else "cpu"
+        spec = os.environ.get("LAZYFUSE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(spec, torch.device):
         spec = str(spec)
     if not isinstance(spec, str):
