@@ -1,6 +1,5 @@
-"""Greedy decoding with a preallocated KV cache written in place each step, captured once and
-replayed per token; checked against the same loop in torch."""
-import numpy as np
+"""Greedy decoding with a pinned KV cache: ``lf.graph.decode_step`` captures the step once and
+replays it per token, the cache row written in place; checked against the same loop in torch."""
 import torch
 
 import lazyfuse as lf
@@ -9,7 +8,6 @@ F = lf.nn.functional
 
 
 def main(vocab=50, d=32, max_len=24, steps=12, device=None) -> int:
-    dev = lf.device(device)
     g = torch.Generator().manual_seed(0)
     emb, wq, wk, wv, wo = (torch.randn(*s, generator=g) / s[-1] ** 0.5
                            for s in ((vocab, d), (d, d), (d, d), (d, d), (vocab, d)))
@@ -20,49 +18,27 @@ def main(vocab=50, d=32, max_len=24, steps=12, device=None) -> int:
     for pos in range(steps):
         x = emb.double()[tok]
         kc[pos], vc[pos] = x @ wk.double().T, x @ wv.double().T
-        q = x @ wq.double().T
-        s = (kc @ q) / d ** 0.5
+        s = (kc @ (x @ wq.double().T)) / d ** 0.5
         s[pos + 1:] = float("-inf")
-        h = x + torch.softmax(s, 0) @ vc
-        tok = int((h @ wo.double().T).argmax())
+        tok = int(((x + torch.softmax(s, 0) @ vc) @ wo.double().T).argmax())
         ref_tokens.append(tok)
 
+    dev = lf.device(device)
     E, Wq, Wk, Wv, Wo = (lf.tensor(t, device=dev) for t in (emb, wq, wk, wv, wo))
-    k_cache, v_cache = lf.zeros(max_len, d, device=dev), lf.zeros(max_len, d, device=dev)
-    token = lf.tensor([1], device=dev)                      # pinned input buffers
-    pos_onehot = lf.zeros(max_len, device=dev)
-    mask = lf.zeros(max_len, device=dev)
-    lf.sync(dev)
 
-    def step():
-        x = F.embedding(token, E)[0]                         # (d,)
-        sel = pos_onehot.reshape(max_len, 1)
-        k_cache.copy_(k_cache * (1 - sel) + sel * F.linear(x, Wk))   # write row `pos` in place
-        v_cache.copy_(v_cache * (1 - sel) + sel * F.linear(x, Wv))
-        s = (k_cache @ F.linear(x, Wq)) * (1.0 / d ** 0.5) + mask
-        h = x + F.softmax(s, 0) @ v_cache
+    def step(state):
+        x = F.embedding(state.token, E)[0]
+        state.write("k", F.linear(x, Wk))
+        state.write("v", F.linear(x, Wv))
+        s = (state.caches["k"] @ F.linear(x, Wq)) * (1.0 / d ** 0.5) + state.mask
+        h = x + F.softmax(s, 0) @ state.caches["v"]
         return F.linear(h, Wo).argmax()
 
-    def set_position(pos):
-        onehot = np.zeros(max_len, np.float32)
-        onehot[pos] = 1
-        pos_onehot.copy_(onehot)
-        m = np.zeros(max_len, np.float32)
-        m[pos + 1:] = -np.inf
-        mask.copy_(m)
-
-    set_position(0)
-    saved = (k_cache.numpy().copy(), v_cache.numpy().copy())
-    graph = lf.capture(dev, step)                            # the warmup ran the step: reset state
-    k_cache.copy_(saved[0])
-    v_cache.copy_(saved[1])
-    token.copy_(np.array([1]))
-    tokens = []
+    decode = lf.graph.decode_step(step, max_len=max_len, caches={"k": (max_len, d), "v": (max_len, d)}, device=dev)
+    tokens, tok = [], 1
     for pos in range(steps):
-        set_position(pos)
-        nxt = graph.replay().item()
-        tokens.append(nxt)
-        token.copy_(np.array([nxt]))
+        tok = decode(tok, pos).item()
+        tokens.append(tok)
     assert tokens == ref_tokens, (tokens, ref_tokens)
     return len(tokens)
 

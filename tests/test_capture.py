@@ -336,3 +336,38 @@ def test_graphed_copies_inputs_and_clones_outputs():
         outs.append((call(xv), xv))
     for out, xv in outs:  # earlier results were not overwritten by later replays
         np.testing.assert_allclose(out.numpy(), np.maximum(xv @ rnd(8, 8, seed=3).T, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_decode_step_helper_captures_once_and_writes_the_cache_in_place():
+    d, max_len = 8, 6
+    w = lf.tensor(rnd(d, d, seed=11))
+    emb = lf.tensor(rnd(10, d, seed=12))
+    F = lf.nn.functional
+
+    def step(state):
+        x = F.embedding(state.token, emb)[0]
+        state.write("k", F.linear(x, w))
+        scores = state.caches["k"] @ x + state.mask
+        return F.softmax(scores, 0)
+
+    decode = lf.graph.decode_step(step, max_len=max_len, caches={"k": (max_len, d)}, device=CPU)
+    kc = np.zeros((max_len, d), np.float32)
+    with count_launches(CPU) as d_all:
+        for pos, tok in enumerate([3, 1, 4, 1, 5]):
+            out = decode(tok, pos).numpy()
+            x = rnd(10, d, seed=12)[tok]
+            kc[pos] = rnd(d, d, seed=11) @ x
+            s = kc @ x
+            s[pos + 1:] = -np.inf
+            ref = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(decode.state.caches["k"].numpy(), kc, rtol=1e-5, atol=1e-6)
+    assert decode.graph.is_hardware and d_all.graph_replays == 4  # captured on the first call only
+
+
+def test_decode_state_refuses_bad_shapes_and_positions():
+    with pytest.raises(lf.ShapeError, match="max_len"):
+        lf.graph.DecodeState(4, {"k": (5, 8)}, device=CPU)
+    state = lf.graph.DecodeState(4, {"k": (4, 8)}, device=CPU)
+    with pytest.raises(lf.ShapeError, match="position"):
+        state.set(1, 4)
