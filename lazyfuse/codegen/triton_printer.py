@@ -332,11 +332,14 @@ class _Scope(Scope):
         super().__init__(printer, indent)
         self.ctx = ctx
 
+    @property
+    def shape(self) -> str:
+        """The shape every leaf value of this block is given (see ``TritonPrinter.rhs``)."""
+        return "[BLOCK]" if self.ctx == "point" else "[BLOCK, 1]"
+
     def _emit(self, e) -> str:
         if isinstance(e, Acc):
             return f"acc{e.stage}"
-        if isinstance(e, Scalar):
-            return f"s{e.slot}"
         name = f"v{self.p.fresh()}"
         self.lines.append(f"{self.indent}{name} = {self.p.rhs(e, self)}")
         return name
@@ -366,14 +369,26 @@ class TritonPrinter:
 
     # -- values -------------------------------------------------------------------------------
     def rhs(self, e, scope: _Scope) -> str:
+        """The right-hand side of the local holding ``e``.
+
+        No value is 0-d: a leaf that depends on no loop variable (a runtime scalar, a load of
+        one fixed address, a constant index) is broadcast to the block's shape
+        (``scope.shape``) where it is read. Triton's interpreter types the numpy result of a
+        comparison with its *operands'* dtype, and splatting a 0-d value to a block converts
+        its data to that type: a comparison of 0-d floats, splatted to meet a block, would turn
+        into float 0./1., on which ``&``, ``|`` and ``^`` raise (``lf_max2(x0d, y)``'s
+        ``a != a``, ``(x0d < y0d) & b``...). Values that are blocks from the start never splat."""
+        if isinstance(e, Scalar):
+            word = f"tl.broadcast_to(s{e.slot}, {scope.shape})"
+            return f"({word} != 0)" if e.dtype.is_bool else word
         if isinstance(e, Load):
             mask = scope.mask(e.index)
             ptr = f"a{e.arg} + {tl_index(e.index)}"
-            raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
+            raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.broadcast_to(tl.load({ptr}), {scope.shape})"
             return f"{raw}.to(tl.float32)" if e.dtype.name in ("float16", "bfloat16") else raw
         if isinstance(e, IndexValue):
             if not e.index.terms:
-                return f"tl.full([], {e.index.const}, {COMPUTE[e.dtype.name]})"
+                return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})"
             return f"{tl_index(e.index)}.to({COMPUTE[e.dtype.name]})"
         if isinstance(e, Random):
             seed, off = scope.value(e.seed), scope.value(e.offset)
@@ -442,7 +457,7 @@ class TritonPrinter:
             if dt.is_float:
                 val = f"{word}.to(tl.float64, bitcast=True).to({COMPUTE[dt.name]})"
             elif dt.is_bool:
-                val = f"({word} != 0)"
+                val = word   # the int64 word: compared with 0 once broadcast (see ``rhs``)
             else:
                 val = f"{word}.to({COMPUTE[dt.name]})"
             lines.append(f"    s{i} = {val}")

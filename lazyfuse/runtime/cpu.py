@@ -171,6 +171,44 @@ class CpuBackend:
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         return functools.partial(step.compiled, argv, meta.ptr)
 
+    def batch(self, thunks) -> list:
+        """A recorded launch list made cheaper to replay: each run of consecutive C kernels
+        becomes one call into a C loop over (function, arguments, metadata) triples, so a
+        replay pays Python's call overhead once per run instead of once per kernel."""
+        out, run = [], []
+        for t in thunks:
+            if isinstance(t, functools.partial) and isinstance(t.func, ctypes._CFuncPtr):
+                run.append(t)
+                continue
+            out += _run_of(run)
+            run = []
+            out.append(t)
+        return out + _run_of(run)
+
 
 def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
+
+
+_RUNNER = """
+#include <stdint.h>
+typedef void (*lf_kernel)(char **, const int64_t *);
+void lf_run_launches(int64_t n, void **fns, void **argvs, void **metas) {
+    for (int64_t i = 0; i < n; i++) ((lf_kernel)fns[i])((char **)argvs[i], (const int64_t *)metas[i]);
+}
+"""
+
+
+def _run_of(thunks) -> list:
+    if len(thunks) < 2:
+        return list(thunks)
+    runner = c_compile.build(_RUNNER, what="launch-list runner").lf_run_launches
+    runner.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    runner.restype = None
+    n = len(thunks)
+    fns = (ctypes.c_void_p * n)(*[ctypes.cast(t.func, ctypes.c_void_p).value for t in thunks])
+    argvs = (ctypes.c_void_p * n)(*[ctypes.addressof(t.args[0]) for t in thunks])
+    metas = (ctypes.c_void_p * n)(*[t.args[1] for t in thunks])
+    call = functools.partial(runner, n, fns, argvs, metas)
+    call.keepalive = thunks   # the argument arrays the pointers above point into
+    return [call]

@@ -26,15 +26,16 @@ class HostGraph:
     replay advances so random numbers differ from one replay to the next.
     """
 
-    __slots__ = ("launches", "keepalive", "rng")
+    __slots__ = ("launches", "count", "keepalive", "rng")
 
-    def __init__(self, launches, keepalive, rng):
-        self.launches = launches
+    def __init__(self, launches, count, keepalive, rng):
+        self.launches = launches    # callables; a backend may have merged several kernels into one
+        self.count = count          # kernel launches recorded
         self.keepalive = keepalive
         self.rng = rng
 
     def __len__(self):
-        return len(self.launches)
+        return self.count
 
     def advance_rng(self, n: int) -> None:
         for meta, words in self.rng:
@@ -105,7 +106,10 @@ class Device:
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
         rng = tuple((m, w) for _, _, m, w in launches if w)
-        return HostGraph(tuple(t for t, _, _, _ in launches), (tuple((b, m) for _, b, m, _ in launches), metas), rng)
+        thunks = [t for t, _, _, _ in launches]
+        batch = getattr(self.backend, "batch", None)
+        return HostGraph(tuple(batch(thunks) if batch else thunks), len(thunks),
+                         (tuple((b, m) for _, b, m, _ in launches), metas), rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
