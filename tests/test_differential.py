@@ -141,7 +141,8 @@ def is_float_val(a) -> bool:
 
 
 def overlapping(t: torch.Tensor) -> bool:
-    return any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
+    """Whether a write into ``t`` is refused: two elements share memory (an empty tensor has none)."""
+    return t.numel() > 0 and any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
 
 
 # -- the interpreter ----------------------------------------------------------------------------------
