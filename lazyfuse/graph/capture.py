@@ -163,7 +163,6 @@ def capture(device, closure, *, warmup_iters: int = 3, hold_outputs: bool = True
     except BaseException:
         out = None
         dev.graph_abort()
-        dev.engine.discard_pending()
         raise
     rng_draw = generator.offset - rng_before
     try:

@@ -57,7 +57,6 @@ class Device:
         self.engine = Engine(self)
         self.capturing = False
         self._recording = None
-        self._capture_thread = None
         self._lock = threading.RLock()
 
     def __repr__(self):
@@ -91,7 +90,6 @@ class Device:
             if self.capturing:
                 raise CaptureError(f"a capture is already open on {self.name}: captures cannot nest")
             self.capturing = True
-            self._capture_thread = threading.get_ident()
             self._recording = []
             self.pool.begin_capture()
 
@@ -101,7 +99,6 @@ class Device:
             launches = self._recording or []
             self._recording = None
             self.capturing = False
-            self._capture_thread = None
             self.pool.end_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
@@ -116,7 +113,6 @@ class Device:
         with self._lock:
             self._recording = None
             self.capturing = False
-            self._capture_thread = None
             self.pool.end_capture()
             self.engine.captured_plans = []
             self.engine.stop_tracking()

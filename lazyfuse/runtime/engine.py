@@ -106,9 +106,7 @@ class Engine:
         self.plans: OrderedDict = OrderedDict()
         self.lock = threading.RLock()
         self._draining = False
-        self.capture_owner = None      # the thread that may drain while a capture is open
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
-        self.built_keys: set | None = None
         self.captured_plans: list = []
         self.poisoned = 0      # values that failed to compute (their readers fail too)
 
@@ -232,8 +230,6 @@ class Engine:
         plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
                             root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
-        if self.built_keys is not None:
-            self.built_keys.add(key)
         return plan
 
     def _lower(self, nodes, planned) -> list:
@@ -363,7 +359,6 @@ class Engine:
         with self.lock:
             self.plans.clear()
             self.executed_keys = set()
-            self.built_keys = set()
             self.captured_plans = []
 
     def take_captured_metadata(self) -> list:
@@ -384,12 +379,6 @@ class Engine:
 
     def stop_tracking(self) -> None:
         self.executed_keys = None
-        self.built_keys = None
-
-    def discard_pending(self) -> None:
-        """Forget queued work (after a failed capture run: its tensors are dropped with it)."""
-        with self.lock:
-            self.pending = [r for r in self.pending if r() is not None]
 
 
 def _depends_on(node: Node, target: Node) -> bool:
