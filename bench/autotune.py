@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import machine, write_results
+from bench.common import machine, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,10 +73,7 @@ def main(argv=None) -> int:
     for r in rows:
         lines.append(f"| {r['case']} | 2^{r['n'].bit_length() - 1} | {r['default_ms']:.2f} | {r['tuned_ms']:.2f} | "
                      f"{r['gain']:.2f}x | {'; '.join(r['tuned_configs'])} |")
-    md = "\n".join(lines) + "\n"
-    print(md)
-    path = write_results("autotune", {"machine": info, "cases": rows}, md)
-    print(f"written {path}.json / .md")
+    publish("autotune", {"machine": info, "cases": rows}, lines)
     return 0
 
 

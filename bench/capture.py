@@ -14,7 +14,7 @@ import sys
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, timeit, write_results
+from bench.common import compiled, machine, publish, timeit
 
 
 def make(hidden: int):
@@ -98,10 +98,7 @@ def main(argv=None) -> int:
               "weight floor: weight bytes / the DRAM copy bandwidth measured in this run (bytes read + written "
                   "per second over a 64 MiB copy). At hidden 256 the 2 MiB of weights stay in the L2/L3 caches "
                   "between replays, so a replay can beat this DRAM floor.", ""]
-    md = "\n".join(lines)
-    print(md)
-    path = write_results("capture", {"machine": info, "decode_step": rows, "launch_overhead_us": overhead}, md)
-    print(f"written {path}.json / .md")
+    publish("capture", {"machine": info, "decode_step": rows, "launch_overhead_us": overhead}, lines)
     return 0
 
 

@@ -47,11 +47,15 @@ def machine() -> dict:
     return info
 
 
-def write_results(name: str, payload: dict, markdown: str) -> Path:
+def publish(name: str, payload: dict, lines: list) -> Path:
+    """Print the Markdown report and write it, with the raw JSON, under bench/results/."""
+    markdown = "\n".join(lines).rstrip("\n") + "\n"
+    print(markdown)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"{name}-{date.today().isoformat()}"
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     stem.with_suffix(".md").write_text(markdown)
+    print(f"written {stem}.json / .md")
     return stem
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, timeit, write_results
+from bench.common import compiled, machine, publish, timeit
 
 
 def chain_torch(x, y):
@@ -89,10 +89,7 @@ def main(argv=None) -> int:
                      f"{c['max_err']:.1e} |")
     lines += ["", f"Per-op overhead (small tensors, steady state, drain included): "
                   f"{over['lazyfuse_us_per_op']:.2f} us/op (torch eager: {over['eager_us_per_op']:.2f} us/op)", ""]
-    md = "\n".join(lines)
-    print(md)
-    path = write_results("core", {"machine": info, "chain": chains, "overhead": over}, md)
-    print(f"written {path}.json / .md")
+    publish("core", {"machine": info, "chain": chains, "overhead": over}, lines)
     return 0
 
 

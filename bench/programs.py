@@ -14,7 +14,7 @@ import sys
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, timeit, write_results
+from bench.common import compiled, machine, publish, timeit
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "examples"))
 from transformer_block import block_lf, block_torch, make_weights  # noqa: E402
@@ -74,10 +74,7 @@ def main(argv=None) -> int:
     for r in rows:
         lines.append(f"| {r['case']} | {r['kernels']} | {r['lazyfuse_ms']:.2f} | {r['eager_ms']:.2f} | "
                      f"{r['compile_ms']:.2f} | {r['vs_compile']:.2f}x | {r['vs_eager']:.2f}x | {r['max_err']:.1e} |")
-    md = "\n".join(lines) + "\n"
-    print(md)
-    path = write_results("programs", {"machine": info, "cases": rows}, md)
-    print(f"written {path}.json / .md")
+    publish("programs", {"machine": info, "cases": rows}, lines)
     return 0
 
 
