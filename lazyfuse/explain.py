@@ -94,7 +94,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     if not storages:
         return Explanation([], [], [])
     device = tensors[0].device
-    nodes, _key, _leaves, _scalars, targets = trace(storages)
+    nodes, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
     planned = make_plan(graph)
     pos = {id(n): i for i, n in enumerate(nodes)}

@@ -81,21 +81,54 @@ def expand_node(node: Node, shape) -> Node:
     return Node(Op.VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
 
 
-def binary(op: Op, a, b, reflected: bool = False):
-    """The hot path of ``a <op> b`` for a Tensor ``a``: same-dtype, same-shape tensors or a
-    Python scalar of the tensor's own category need no promotion or broadcasting logic."""
-    Tensor, result_tensor = _t.Tensor, _t.result_tensor
-    ct = a._storage.dtype
-    tb = type(b)
-    simple = not (ct.is_bool or (op is Op.DIV and not ct.is_float) or (op in LOGIC and ct.is_float))
-    if simple and tb is Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
-        other = b._read()
-    elif simple and (tb is float and ct.is_float or tb is int and not ct.is_bool):
-        other = Node(Op.SCALAR, (), ct, (), float(b) if ct.is_float else int(b))  # broadcasts as is
-    else:
+def binary_method(op: Op, reflected: bool = False):
+    """``Tensor.__<op>__`` (``reflected``: ``__r<op>__``) with a fast path for the common case.
+
+    A tensor of the same dtype and shape on the same device, or a Python float/int the
+    tensor's dtype takes as is (torch's promotion keeps the tensor's dtype), needs no
+    promotion, broadcasting or validation: the node is recorded directly. Anything else goes
+    through ``elementwise``, which applies torch's rules and raises the errors.
+    """
+    SCALAR = Op.SCALAR
+    out_bool = op in COMPARE
+    fast_dtypes = frozenset(d for d in dt.ALL if not (d.is_bool or (op is Op.DIV and not d.is_float)))
+
+    def method(a, b):
+        st = a._storage
+        ct = st.dtype
+        if ct in fast_dtypes:
+            tb = type(b)
+            if tb is float and ct.is_float or tb is int:
+                other = Node(SCALAR, (), ct, (), float(b) if ct.is_float else b)   # broadcasts as is
+            elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
+                bs = b._storage
+                other = bs.current if b._view is bs.view else b._read()
+            else:
+                return elementwise(op, b, a) if reflected else elementwise(op, a, b)
+            x = st.current if a._view is st.view else a._read()
+            return _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
+                                                   dt.bool_ if out_bool else ct, a._view.shape))
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
-    srcs = (other, a._read()) if reflected else (a._read(), other)
-    return result_tensor(a.device, Node(op, srcs, dt.bool_ if op in COMPARE else ct, a._view.shape))
+
+    method.__name__ = f"__{'r' if reflected else ''}{op.label}__"
+    return method
+
+
+def unary_method(op: Op):
+    """``Tensor.<op>()`` with a fast path for dtypes the op keeps (a float tensor's exp, an
+    int tensor's neg...): no promotion or validation needed; others go through ``elementwise``."""
+    keeps = frozenset(d for d in dt.ALL if (d.is_float if op in FLOAT_UNARY else
+                                            not d.is_float if op is Op.NOT else not d.is_bool))
+
+    def method(a):
+        st = a._storage
+        if st.dtype in keeps:
+            x = st.current if a._view is st.view else a._read()
+            return _t.result_tensor(a.device, Node(op, (x,), st.dtype, a._view.shape))
+        return elementwise(op, a)
+
+    method.__name__ = op.label
+    return method
 
 
 def cast_node(engine, node: Node, dtype: dt.DType) -> Node:

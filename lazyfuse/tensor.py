@@ -23,7 +23,11 @@ MaxMin = collections.namedtuple("MaxMin", ["values", "indices"])
 
 
 def result_tensor(device, node: Node) -> "Tensor":
-    return Tensor(Storage(device.engine, node), View.contiguous(node.shape), device)
+    """The one place where an op's result Tensor is made: a new storage whose pending value is
+    ``node`` (recorded on the device's engine), read whole. Every op's result goes through here,
+    so a hook that must see each result (say, autograd) has a single place to attach."""
+    st = Storage(device.engine, node)
+    return Tensor(st, st.view, device)
 
 
 class Tensor:
@@ -39,9 +43,9 @@ class Tensor:
     def _read(self) -> Node:
         st = self._storage
         v = self._view
-        if v is View.contiguous(st.shape):
+        if v is st.view:
             return st.current
-        if v.shape == st.shape and v.offset == 0 and v.strides == View.contiguous(st.shape).strides:
+        if v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides:
             return st.current
         return Node(Op.VIEW, (st.current,), st.dtype, v.shape, v)
 
@@ -151,29 +155,14 @@ class Tensor:
     __hash__ = object.__hash__
 
     # -- elementwise --------------------------------------------------------------------------------
-    def __add__(self, o):
-        return ops.binary(Op.ADD, self, o)
-
-    def __radd__(self, o):
-        return ops.binary(Op.ADD, self, o, reflected=True)
-
-    def __sub__(self, o):
-        return ops.binary(Op.SUB, self, o)
-
-    def __rsub__(self, o):
-        return ops.binary(Op.SUB, self, o, reflected=True)
-
-    def __mul__(self, o):
-        return ops.binary(Op.MUL, self, o)
-
-    def __rmul__(self, o):
-        return ops.binary(Op.MUL, self, o, reflected=True)
-
-    def __truediv__(self, o):
-        return ops.binary(Op.DIV, self, o)
-
-    def __rtruediv__(self, o):
-        return ops.binary(Op.DIV, self, o, reflected=True)
+    __add__ = ops.binary_method(Op.ADD)
+    __radd__ = ops.binary_method(Op.ADD, reflected=True)
+    __sub__ = ops.binary_method(Op.SUB)
+    __rsub__ = ops.binary_method(Op.SUB, reflected=True)
+    __mul__ = ops.binary_method(Op.MUL)
+    __rmul__ = ops.binary_method(Op.MUL, reflected=True)
+    __truediv__ = ops.binary_method(Op.DIV)
+    __rtruediv__ = ops.binary_method(Op.DIV, reflected=True)
 
     def __floordiv__(self, o):
         return ops.elementwise(Op.FLOORDIV, self, o)
@@ -199,17 +188,13 @@ class Tensor:
     def __rmatmul__(self, o):
         return ops.matmul(o, self)
 
-    def __neg__(self):
-        return ops.elementwise(Op.NEG, self)
+    __neg__ = ops.unary_method(Op.NEG)
 
     def __pos__(self):
         return self
 
-    def __abs__(self):
-        return ops.elementwise(Op.ABS, self)
-
-    def __invert__(self):
-        return ops.elementwise(Op.NOT, self)
+    __abs__ = ops.unary_method(Op.ABS)
+    __invert__ = ops.unary_method(Op.NOT)
 
     def __and__(self, o):
         return ops.elementwise(Op.AND, self, o)
@@ -226,65 +211,26 @@ class Tensor:
 
     __rxor__ = __xor__
 
-    def __lt__(self, o):
-        return ops.binary(Op.LT, self, o)
-
-    def __le__(self, o):
-        return ops.binary(Op.LE, self, o)
-
-    def __gt__(self, o):
-        return ops.binary(Op.GT, self, o)
-
-    def __ge__(self, o):
-        return ops.binary(Op.GE, self, o)
-
-    def __eq__(self, o):
-        return ops.binary(Op.EQ, self, o)
-
-    def __ne__(self, o):
-        return ops.binary(Op.NE, self, o)
-
-    def abs(self):
-        return ops.elementwise(Op.ABS, self)
-
-    def neg(self):
-        return ops.elementwise(Op.NEG, self)
-
-    def exp(self):
-        return ops.elementwise(Op.EXP, self)
-
-    def log(self):
-        return ops.elementwise(Op.LOG, self)
-
-    def sqrt(self):
-        return ops.elementwise(Op.SQRT, self)
-
-    def rsqrt(self):
-        return ops.elementwise(Op.RSQRT, self)
-
-    def sin(self):
-        return ops.elementwise(Op.SIN, self)
-
-    def cos(self):
-        return ops.elementwise(Op.COS, self)
-
-    def tanh(self):
-        return ops.elementwise(Op.TANH, self)
-
-    def sigmoid(self):
-        return ops.elementwise(Op.SIGMOID, self)
-
-    def relu(self):
-        return ops.elementwise(Op.RELU, self)
-
-    def gelu(self):
-        return ops.elementwise(Op.GELU, self)
-
-    def silu(self):
-        return ops.elementwise(Op.SILU, self)
-
-    def reciprocal(self):
-        return ops.elementwise(Op.RECIPROCAL, self)
+    __lt__ = ops.binary_method(Op.LT)
+    __le__ = ops.binary_method(Op.LE)
+    __gt__ = ops.binary_method(Op.GT)
+    __ge__ = ops.binary_method(Op.GE)
+    __eq__ = ops.binary_method(Op.EQ)
+    __ne__ = ops.binary_method(Op.NE)
+    abs = ops.unary_method(Op.ABS)
+    neg = ops.unary_method(Op.NEG)
+    exp = ops.unary_method(Op.EXP)
+    log = ops.unary_method(Op.LOG)
+    sqrt = ops.unary_method(Op.SQRT)
+    rsqrt = ops.unary_method(Op.RSQRT)
+    sin = ops.unary_method(Op.SIN)
+    cos = ops.unary_method(Op.COS)
+    tanh = ops.unary_method(Op.TANH)
+    sigmoid = ops.unary_method(Op.SIGMOID)
+    relu = ops.unary_method(Op.RELU)
+    gelu = ops.unary_method(Op.GELU)
+    silu = ops.unary_method(Op.SILU)
+    reciprocal = ops.unary_method(Op.RECIPROCAL)
 
     def isnan(self):
         return ops.elementwise(Op.ISNAN, self)

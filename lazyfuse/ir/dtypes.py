@@ -8,7 +8,7 @@ higher category (``int_tensor * 2.5`` is float32, ``half_tensor * 2.5`` stays fl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,18 +27,15 @@ class DType:
     category: int
     torch: torch.dtype
     numpy: object  # numpy dtype, or None where numpy has no twin (bfloat16)
+    # the category tests, plain attributes rather than properties: recording reads them per op
+    is_float: bool = field(init=False)
+    is_int: bool = field(init=False)
+    is_bool: bool = field(init=False)
 
-    @property
-    def is_float(self) -> bool:
-        return self.category == FLOAT
-
-    @property
-    def is_int(self) -> bool:
-        return self.category == INT
-
-    @property
-    def is_bool(self) -> bool:
-        return self.category == BOOL
+    def __post_init__(self):
+        object.__setattr__(self, "is_float", self.category == FLOAT)
+        object.__setattr__(self, "is_int", self.category == INT)
+        object.__setattr__(self, "is_bool", self.category == BOOL)
 
     def __repr__(self) -> str:
         return f"lf.{self.name}"

@@ -87,7 +87,6 @@ class Op(enum.Enum):
     def __init__(self, label: str, kind: Kind):
         self.label = label
         self.kind = kind
-        self.code = len(self.__class__.__members__)  # a small int, cheap to hash in plan keys
         # leaves are values already at hand; everything else is work a drain must do
         self.pending = kind is not Kind.LEAF or label in ("arange", "rand", "randn")
 
@@ -103,9 +102,14 @@ UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
 
 
 class Node:
-    """One recorded op. Immutable by convention; ``__slots__`` keeps recording cheap."""
+    """One recorded op. Immutable by convention; ``__slots__`` keeps recording cheap.
 
-    __slots__ = ("op", "srcs", "dtype", "shape", "arg", "__weakref__")
+    ``tape`` and ``tpos`` are the engine's bookkeeping, not part of the value: the pending
+    tape the node was entered on (see ``runtime.engine``) and its position there. A node is on
+    the current tape exactly when ``node.tape is engine.tape``; ``tpos`` is only read then.
+    """
+
+    __slots__ = ("op", "srcs", "dtype", "shape", "arg", "tape", "tpos", "__weakref__")
 
     def __init__(self, op: Op, srcs: tuple, dtype: DType, shape: tuple, arg=None):
         self.op = op
@@ -113,6 +117,7 @@ class Node:
         self.dtype = dtype
         self.shape = shape
         self.arg = arg
+        self.tape = None
 
     @property
     def kind(self) -> Kind:

@@ -36,7 +36,7 @@ class View:
 
     @staticmethod
     def contiguous(shape) -> "View":
-        return _contiguous(tuple(shape))
+        return contiguous_view(tuple(shape))
 
     @property
     def numel(self) -> int:
@@ -109,5 +109,6 @@ class View:
 
 
 @functools.lru_cache(maxsize=4096)
-def _contiguous(shape: tuple) -> View:
+def contiguous_view(shape: tuple) -> View:
+    """The row-major view of a whole storage of ``shape`` (a tuple), one shared instance per shape."""
     return View(shape, contiguous_strides(shape), 0)

@@ -1,19 +1,27 @@
 """The engine: the per-device pending queue, the drain, elision and the plan cache.
 
-Recording (``record``) only appends a storage to the pending queue. A drain:
+Recording (``record``) appends a storage to the pending queue and enters its node — with any
+source not yet there — on the *tape*: every node the pending work reads or computes, once
+each, sources first. Entering a node makes its compact structural descriptor (op, dtype,
+shape, attribute and its sources as tape positions; for a buffer leaf, the first tape
+position of a leaf on the same buffer; for a scalar, only its dtype — its value is bound at
+launch). Positions tell a shared node from two equal ones, views carry their strides.
+
+A drain:
 
 1. keeps the pending storages that are still alive (SPEC semantic 2: a result dropped before
    the drain is never computed, nor anything only it needed);
-2. traces the live pending DAG into a structural key (ops, dtypes, shapes, views, which
-   results are live and which buffers they overwrite — never scalar values, which are bound
-   at launch);
-3. on a plan-cache miss takes the **build path**: plan (ir.planner), lower (codegen.lower),
-   compile and autotune, launching with throw-away scratch metadata;
+2. forms the structural key from the already-made descriptors plus the live roots (their
+   tape positions and which buffers they overwrite): no walk of the graph;
+3. on a plan-cache miss takes the **build path**: trace the live DAG (``trace``), plan
+   (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
+   scratch metadata; the plan also records where each of its leaves and scalars sits on the
+   tape — a function of the key, so it holds for every drain with the same key;
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
    (SPEC semantic 4 — the two paths allocate different buffers, on purpose);
-4. binds buffers (existing storages, fresh outputs and temporaries from the pool), launches,
-   and turns every realized storage's value into a leaf.
+4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) by prebuilt
+   indices, launches, and turns every realized storage's value into a leaf.
 
 All allocations of a drain happen before its first launch, so a failing allocation (say, a
 ``CaptureAllocationError``) leaves every live tensor as it was.
@@ -30,10 +38,13 @@ from ..errors import CaptureError
 from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
+from ..ir.view import contiguous_view
 from .pool import DATA, META, SCRATCH
 
 MAX_PENDING = int(os.environ.get("LAZYFUSE_MAX_PENDING", "4096"))
 PLAN_CACHE_SIZE = int(os.environ.get("LAZYFUSE_PLAN_CACHE", "512"))
+SCALAR = Op.SCALAR
+_weakref = weakref.ref
 DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
 
 
@@ -45,17 +56,21 @@ class Storage:
     captured graph and every view see in-place writes.
     """
 
-    __slots__ = ("engine", "dtype", "shape", "numel", "current", "buffer", "__weakref__")
+    __slots__ = ("engine", "dtype", "shape", "view", "current", "buffer", "__weakref__")
 
     def __init__(self, engine, node: Node):
         self.engine = engine
         self.dtype = node.dtype
         self.shape = node.shape
-        self.numel = prod(node.shape)
+        self.view = contiguous_view(node.shape)   # how a tensor reads the whole storage
         self.current = node
         self.buffer = None
-        if node.is_pending:
+        if node.op.pending:
             engine.record(self)
+
+    @property
+    def numel(self) -> int:
+        return self.view.numel
 
     def update(self, node: Node) -> None:
         """A new version (an in-place write): recorded like any op."""
@@ -74,6 +89,8 @@ class Step:
     kernel: object = None     # codegen Kernel (kernels) or (views, out shape, base shapes, arg) (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
+    bind: tuple = ()          # per argument, its index in the drain's bound buffers (leaves, roots, temps)
+    scalar_tape: tuple = ()   # per runtime scalar, the tape position of its SCALAR node
     rng_words: tuple = ()     # metadata words holding a random stream's offset (advanced on replay)
     source: str = ""
     config: object = None
@@ -94,6 +111,7 @@ class CompiledPlan:
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
+    leaf_tape: tuple = ()     # tape position of each bound leaf (the first bound buffers)
 
 
 class Engine:
@@ -101,8 +119,11 @@ class Engine:
         self.device = device
         self.stats = device.stats
         self.pool = device.pool
-        self.pending: list = []
+        self.pending: list = []    # weak references to the storages recorded since the last drain
         self.pending_ops = 0
+        self.tape: list = []       # nodes the pending work reads or computes, sources first
+        self.descs: list = []      # the structural descriptor of each tape node
+        self.leaf_first: dict = {}  # id(buffer) -> tape position of the first leaf on it
         self.plans: OrderedDict = OrderedDict()
         self.lock = threading.RLock()
         self._draining = False
@@ -112,12 +133,85 @@ class Engine:
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
+        """Queue a storage whose value is a new pending node; enter the node on the tape.
+
+        The hot path of every op: a pending node always has sources, which are usually on
+        the tape already or fresh scalars, so both are entered inline here.
+        """
+        node = storage.current
         with self.lock:
-            self.pending.append(weakref.ref(storage))
+            tape = self.tape
+            if node.tape is not tape:
+                srcs = node.srcs
+                for src in srcs:
+                    if src.tape is not tape:
+                        if src.op is SCALAR:
+                            src.tape = tape
+                            src.tpos = len(tape)
+                            tape.append(src)
+                            self.descs.append((SCALAR, src.dtype))
+                        else:
+                            self._enter(src)
+                if len(srcs) == 2:
+                    at = (srcs[0].tpos, srcs[1].tpos)
+                elif len(srcs) == 1:
+                    at = (srcs[0].tpos,)
+                else:
+                    at = tuple([s.tpos for s in srcs])
+                node.tape = tape
+                node.tpos = len(tape)
+                tape.append(node)
+                self.descs.append((node.op, node.dtype, node.shape, node.arg, at))
+            self.pending.append(_weakref(storage))
             self.pending_ops += 1
             self.stats.ops_recorded += 1
             if len(self.pending) >= MAX_PENDING and not self._draining:
                 self._drain()
+
+    def _enter(self, root: Node) -> None:
+        """Put ``root`` and every source of it not yet on the tape there, sources first."""
+        tape = self.tape
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if node.tape is tape:
+                stack.pop()
+                continue
+            waiting = False
+            for src in node.srcs:
+                if src.tape is not tape:
+                    stack.append(src)
+                    waiting = True
+            if not waiting:
+                stack.pop()
+                self._append(node)
+
+    def _append(self, node: Node) -> None:
+        """Enter one node whose sources are on the tape, with its structural descriptor."""
+        tape = self.tape
+        pos = len(tape)
+        op = node.op
+        if op is Op.BUFFER:
+            desc = (op, node.dtype, node.shape, self.leaf_first.setdefault(id(node.arg), pos))
+        elif op is SCALAR:
+            desc = (op, node.dtype)
+        elif not node.srcs:   # an ERROR leaf: nothing live reads it (see _live_roots)
+            desc = (op, node.dtype, node.shape)
+        else:
+            desc = (op, node.dtype, node.shape, node.arg, tuple([s.tpos for s in node.srcs]))
+        node.tape = tape
+        node.tpos = pos
+        tape.append(node)
+        self.descs.append(desc)
+
+    def _consume(self) -> None:
+        """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
+        self.pending.clear()
+        self.pending_ops = 0
+        old, self.tape = self.tape, []
+        old.clear()   # the nodes still point at it: emptied, it holds nothing alive (and is never reused)
+        self.descs = []
+        self.leaf_first = {}
 
     def count_extra_ops(self, n: int) -> None:
         """Ops recorded as inner nodes of one API call (var, softmax...) also count."""
@@ -150,7 +244,7 @@ class Engine:
         seen, roots = set(), []
         for ref in self.pending:
             s = ref()
-            if s is not None and s.current.is_pending and id(s) not in seen:
+            if s is not None and s.current.op.pending and id(s) not in seen:
                 seen.add(id(s))
                 roots.append(s)
         if self.poisoned and roots:
@@ -173,32 +267,33 @@ class Engine:
         roots = self._live_roots()
         recorded = self.pending_ops
         if not roots:
-            self.pending.clear()
-            self.pending_ops = 0
+            self._consume()
             self.stats.ops_elided += recorded
             return
-        nodes, key, leaves, scalars, targets = trace(roots)
+        leaf_first = self.leaf_first
+        live = tuple([(s.current.tpos, None if s.buffer is None else leaf_first.get(id(s.buffer), -1))
+                      for s in roots])
+        key = PlanKey((tuple(self.descs), live))
         plan = self.plans.get(key)
-        build = plan is None
-        if build and self.device.capturing:
-            # the build path compiles, autotunes and allocates scratch buffers: never inside a capture
-            from ..errors import CaptureAllocationError
-            need = [(s.numel * s.dtype.itemsize, s.dtype.name) for s in roots if s.buffer is None]
-            size = f"{need[0][0]} bytes ({need[0][1]}) for its first output" if need else "scratch buffers"
-            raise CaptureAllocationError(
-                f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
-                f"({len(nodes)} nodes) on {self.device.name}, and building it would compile, autotune and "
-                "allocate mid-capture. " + self._capture_cause(None, True))
-        if build:
-            plan = self._build(key, nodes, targets)
+        if plan is None:
+            if self.device.capturing:
+                # the build path compiles, autotunes and allocates scratch buffers: never inside a capture
+                from ..errors import CaptureAllocationError
+                need = [(s.numel * s.dtype.itemsize, s.dtype.name) for s in roots if s.buffer is None]
+                size = f"{need[0][0]} bytes ({need[0][1]}) for its first output" if need else "scratch buffers"
+                raise CaptureAllocationError(
+                    f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
+                    f"({len(trace(roots)[0])} nodes) on {self.device.name}, and building it would compile, "
+                    "autotune and allocate mid-capture. " + self._capture_cause(None, True))
+            plan, build = self._build(key, roots)
         else:
+            build = None
             self.plans.move_to_end(key)
-        self._execute(plan, roots, leaves, scalars, build)
+        self._execute(plan, roots, build)
         # success: the queue is consumed (on failure it stays, so nothing live is lost)
-        self.pending.clear()
-        self.pending_ops = 0
+        self._consume()
         self.stats.ops_elided += max(0, recorded - plan.n_ops)
-        if build:
+        if build is not None:
             self.stats.fusion_cache_misses += 1
         else:
             self.stats.fusion_cache_hits += 1
@@ -208,8 +303,10 @@ class Engine:
             self.captured_plans.append(plan)
 
     # -- build path ------------------------------------------------------------------------------
-    def _build(self, key, nodes, targets) -> CompiledPlan:
+    def _build(self, key, roots) -> tuple:
+        """A new plan for ``key``, and the (leaves, scalars) its compilation binds this once."""
         from ..codegen.lower import Unfusable
+        nodes, leaves, scalars, targets = trace(roots)
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
         forced = {}
         while True:
@@ -227,10 +324,19 @@ class Engine:
                 temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
         n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
         step_of = {st.group.output: j for j, st in enumerate(steps)}
+        # where the steady state finds what this drain binds: every node of the trace is on the tape
+        bound_leaf = {i: k for k, i in enumerate(leaves)}
+        first_root, first_temp = len(leaves), len(leaves) + len(targets)
+        base = {"leaf": None, "root": first_root, "temp": first_temp}
+        scalar_tape = [n.tpos for n in nodes if n.op is Op.SCALAR]   # trace's scalar order
+        for st in steps:
+            st.bind = tuple(bound_leaf[i] if kind == "leaf" else base[kind] + i for kind, i in st.slots)
+            st.scalar_tape = tuple(scalar_tape[i] for i in st.scalars)
         plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
-                            root_steps=tuple(step_of[r] for r in graph.roots))
+                            root_steps=tuple(step_of[r] for r in graph.roots),
+                            leaf_tape=tuple(nodes[i].tpos for i in leaves))
         plan.label = " + ".join(s.name for s in steps)
-        return plan
+        return plan, (leaves, scalars)
 
     def _lower(self, nodes, planned) -> list:
         from ..codegen.lower import Lowering
@@ -273,10 +379,11 @@ class Engine:
                     (tuple(views), out.shape, base_shapes, out.arg), group=grp)
 
     # -- execution ---------------------------------------------------------------------------------
-    def _execute(self, plan: CompiledPlan, roots, leaves, scalars, build: bool) -> None:
+    def _execute(self, plan: CompiledPlan, roots, build) -> None:
+        """Allocate, compile (``build``: the build path's (leaves, scalars)), bind and launch."""
         device = self.device
         pool = self.pool
-        cause = lambda: self._capture_cause(plan, build)  # noqa: E731 (only built on failure)
+        cause = lambda: self._capture_cause(plan, build is not None)  # noqa: E731 (only built on failure)
         label = plan.label
         root_bufs = []
         for s in roots:
@@ -285,7 +392,7 @@ class Engine:
                 buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
             root_bufs.append(buf)
         temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
-        if build:
+        if build is not None:
             metas = [device.backend.new_meta(pool, st.meta_words, SCRATCH, f"build-path metadata of {st.name}", cause)
                      for st in plan.steps]
         else:
@@ -294,9 +401,13 @@ class Engine:
                                                       f"launch metadata of {st.name} (first steady-state launch)",
                                                       cause) for st in plan.steps]
             metas = plan.metas
-        if build:
+        tape = self.tape
+        bound = [tape[p].arg for p in plan.leaf_tape]
+        bound += root_bufs
+        bound += temps
+        if build is not None:
             try:
-                device.backend.compile_plan(plan, self.stats, leaves, root_bufs, temps, scalars)
+                device.backend.compile_plan(plan, self.stats, build[0], root_bufs, temps, build[1])
             except Exception as e:
                 for s in roots:
                     self.poison(s, e)
@@ -308,11 +419,9 @@ class Engine:
         done = 0
         try:
             for step, meta in zip(plan.steps, metas):
-                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in step.slots]
                 if step.kind == "kernel":
-                    meta.write(step.header, [scalars[i] for i in step.scalars])
-                device.launch(step, bufs, meta)
-                self.stats.kernels_launched += 1
+                    meta.write(step.header, [tape[p].arg for p in step.scalar_tape])
+                device.launch(step, [bound[i] for i in step.bind], meta)
                 done += 1
         except Exception as e:
             # only what needed the failed launch is lost; the rest stays pending for the next drain
@@ -322,6 +431,7 @@ class Engine:
                     self.poison(s, e)
             raise
         finally:
+            self.stats.kernels_launched += done
             # roots whose kernel ran are realized even if a later launch failed (or was
             # interrupted): re-running an in-place write at the next drain would apply it twice
             for k, (s, buf) in enumerate(zip(roots, root_bufs)):
@@ -330,7 +440,7 @@ class Engine:
                     s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
         if DEBUG:
             from ..explain import describe_plan
-            print(describe_plan(plan, build))
+            print(describe_plan(plan, build is not None))
 
     def _capture_cause(self, plan: CompiledPlan, build: bool) -> str:
         if self.executed_keys is None:
@@ -437,12 +547,14 @@ class PlanKey:
 
 
 def trace(roots):
-    """Topological order, structural key, bound leaves and scalars of a drain's live DAG.
+    """Topological order, bound leaves and scalars, and root targets of a drain's live DAG.
 
-    One iterative post-order walk that also builds the key; this is the steady-state path's
-    main cost, so it stays flat (no iterators, no helper calls per node).
+    The build path's (and ``lf.explain``'s) view of the work: one iterative post-order walk
+    from the live roots. ``leaves`` maps a BUFFER node's index to its buffer; ``targets`` gives
+    each root's node index and the index of the leaf whose buffer it overwrites (-1: a buffer
+    the DAG does not read; None: a new buffer).
     """
-    nodes, pos, parts = [], {}, []
+    nodes, pos = [], {}
     leaves, leaf_by_buffer, scalars = {}, {}, []
     for s in roots:
         stack = [s.current]
@@ -465,17 +577,12 @@ def trace(roots):
             nodes.append(node)
             op = node.op
             if op is Op.BUFFER:
-                first = leaf_by_buffer.setdefault(id(node.arg), i)
+                leaf_by_buffer.setdefault(id(node.arg), i)
                 leaves[i] = node.arg
-                parts.append((op.code, node.dtype, node.shape, first))
             elif op is Op.SCALAR:
                 scalars.append(node.arg)
-                parts.append((op.code, node.dtype))
-            else:
-                parts.append((op.code, node.dtype, node.shape, node.arg, tuple([pos[id(x)] for x in srcs])))
     targets = []
     for s in roots:
         t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)
         targets.append((pos[id(s.current)], t))
-    key = PlanKey((tuple(parts), tuple(targets)))
-    return nodes, key, leaves, scalars, targets
+    return nodes, leaves, scalars, targets
