@@ -1,11 +1,13 @@
 """The engine: the per-device pending queue, the drain, elision and the plan cache.
 
 Recording (``record``) appends a storage to the pending queue and enters its node — with any
-source not yet there — on the *tape*: every node the pending work reads or computes, once
-each, sources first. Entering a node makes its compact structural descriptor (op, dtype,
-shape, attribute and its sources as tape positions; for a buffer leaf, the first tape
-position of a leaf on the same buffer; for a scalar, only its dtype — its value is bound at
-launch). Positions tell a shared node from two equal ones, views carry their strides.
+source not yet there — on the *tape*: one entry per node the pending work reads or computes,
+sources first, holding what a launch binds from it (a leaf's buffer, a scalar's value, else
+None). Entering a node makes its compact structural descriptor (op, dtype, shape, attribute
+and its sources as tape positions; for a buffer leaf, the first tape position of a leaf on
+the same buffer; for a scalar, only its dtype — its value is bound at launch). Positions tell
+a shared node from two equal ones, views carry their strides. The tape does not keep nodes
+alive: a dropped result's nodes die at once, as they would without it.
 
 A drain:
 
@@ -16,18 +18,19 @@ A drain:
 3. on a plan-cache miss takes the **build path**: trace the live DAG (``trace``), plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata; the plan also records where each of its leaves and scalars sits on the
-   tape — a function of the key, so it holds for every drain with the same key;
+   tape (a function of the key, so it holds for every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
    (SPEC semantic 4 — the two paths allocate different buffers, on purpose);
-4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) by prebuilt
-   indices, launches, and turns every realized storage's value into a leaf.
+4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) and scalars by
+   prebuilt gathers, launches, and turns every realized storage's value into a leaf.
 
 All allocations of a drain happen before its first launch, so a failing allocation (say, a
 ``CaptureAllocationError``) leaves every live tensor as it was.
 """
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import weakref
@@ -89,8 +92,8 @@ class Step:
     kernel: object = None     # codegen Kernel (kernels) or (views, out shape, base shapes, arg) (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
-    bind: tuple = ()          # per argument, its index in the drain's bound buffers (leaves, roots, temps)
-    scalar_tape: tuple = ()   # per runtime scalar, the tape position of its SCALAR node
+    bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
+    bind_scalars: object = None  # tape -> its runtime scalar values
     rng_words: tuple = ()     # metadata words holding a random stream's offset (advanced on replay)
     source: str = ""
     config: object = None
@@ -111,7 +114,6 @@ class CompiledPlan:
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
-    leaf_tape: tuple = ()     # tape position of each bound leaf (the first bound buffers)
 
 
 class Engine:
@@ -121,8 +123,8 @@ class Engine:
         self.pool = device.pool
         self.pending: list = []    # weak references to the storages recorded since the last drain
         self.pending_ops = 0
-        self.tape: list = []       # nodes the pending work reads or computes, sources first
-        self.descs: list = []      # the structural descriptor of each tape node
+        self.tape: list = []       # per node entered (sources first), the buffer or scalar it binds, or None
+        self.descs: list = []      # the structural descriptor of each node entered
         self.leaf_first: dict = {}  # id(buffer) -> tape position of the first leaf on it
         self.plans: OrderedDict = OrderedDict()
         self.lock = threading.RLock()
@@ -136,10 +138,13 @@ class Engine:
         """Queue a storage whose value is a new pending node; enter the node on the tape.
 
         The hot path of every op: a pending node always has sources, which are usually on
-        the tape already or fresh scalars, so both are entered inline here.
+        the tape already or fresh scalars, so both are entered inline here. (The lock is taken
+        by explicit calls: a ``with`` block costs twice as much, and this runs once per op.)
         """
         node = storage.current
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             tape = self.tape
             if node.tape is not tape:
                 srcs = node.srcs
@@ -148,7 +153,7 @@ class Engine:
                         if src.op is SCALAR:
                             src.tape = tape
                             src.tpos = len(tape)
-                            tape.append(src)
+                            tape.append(src.arg)
                             self.descs.append((SCALAR, src.dtype))
                         else:
                             self._enter(src)
@@ -160,13 +165,17 @@ class Engine:
                     at = tuple([s.tpos for s in srcs])
                 node.tape = tape
                 node.tpos = len(tape)
-                tape.append(node)
+                tape.append(None)
                 self.descs.append((node.op, node.dtype, node.shape, node.arg, at))
-            self.pending.append(_weakref(storage))
+            pending = self.pending
+            pending.append(_weakref(storage))
             self.pending_ops += 1
             self.stats.ops_recorded += 1
-            if len(self.pending) >= MAX_PENDING and not self._draining:
-                self._drain()
+            full = len(pending) >= MAX_PENDING
+        finally:
+            lock.release()
+        if full:
+            self._drain()
 
     def _enter(self, root: Node) -> None:
         """Put ``root`` and every source of it not yet on the tape there, sources first."""
@@ -191,9 +200,12 @@ class Engine:
         tape = self.tape
         pos = len(tape)
         op = node.op
+        value = None
         if op is Op.BUFFER:
-            desc = (op, node.dtype, node.shape, self.leaf_first.setdefault(id(node.arg), pos))
+            value = node.arg   # held by the tape: a buffer's id names it in the descriptors
+            desc = (op, node.dtype, node.shape, self.leaf_first.setdefault(id(value), pos))
         elif op is SCALAR:
+            value = node.arg
             desc = (op, node.dtype)
         elif not node.srcs:   # an ERROR leaf: nothing live reads it (see _live_roots)
             desc = (op, node.dtype, node.shape)
@@ -201,7 +213,7 @@ class Engine:
             desc = (op, node.dtype, node.shape, node.arg, tuple([s.tpos for s in node.srcs]))
         node.tape = tape
         node.tpos = pos
-        tape.append(node)
+        tape.append(value)
         self.descs.append(desc)
 
     def _consume(self) -> None:
@@ -209,7 +221,7 @@ class Engine:
         self.pending.clear()
         self.pending_ops = 0
         old, self.tape = self.tape, []
-        old.clear()   # the nodes still point at it: emptied, it holds nothing alive (and is never reused)
+        old.clear()   # nodes still point at it (so it is never reused): emptied, it holds no buffer
         self.descs = []
         self.leaf_first = {}
 
@@ -324,17 +336,16 @@ class Engine:
                 temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
         n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
         step_of = {st.group.output: j for j, st in enumerate(steps)}
-        # where the steady state finds what this drain binds: every node of the trace is on the tape
-        bound_leaf = {i: k for k, i in enumerate(leaves)}
-        first_root, first_temp = len(leaves), len(leaves) + len(targets)
-        base = {"leaf": None, "root": first_root, "temp": first_temp}
+        # where the steady state finds what this drain binds: every node of the trace is on the
+        # tape, whose length, like each node's position, is the same for every drain of this key
+        n_tape = len(self.tape)
+        base = {"root": n_tape, "temp": n_tape + len(targets)}
         scalar_tape = [n.tpos for n in nodes if n.op is Op.SCALAR]   # trace's scalar order
         for st in steps:
-            st.bind = tuple(bound_leaf[i] if kind == "leaf" else base[kind] + i for kind, i in st.slots)
-            st.scalar_tape = tuple(scalar_tape[i] for i in st.scalars)
+            st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
+            st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
         plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
-                            root_steps=tuple(step_of[r] for r in graph.roots),
-                            leaf_tape=tuple(nodes[i].tpos for i in leaves))
+                            root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
         return plan, (leaves, scalars)
 
@@ -402,9 +413,7 @@ class Engine:
                                                       cause) for st in plan.steps]
             metas = plan.metas
         tape = self.tape
-        bound = [tape[p].arg for p in plan.leaf_tape]
-        bound += root_bufs
-        bound += temps
+        bound = tape + root_bufs + temps if temps else tape + root_bufs
         if build is not None:
             try:
                 device.backend.compile_plan(plan, self.stats, build[0], root_bufs, temps, build[1])
@@ -420,8 +429,8 @@ class Engine:
         try:
             for step, meta in zip(plan.steps, metas):
                 if step.kind == "kernel":
-                    meta.write(step.header, [tape[p].arg for p in step.scalar_tape])
-                device.launch(step, [bound[i] for i in step.bind], meta)
+                    meta.write(step.header, step.bind_scalars(tape))
+                device.launch(step, step.bind(bound), meta)
                 done += 1
         except Exception as e:
             # only what needed the failed launch is lost; the rest stays pending for the next drain
@@ -489,6 +498,16 @@ class Engine:
 
     def stop_tracking(self) -> None:
         self.executed_keys = None
+
+
+def gather(positions: list):
+    """A callable taking a sequence to the tuple of its items at ``positions`` (one C call for 2+)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        p = positions[0]
+        return lambda seq: (seq[p],)
+    return lambda seq: ()
 
 
 def _depends_on(node: Node, target: Node) -> bool:

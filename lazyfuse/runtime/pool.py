@@ -35,30 +35,42 @@ def size_class(nbytes: int) -> int:
 
 
 class Block:
-    __slots__ = ("nbytes", "usage", "data", "epoch")
+    __slots__ = ("nbytes", "usage", "data", "ptr", "epoch")
 
     def __init__(self, nbytes, usage, data):
         self.nbytes = nbytes
         self.usage = usage
         self.data = data  # a 1-D uint8 torch tensor on the device
+        self.ptr = data.data_ptr()
         self.epoch = 0    # the persistent segment it was handed out in (0: none)
 
 
 class Buffer:
-    """A typed view of a pooled block; the block returns to the pool when the Buffer dies."""
+    """A typed view of a pooled block; the block returns to the pool when the Buffer dies.
 
-    __slots__ = ("pool", "block", "dtype", "numel", "tensor", "__weakref__")
+    The typed torch view (``tensor``) is made on first use: a compiled kernel binds only the
+    address, so the steady state of a drain never pays for a torch view of its outputs.
+    """
+
+    __slots__ = ("pool", "block", "dtype", "numel", "_tensor", "__weakref__")
 
     def __init__(self, pool, block, dtype, numel):
         self.pool = pool
         self.block = block
         self.dtype = dtype
         self.numel = numel
-        self.tensor = block.data[: numel * dtype.itemsize].view(dtype.torch)
+        self._tensor = None
+
+    @property
+    def tensor(self):
+        t = self._tensor
+        if t is None:
+            t = self._tensor = self.block.data[: self.numel * self.dtype.itemsize].view(self.dtype.torch)
+        return t
 
     @property
     def ptr(self) -> int:
-        return self.block.data.data_ptr()
+        return self.block.ptr
 
     def __del__(self):
         pool = self.pool
