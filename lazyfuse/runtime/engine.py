@@ -253,12 +253,13 @@ class Engine:
                 self._draining = False
 
     def _live_roots(self) -> list:
-        seen, roots = set(), []
+        roots = []
         for ref in self.pending:
             s = ref()
-            if s is not None and s.current.op.pending and id(s) not in seen:
-                seen.add(id(s))
+            if s is not None and s.current.op.pending:
                 roots.append(s)
+        if len(roots) > 1:
+            roots = list(dict.fromkeys(roots))   # a storage written in place is queued once per write
         if self.poisoned and roots:
             healthy = []
             for s in roots:
