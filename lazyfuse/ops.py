@@ -162,30 +162,48 @@ def operand_node(engine, a, dtype, shape) -> Node:
 
 def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     """Record an elementwise op with torch's promotion and broadcasting."""
-    Tensor, result_tensor = _t.Tensor, _t.result_tensor
     dev = common_device(args)
     if dev is None:
         raise DTypeError(f"{op.label} needs at least one Tensor operand")
     engine = dev.engine
-    dims, zeros, scalars = operand_dtypes(args)
+    ct, shape, odt = _elementwise_types(op, tuple([_operand_signature(a) for a in args]), out_dtype, compute_dtype)
+    srcs = tuple([operand_node(engine, a, ct, shape) for a in args])
+    return _t.result_tensor(dev, Node(op, srcs, odt, shape))
+
+
+def _operand_signature(a) -> tuple:
+    """What promotion and broadcasting read of an operand: (dtype, shape), shape None for a scalar."""
+    if isinstance(a, _t.Tensor):
+        return a.dtype, a.shape
+    if is_scalar(a):
+        return dt.scalar_dtype(a), None
+    raise DTypeError(f"unsupported operand of type {type(a).__name__}: pass a Tensor or a Python number")
+
+
+@functools.lru_cache(maxsize=4096)
+def _elementwise_types(op: Op, signature: tuple, out_dtype, compute_dtype) -> tuple:
+    """(computation dtype, result shape, result dtype) of ``op`` over operands of ``signature``,
+    validated. Cached: a program records the same few signatures over and over (errors are
+    raised, never cached)."""
+    dims = [d for d, shape in signature if shape]
+    zeros = [d for d, shape in signature if shape == ()]
+    scalars = [d for d, shape in signature if shape is None]
     ct = compute_dtype or dt.result_type(dims, zeros, scalars)
-    shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Tensor)))
+    shape = broadcast_shapes(*(shape for _, shape in signature if shape is not None))
     if op in FLOAT_UNARY or op is Op.DIV:
         if not ct.is_float:
             ct = dt.DEFAULT_FLOAT
     if op in (Op.SUB, Op.NEG) and (ct.is_bool or dt.bool_ in dims + zeros + scalars):
         # torch refuses a bool operand of ``-`` even when the result would be an integer
         raise DTypeError(f"{op.label} of bool tensors is not supported; use ~ or ^ (logical ops) instead")
-    if op in BOOL_UNSUPPORTED and ct.is_bool and not (op is Op.POW and not isinstance(args[1], Tensor)):
+    if op in BOOL_UNSUPPORTED and ct.is_bool and not (op is Op.POW and signature[1][1] is None):
         # (torch does take ``bool_tensor ** True``: a scalar exponent has its own kernel)
         raise DTypeError(f"{op.label} is not implemented for bool tensors (as in torch); cast with .int() first")
     if op in LOGIC and ct.is_float:
         raise DTypeError(f"{op.label} needs bool or integer tensors, not {ct.name}")
     if op is Op.NOT and ct.is_float:
         raise DTypeError("~ needs a bool or integer tensor")
-    srcs = tuple(operand_node(engine, a, ct, shape) for a in args)
-    odt = out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
-    return result_tensor(dev, Node(op, srcs, odt, shape))
+    return ct, shape, out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
 
 
 def where(cond, a, b):
