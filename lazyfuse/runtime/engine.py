@@ -14,7 +14,9 @@ A drain:
 1. keeps the pending storages that are still alive (SPEC semantic 2: a result dropped before
    the drain is never computed, nor anything only it needed);
 2. forms the structural key from the already-made descriptors plus the live roots (their
-   tape positions and which buffers they overwrite): no walk of the graph;
+   tape positions and which buffers they overwrite): no walk of the graph. The descriptors
+   cover every node recorded since the last drain, dropped ones too, so the key fixes the
+   live subgraph; a program that drops other results gets a plan of its own;
 3. on a plan-cache miss takes the **build path**: trace the live DAG (``trace``), plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata; the plan also records where each of its leaves and scalars sits on the
