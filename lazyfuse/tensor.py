@@ -27,6 +27,9 @@ def result_tensor(device, node: Node) -> "Tensor":
 
 
 class Tensor:
+    """A lazy, strided view of a device storage: ops record IR and return at once; a host read
+    (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
+    through DLPack (``torch.from_dlpack(t)``, ``lf.from_dlpack(x)``)."""
     __slots__ = ("_storage", "_view", "device", "__weakref__")
     __array_priority__ = 1000
 
