@@ -240,3 +240,19 @@ def test_strided_imports_compute_like_torch(rows, cols, r0, step, transpose, see
     t.mul_(0.5)
     lf.sync()
     torch.testing.assert_close(base, expect)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU memory needs a CUDA/HIP GPU")
+def test_gpu_memory_round_trips_without_copies():
+    src = torch.arange(8.0, device="cuda")
+    t = lf.from_dlpack(src)
+    assert t.device is lf.device(str(src.device))
+    t.mul_(2)
+    lf.sync(t.device)
+    assert torch.equal(src.cpu(), torch.arange(8.0) * 2)
+    back = torch.from_dlpack(t)
+    assert back.data_ptr() == src.data_ptr()
+    with pytest.raises(ValueError, match="not in host memory"):
+        np.asarray(t, copy=False)
+    with pytest.raises(lf.DeviceError, match="never copies"):
+        lf.from_dlpack(src, device="cpu")

@@ -14,6 +14,10 @@ Graph capture (SPEC semantic 5):
 * ``end_capture()`` (also after a failure) returns to normal mode; kept private blocks go back
   to the shared cache. Blocks a Graph still holds stay out of circulation until it dies, so
   work interleaved between replays can never be handed the graph's intermediates.
+
+Memory shared with a peer (``lazyfuse.interop``): a block exported through DLPack or numpy
+leaves the pool for good (``Buffer.export``), and imported memory is an ``ExternalBuffer`` that
+never enters it, so the pool never hands memory a peer can still see to another tensor.
 """
 from __future__ import annotations
 
