@@ -116,10 +116,10 @@ for _ in range(2):
     assert re.search(r"=== \d+ drain\(s\), \d+ distinct plan\(s\)", text)
 
 
-def test_explain_cli_refuses_a_missing_script():
-    out = subprocess.run([sys.executable, "-m", "lazyfuse", "explain", "no_such_script.py"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 2 and "no script at no_such_script.py" in out.stderr
+def test_explain_cli_refuses_a_missing_script(capsys):
+    from lazyfuse.__main__ import main
+    assert main(["explain", "no_such_script.py"]) == 2
+    assert "no script at no_such_script.py" in capsys.readouterr().err
 
 
 def test_explain_script_restores_the_hook_and_argv(tmp_path):
