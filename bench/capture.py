@@ -98,7 +98,9 @@ def main(argv=None) -> int:
               "weight floor: weight bytes / the DRAM copy bandwidth measured in this run (bytes read + written "
                   "per second over a 64 MiB copy). At hidden 256 the 2 MiB of weights stay in the L2/L3 caches "
                   "between replays, so a replay can beat this DRAM floor.", ""]
-    publish("capture", {"machine": info, "decode_step": rows, "launch_overhead_us": overhead}, lines)
+    ratios = {f"decode h{r['hidden']} replay vs {peer}": r[key] for r in rows
+              for peer, key in (("eager", "replay_vs_eager"), ("torch.compile", "replay_vs_compile"))}
+    publish("capture", {"machine": info, "decode_step": rows, "launch_overhead_us": overhead}, lines, ratios)
     return 0
 
 

@@ -1,9 +1,11 @@
-"""Shared timing helpers for the benchmark scripts: medians of repeats, in one process."""
+"""Shared helpers for the benchmark scripts: medians of repeats in one process, and ``publish``,
+the one place that writes reports (JSON, Markdown and a PNG bar chart of the ratios)."""
 from __future__ import annotations
 
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import time
@@ -11,10 +13,23 @@ from datetime import date
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+_settings = {"folder": RESULTS, "smoke": False}
+SMOKE_NOTE = ("Smoke run (`python -m lazyfuse bench --quick`): at most 3 repeats, torch.compile peers skipped "
+              "(n/a: compiling them takes longer than the whole run). Not results; run without --quick for those.")
+
+
+def configure(out=None, smoke: bool = False) -> None:
+    """``python -m lazyfuse bench`` options for every script: ``out``, a folder for the reports
+    instead of bench/results/; ``smoke`` (``--quick``), a run that only checks that everything
+    works: few repeats, no time floor, no torch.compile peer."""
+    _settings["folder"] = Path(out) if out is not None else RESULTS
+    _settings["smoke"] = smoke
 
 
 def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
     """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls)."""
+    if _settings["smoke"]:
+        reps, warmup, min_time = min(reps, 3), min(warmup, 1), 0.0
     for _ in range(warmup):
         fn()
     times = []
@@ -47,21 +62,69 @@ def machine() -> dict:
     return info
 
 
-def publish(name: str, payload: dict, lines: list) -> Path:
-    """Print the Markdown report and write it, with the raw JSON, under bench/results/."""
-    markdown = "\n".join(lines).rstrip("\n") + "\n"
+def publish(name: str, payload: dict, lines: list, ratios: dict | None = None) -> Path:
+    """Print the Markdown report and write it, with the raw JSON, under the output folder
+    (bench/results/ unless ``configure`` chose another); ``ratios`` (label -> how many times
+    faster lazyfuse is, > 1 meaning faster) also become a PNG bar chart."""
+    if _settings["smoke"]:
+        lines = [*lines, "", SMOKE_NOTE]
+    # a NaN (a peer that did not run) is "n/a" in tables, null in JSON, and no bar in the chart
+    markdown = "\n".join(re.sub(r"(?<=\|) ?nan[^|]*(?=\|)", " n/a ", ln) if ln.startswith("|") else ln
+                         for ln in lines).rstrip("\n") + "\n"
     print(markdown)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = RESULTS / f"{name}-{date.today().isoformat()}"
-    stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
+    folder = _settings["folder"]
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"{name}-{date.today().isoformat()}"
+    stem.with_suffix(".json").write_text(json.dumps(_without_nan(payload), indent=2, allow_nan=False) + "\n")
+    ratios = {k: v for k, v in (ratios or {}).items() if v == v}
     stem.with_suffix(".md").write_text(markdown)
-    print(f"written {stem}.json / .md")
+    written = ".json / .md"
+    if ratios:
+        bar_chart(ratios, f"lazyfuse {name} benchmarks ({date.today().isoformat()})", stem.with_suffix(".png"))
+        written += " / .png"
+    print(f"written {stem}{written}")
     return stem
 
 
+def _without_nan(value):
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nan(v) for v in value]
+    return value
+
+
+def bar_chart(ratios: dict, title: str, path: Path) -> None:
+    """A horizontal bar per ratio on a log axis, with a line at 1 (parity with the peer)."""
+    import matplotlib
+    matplotlib.use("Agg")   # files only: no display needed
+    import matplotlib.pyplot as plt
+    labels = list(ratios)
+    values = [ratios[k] for k in labels]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.4))
+    colors = ["#2a9d8f" if v >= 1 else "#e76f51" for v in values]
+    ax.barh(range(len(labels)), values, color=colors)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("lazyfuse speed ratio (> 1: lazyfuse faster)")
+    ax.set_title(title)
+    for i, v in enumerate(values):
+        ax.annotate(f"{v:.2f}x", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def compiled(fn):
-    """Warm ``torch.compile`` of ``fn`` (default mode), or None when inductor cannot run here."""
+    """Warm ``torch.compile`` of ``fn`` (default mode), or None when inductor cannot run here
+    (or in a smoke run)."""
     import torch
+    if _settings["smoke"]:
+        return None
     try:
         return torch.compile(fn)
     except Exception:  # noqa: BLE001

@@ -74,7 +74,9 @@ def main(argv=None) -> int:
     for r in rows:
         lines.append(f"| {r['case']} | {r['kernels']} | {r['lazyfuse_ms']:.2f} | {r['eager_ms']:.2f} | "
                      f"{r['compile_ms']:.2f} | {r['vs_compile']:.2f}x | {r['vs_eager']:.2f}x | {r['max_err']:.1e} |")
-    publish("programs", {"machine": info, "cases": rows}, lines)
+    ratios = {f"{r['case']} vs {peer}": r[key] for r in rows for peer, key in (("eager", "vs_eager"),
+                                                                              ("torch.compile", "vs_compile"))}
+    publish("programs", {"machine": info, "cases": rows}, lines, ratios)
     return 0
 
 

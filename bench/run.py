@@ -1,16 +1,33 @@
-"""``python -m lazyfuse bench``: every benchmark script in one command (``--quick``: short runs)."""
+"""``python -m lazyfuse bench``: every benchmark script in one command.
+
+``--quick``: a smoke run for CI (small sizes, at most 3 repeats, no torch.compile peer, one
+autotune case): it checks that every script works, in well under a minute; its numbers are not
+results.
+``--out DIR``: write the reports there instead of bench/results/.
+"""
 from __future__ import annotations
 
+import argparse
 import sys
+import time
 
-from bench import autotune, capture, core, programs
+from bench import autotune, capture, common, core, programs
+
+SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune}
 
 
 def main(argv=None) -> int:
-    argv = list(argv or [])
+    p = argparse.ArgumentParser(prog="python -m lazyfuse bench")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats")
+    p.add_argument("--out", default=None, help="folder for the reports (default: bench/results/)")
+    p.add_argument("--only", nargs="+", choices=sorted(SCRIPTS), default=list(SCRIPTS), help="run these scripts only")
+    args = p.parse_args(argv)
+    common.configure(args.out, smoke=args.quick)
     status = 0
-    for script in (core, programs, capture, autotune):
-        status |= script.main(argv)
+    for name in args.only:
+        start = time.perf_counter()
+        status |= SCRIPTS[name].main(["--quick"] if args.quick else [])
+        print(f"[bench] {name}: {time.perf_counter() - start:.0f} s\n")
     return status
 
 

@@ -49,18 +49,21 @@ def tensor(data, dtype=None, device=None) -> Tensor:
 
 
 def from_numpy(array: np.ndarray, device=None) -> Tensor:
+    """A tensor holding a copy of ``array`` (``lf.from_dlpack`` shares its memory instead)."""
     if not isinstance(array, np.ndarray):
         raise DTypeError(f"from_numpy needs a numpy array, got {type(array).__name__}")
     return tensor(array, device=device)
 
 
 def from_torch(t: torch.Tensor, device=None) -> Tensor:
+    """A tensor holding a copy of ``t`` (``lf.from_dlpack`` shares its memory instead)."""
     if not isinstance(t, torch.Tensor):
         raise DTypeError(f"from_torch needs a torch tensor, got {type(t).__name__}")
     return tensor(t, device=device)
 
 
 def full(shape, fill_value, dtype=None, device=None) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (lazy: recorded, computed only if used)."""
     shape = check_shape(shape)
     if not ops.is_scalar(fill_value):
         raise DTypeError(f"fill_value={fill_value!r} must be a Python number")
@@ -71,22 +74,27 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
 
 
 def zeros(*shape, dtype=None, device=None) -> Tensor:
+    """A float32 (or ``dtype``) tensor of zeros (lazy)."""
     return full(_shape_args(shape), 0, dtype=dtype or dt.float32, device=device)
 
 
 def ones(*shape, dtype=None, device=None) -> Tensor:
+    """A float32 (or ``dtype``) tensor of ones (lazy)."""
     return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device)
 
 
 def zeros_like(t: Tensor, dtype=None) -> Tensor:
+    """Zeros with ``t``'s shape, dtype and device."""
     return zeros(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
 def ones_like(t: Tensor, dtype=None) -> Tensor:
+    """Ones with ``t``'s shape, dtype and device."""
     return ones(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
 def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
+    """``fill_value`` with ``t``'s shape, dtype and device."""
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device)
 
 
@@ -102,6 +110,7 @@ def empty(*shape, dtype=None, device=None) -> Tensor:
 
 
 def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``: int64 for integer arguments, else float32."""
     if end is None:
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
@@ -142,6 +151,7 @@ generator = _Generator()
 
 
 def manual_seed(seed: int) -> None:
+    """Reseed the generator of ``lf.rand``/``lf.randn`` (and restart its stream)."""
     with generator.lock:
         generator.seed = int(seed) & ((1 << 63) - 1)
         generator.offset = 0
@@ -164,4 +174,5 @@ def rand(*shape, dtype=None, device=None) -> Tensor:
 
 
 def randn(*shape, dtype=None, device=None) -> Tensor:
+    """Standard normal samples from the generator seeded by ``lf.manual_seed``."""
     return _random(Op.RANDN, shape, dtype, device)

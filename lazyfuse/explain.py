@@ -1,12 +1,19 @@
-"""Seeing what the engine does: ``lf.explain`` (the fused schedule and generated source) and
-``lf.to_dot`` (the fused graph in Graphviz DOT, one colour per kernel).
+"""Seeing what the engine does: ``lf.explain`` (the fused schedule and generated source),
+``lf.to_dot`` (the fused graph in Graphviz DOT, one colour and one cluster per kernel) and the
+per-drain reports of ``LAZYFUSE_DEBUG=1`` and ``python -m lazyfuse explain script.py``.
 
-Both plan the pending work of the given tensors *without running it* (nothing drains), so
-they can be called anywhere, capture excepted.
+``explain``/``to_dot`` plan the pending work of the given tensors *without running it*
+(nothing drains), so they can be called anywhere, capture excepted. The drain reports
+describe the compiled plan each drain actually ran, with the autotuned config of each kernel.
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from .ir.node import Kind, Op
 from .ir.planner import DrainGraph, plan as make_plan
@@ -25,27 +32,50 @@ class KernelInfo:
     output: int
     reason: str        # why its output is materialized (the group boundary)
     source: str
+    config: str = ""   # the launch config the autotuner (or the heuristic default) chose
 
 
 @dataclass
 class Explanation:
+    """A fused schedule: ``str()`` lists the IR and each kernel with its boundary reason and
+    source; ``to_dot()`` draws it."""
     nodes: list
     kernels: list
     roots: list
 
-    def __str__(self) -> str:
-        lines = [f"{len(self.nodes)} IR nodes, {len(self.kernels)} kernel(s)", "", "IR:"]
+    @classmethod
+    def from_plan(cls, plan) -> "Explanation":
+        """The schedule a compiled plan (one drain's) runs, with each kernel's chosen config."""
+        kernels = []
+        for st in plan.steps:
+            grp = st.group
+            members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
+            source = st.source if st.kind == "kernel" else _library_source(st.kind)
+            config = st.config.label() if st.config is not None else ""
+            kernels.append(KernelInfo(st.name, st.kernel.kind if st.kind == "kernel" else st.kind, members,
+                                      grp.output, grp.reason, source, config))
+        return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
+
+    def _owners(self) -> dict:
         owner = {}
         for k, info in enumerate(self.kernels):
             for i in info.nodes:
                 owner.setdefault(i, k)
+        return owner
+
+    def __str__(self) -> str:
+        lines = [f"{len(self.nodes)} IR nodes, {len(self.kernels)} kernel(s)", "", "IR:"]
+        owner = self._owners()
+        pos = self._pos
         for i, n in enumerate(self.nodes):
-            srcs = ", ".join(f"%{self._pos[id(s)]}" for s in n.srcs)
+            srcs = ", ".join(f"%{pos[id(s)]}" for s in n.srcs)
             arg = "" if n.arg is None or n.op is Op.BUFFER else f" {n.arg}"
             where = f"  [kernel {owner[i]}]" if i in owner else ""
             lines.append(f"  %{i} = {n.op.label}({srcs}){arg} : {n.dtype.name}{list(n.shape)}{where}")
         for k, info in enumerate(self.kernels):
-            lines += ["", f"kernel {k} ({info.kind}) writes %{info.output} — boundary: {info.reason}", info.source]
+            config = f", config {info.config}" if info.config else ""
+            lines += ["", f"kernel {k} ({info.kind}{config}) writes %{info.output} — boundary: {info.reason}",
+                      info.source]
         return "\n".join(lines)
 
     @property
@@ -53,22 +83,36 @@ class Explanation:
         return {id(n): i for i, n in enumerate(self.nodes)}
 
     def to_dot(self) -> str:
+        """Graphviz DOT: one filled cluster per kernel, labelled with its boundary reason."""
         pos = self._pos
-        owner = {}
-        for k, info in enumerate(self.kernels):
-            for i in info.nodes:
-                owner.setdefault(i, k)
+        owner = self._owners()
         out = ["digraph lazyfuse {", "  node [shape=box, style=filled, fontname=monospace];"]
-        for i, n in enumerate(self.nodes):
-            k = owner.get(i)
+
+        def node_line(i, n, k):
             color = COLORS[k % len(COLORS)] if k is not None else "white"
-            label = f"%{i} {n.op.label}\\n{n.dtype.name}{list(n.shape)}" + (f"\\nkernel {k}" if k is not None else "")
-            out.append(f'  n{i} [label="{label}", fillcolor="{color}"];')
+            label = f"%{i} {n.op.label}\\n{n.dtype.name}{list(n.shape)}"
+            return f'n{i} [label="{label}", fillcolor="{color}"];'
+
+        for k, info in enumerate(self.kernels):
+            out.append(f"  subgraph cluster_{k} {{")
+            out.append(f'    label="kernel {k} ({info.kind}): {_dot_escape(info.reason)}"; '
+                       f'style=filled; color="{COLORS[k % len(COLORS)]}"; fillcolor="#ffffff";')
+            out += [f"    {node_line(i, self.nodes[i], k)}" for i in sorted(i for i in owner if owner[i] == k)]
+            out.append("  }")
+        out += [f"  {node_line(i, n, None)}" for i, n in enumerate(self.nodes) if i not in owner]
         for i, n in enumerate(self.nodes):
             for s in n.srcs:
                 out.append(f"  n{pos[id(s)]} -> n{i};")
         out.append("}")
         return "\n".join(out)
+
+
+def _library_source(kind: str) -> str:
+    return f"library call: torch.{kind}"
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _tensors(obj) -> list:
@@ -82,7 +126,11 @@ def _tensors(obj) -> list:
 
 
 def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
-    """The fused schedule of a tensor's (or a function's result's) pending work, not executed."""
+    """The fused schedule of a tensor's (or a function's result's) pending work, not executed.
+
+    ``print(lf.explain(y))`` lists the recorded IR, the kernels it fuses into, why each kernel
+    boundary exists, and each kernel's generated source (with the heuristic default config).
+    """
     result = fn_or_tensor(*args, **kwargs) if callable(fn_or_tensor) and not isinstance(fn_or_tensor, Tensor) \
         else fn_or_tensor
     tensors = _tensors(result)
@@ -106,7 +154,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
         members = sorted(i for i in grp.members if nodes[i].is_pending)
         if out.kind is Kind.EXTERN:
             kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
-                                      f"library call: torch.{out.op.label}"))
+                                      _library_source(out.op.label)))
             continue
         kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
         kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
@@ -115,18 +163,33 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
 
 
 def to_dot(fn_or_tensor, *args, path=None, **kwargs) -> str:
-    """DOT text of the fused graph; with ``path`` ending in .png/.svg, rendered by Graphviz's ``dot``."""
+    """DOT text of the fused graph (see ``explain``); with ``path``, also written to a file."""
     dot = explain(fn_or_tensor, *args, **kwargs).to_dot()
     if path is not None:
-        import shutil
-        import subprocess
-        from pathlib import Path
-        p = Path(path)
-        if p.suffix in (".png", ".svg") and shutil.which("dot"):
-            subprocess.run(["dot", f"-T{p.suffix[1:]}", "-o", str(p)], input=dot, text=True, check=True)
-        else:
-            p.write_text(dot)
+        write_dot(dot, path)
     return dot
+
+
+def write_dot(dot: str, path) -> Path:
+    """Write DOT text to ``path``; a .png or .svg path is rendered by Graphviz's ``dot``.
+
+    Without Graphviz on PATH the DOT text goes to ``path`` with a .dot suffix instead, with a
+    warning saying how to get the picture. Returns the file written.
+    """
+    p = Path(path)
+    if p.suffix not in (".png", ".svg"):
+        p.write_text(dot)
+        return p
+    exe = shutil.which("dot")
+    if exe is None:
+        fallback = p.with_suffix(".dot")
+        fallback.write_text(dot)
+        warnings.warn(f"Graphviz 'dot' is not on PATH, so {p.name} was not rendered: wrote the DOT text to "
+                      f"{fallback} instead. Install Graphviz (apt install graphviz, brew install graphviz) and "
+                      f"run: dot -T{p.suffix[1:]} -o {p} {fallback}", RuntimeWarning, stacklevel=3)
+        return fallback
+    subprocess.run([exe, f"-T{p.suffix[1:]}", "-o", str(p)], input=dot, text=True, check=True)
+    return p
 
 
 def describe_plan(plan, build: bool) -> str:
@@ -138,3 +201,56 @@ def describe_plan(plan, build: bool) -> str:
         reason = f" — {st.group.reason}" if st.group is not None else ""
         lines.append(f"[lazyfuse]   {st.name} ({st.kind}){cfg}{reason}")
     return "\n".join(lines)
+
+
+class DrainReporter:
+    """The engine's drain hook for ``python -m lazyfuse explain``: the full explanation of each
+    plan the first time a drain runs it (IR, kernels, boundary reasons, source, chosen config),
+    one line for each later drain of the same plan. With ``dot_dir``, each plan's DOT is
+    written there too (rendered when ``dot_format`` is png/svg and Graphviz is installed)."""
+
+    def __init__(self, stream=None, dot_dir=None, dot_format="dot"):
+        self.stream = stream if stream is not None else sys.stdout
+        self.dot_dir = Path(dot_dir) if dot_dir is not None else None
+        self.dot_format = dot_format
+        self.plan_ids: dict = {}   # plan key -> number
+        self.drains = 0
+        self.written: list = []    # DOT/picture files
+
+    def __call__(self, device, plan, build: bool) -> None:
+        self.drains += 1
+        path = "build" if build else "steady-state"
+        number = self.plan_ids.get(plan.key)
+        if number is not None:
+            print(f"=== drain {self.drains} on {device.name} ({path} path): plan {number} again, "
+                  f"{len(plan.steps)} launch(es)", file=self.stream)
+            return
+        number = self.plan_ids[plan.key] = len(self.plan_ids) + 1
+        info = Explanation.from_plan(plan)
+        print(f"=== drain {self.drains} on {device.name} ({path} path): plan {number}, "
+              f"{len(plan.steps)} launch(es)", file=self.stream)
+        print(info, file=self.stream)
+        if self.dot_dir is not None:
+            self.dot_dir.mkdir(parents=True, exist_ok=True)
+            written = write_dot(info.to_dot(), self.dot_dir / f"plan-{number}.{self.dot_format}")
+            self.written.append(written)
+            print(f"DOT of plan {number}: {written}", file=self.stream)
+        self.stream.flush()
+
+
+def explain_script(path, args=(), stream=None, dot_dir=None, dot_format="dot") -> DrainReporter:
+    """Run the script at ``path`` as ``__main__`` (with ``sys.argv = [path, *args]``) and report
+    every drain it makes through a ``DrainReporter`` (``python -m lazyfuse explain``)."""
+    import runpy
+    from .runtime import engine
+    reporter = DrainReporter(stream, dot_dir, dot_format)
+    saved = engine.drain_hook, sys.argv, list(sys.path)
+    engine.drain_hook = reporter
+    sys.argv = [str(path), *args]
+    sys.path.insert(0, str(Path(path).resolve().parent))   # as ``python script.py`` would
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        engine.drain_hook, sys.argv, sys.path[:] = saved
+        print(f"=== {reporter.drains} drain(s), {len(reporter.plan_ids)} distinct plan(s)", file=reporter.stream)
+    return reporter

@@ -22,22 +22,27 @@ def stats(device=None):
 
 
 def reset_stats(device=None) -> None:
+    """Zero the device's counters (``lf.stats``)."""
     get_device(device).stats.reset()
 
 
 def matmul(a, b):
+    """Matrix product with torch's broadcasting rules (``a @ b``)."""
     return ops.matmul(a, b)
 
 
 def where(condition, input, other):
+    """``input`` where ``condition`` is true, else ``other`` (broadcast)."""
     return ops.where(condition, input, other)
 
 
 def maximum(a, b):
+    """Elementwise maximum (NaN-propagating, as torch's)."""
     return ops.elementwise(Op.MAXIMUM, a, b)
 
 
 def minimum(a, b):
+    """Elementwise minimum (NaN-propagating, as torch's)."""
     return ops.elementwise(Op.MINIMUM, a, b)
 
 
@@ -72,6 +77,7 @@ def cat(tensors, dim=0):
 
 
 def stack(tensors, dim=0):
+    """Join same-shaped tensors along a new dim ``dim``."""
     tensors = list(tensors)
     if not tensors:
         raise DTypeError("stack needs a non-empty sequence of Tensors")

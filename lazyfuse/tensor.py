@@ -31,6 +31,9 @@ def result_tensor(device, node: Node) -> "Tensor":
 
 
 class Tensor:
+    """A lazy, strided view of a device storage: ops record IR and return at once; a host read
+    (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
+    through DLPack (``torch.from_dlpack(t)``, ``lf.from_dlpack(x)``)."""
     __slots__ = ("_storage", "_view", "device", "__weakref__")
     __array_priority__ = 1000
 
@@ -87,6 +90,10 @@ class Tensor:
 
     # -- host reads (each one drains) -------------------------------------------------------------
     def _host_torch(self, reason: str) -> torch.Tensor:
+        return self._device_view(reason).detach().to("cpu", copy=True)
+
+    def _device_view(self, reason: str) -> torch.Tensor:
+        """After a drain, a torch view (no copy) of this tensor's elements in its buffer."""
         self.device.engine.sync(reason)
         st = self._storage
         if st.current.op is Op.ERROR:
@@ -98,8 +105,7 @@ class Tensor:
             raise again from err
         v = self._view
         base = st.buffer.tensor
-        t = base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)
-        return t.detach().to("cpu", copy=True)
+        return base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)
 
     def torch(self) -> torch.Tensor:
         """A new torch tensor on the CPU holding this tensor's value."""
@@ -113,8 +119,18 @@ class Tensor:
         return t.numpy()
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        return a.astype(dtype) if dtype is not None else a
+        """``np.asarray(t)``: a new array; ``copy=False`` shares the memory or raises ValueError."""
+        from .interop import to_numpy
+        return to_numpy(self, dtype, copy)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (``torch.from_dlpack(t)``, ``np.from_dlpack(t)``): drains, then shares the buffer."""
+        from .interop import to_dlpack
+        return to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        from .interop import dlpack_device
+        return dlpack_device(self.device)
 
     def item(self):
         if self.numel() != 1:

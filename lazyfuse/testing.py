@@ -21,6 +21,7 @@ class StatsDelta(Stats):
 
 @contextmanager
 def stats_delta(device=None):
+    """Yield a ``Stats`` filled, when the block exits, with how much each counter changed."""
     dev = get_device(device)
     before = dev.stats.snapshot()
     delta = StatsDelta()

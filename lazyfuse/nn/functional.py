@@ -9,24 +9,29 @@ from ..ir.shapes import normalize_dim
 
 
 def relu(x):
+    """max(x, 0), elementwise (fuses with its neighbours)."""
     return x.relu()
 
 
 def gelu(x, approximate="none"):
+    """GELU as in torch: the exact erf form, or ``approximate="tanh"``."""
     if approximate == "tanh":
         return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
     return x.gelu()
 
 
 def silu(x):
+    """x * sigmoid(x), elementwise."""
     return x.silu()
 
 
 def sigmoid(x):
+    """1 / (1 + exp(-x)), elementwise."""
     return x.sigmoid()
 
 
 def tanh(x):
+    """Hyperbolic tangent, elementwise."""
     return x.tanh()
 
 
@@ -46,6 +51,7 @@ def softmax(x, dim, dtype=None):
 
 
 def log_softmax(x, dim, dtype=None):
+    """x - logsumexp(x) along ``dim``: one row-wise kernel, like softmax."""
     if dtype is not None:
         x = x.to(dtype)
     _float(x, "log_softmax")
@@ -55,6 +61,7 @@ def log_softmax(x, dim, dtype=None):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -75,6 +82,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """torch's rms_norm (``eps`` defaults to the dtype's machine epsilon, as in torch): one row-wise kernel."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -90,6 +98,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 
 def linear(x, weight, bias=None):
+    """x @ weight.T + bias; the bias and any elementwise consumer fuse as the epilogue."""
     out = x @ weight.T
     if bias is not None:
         out = out + bias
@@ -97,11 +106,13 @@ def linear(x, weight, bias=None):
 
 
 def embedding(input, weight):
+    """Rows of ``weight`` picked by the integer tensor ``input`` (a gather)."""
     from ..indexing import index_select
     return index_select(weight, 0, input)
 
 
 def dropout(x, p=0.5, training=False):
+    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest by 1/(1-p)."""
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
     if not training or p == 0.0:
@@ -113,6 +124,7 @@ def dropout(x, p=0.5, training=False):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  causal=None):
+    """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys."""
     if causal is not None:
         is_causal = causal
     d = query.shape[-1]

@@ -45,6 +45,8 @@ class HostGraph:
 
 
 class Device:
+    """Where buffers live and kernels run (``lf.device("cpu" | "cuda:N" | "interpreter")``): its
+    memory pool, backend, engine (the pending queue) and the graph protocol."""
     kind = "?"
     supports_graphs = False
 

@@ -53,6 +53,16 @@ _weakref = weakref.ref
 DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
 
 
+def print_drain(device, plan, build: bool) -> None:
+    """``LAZYFUSE_DEBUG=1``: each drain's path and launches."""
+    from ..explain import describe_plan
+    print(describe_plan(plan, build))
+
+
+# called as drain_hook(device, plan, build) after every drain; ``python -m lazyfuse explain`` sets its own
+drain_hook = print_drain if DEBUG else None
+
+
 class Storage:
     """The memory behind one or more tensors (a base and its views) and its current value.
 
@@ -450,9 +460,8 @@ class Engine:
                 if done >= len(plan.steps) or plan.root_steps[k] < done:
                     s.buffer = buf
                     s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
-        if DEBUG:
-            from ..explain import describe_plan
-            print(describe_plan(plan, build is not None))
+        if drain_hook is not None:
+            drain_hook(self.device, plan, build is not None)
 
     def _capture_cause(self, plan: CompiledPlan, build: bool) -> str:
         if self.executed_keys is None:

@@ -14,6 +14,10 @@ Graph capture (SPEC semantic 5):
 * ``end_capture()`` (also after a failure) returns to normal mode; kept private blocks go back
   to the shared cache. Blocks a Graph still holds stay out of circulation until it dies, so
   work interleaved between replays can never be handed the graph's intermediates.
+
+Memory shared with a peer (``lazyfuse.interop``): a block exported through DLPack or numpy
+leaves the pool for good (``Buffer.export``), and imported memory is an ``ExternalBuffer`` that
+never enters it, so the pool never hands memory a peer can still see to another tensor.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from collections import defaultdict
 from ..errors import CaptureAllocationError
 
 DATA, META, SCRATCH = "data", "meta", "scratch"
+EXPORTED = "exported"   # a block handed to a peer (DLPack, numpy): never kept for reuse
 
 
 def size_class(nbytes: int) -> int:
@@ -77,8 +82,38 @@ class Buffer:
         if pool is not None:
             pool.release(self.block)
 
+    def export(self) -> None:
+        """Hand this memory to a peer (DLPack, numpy): the block leaves the pool for good and is
+        freed by torch when the last view of it dies, so it can never back another tensor while
+        the peer still reads or writes it."""
+        with self.pool.lock:
+            self.block.usage = EXPORTED
+
     def __repr__(self):
         return f"Buffer({self.dtype.name}[{self.numel}] @ {self.ptr:#x})"
+
+
+class ExternalBuffer:
+    """Memory lazyfuse did not allocate (imported through DLPack), bound like a pooled Buffer.
+
+    ``tensor`` is a flat torch view of the producer's memory and keeps it alive; nothing is
+    ever returned to the pool. ``pool`` is the device's pool, from which backends take
+    scratch copies of bound buffers (autotuning)."""
+
+    __slots__ = ("pool", "dtype", "numel", "tensor", "__weakref__")
+
+    def __init__(self, pool, dtype, flat):
+        self.pool = pool
+        self.dtype = dtype
+        self.numel = flat.numel()
+        self.tensor = flat
+
+    @property
+    def ptr(self) -> int:
+        return self.tensor.data_ptr()
+
+    def __repr__(self):
+        return f"ExternalBuffer({self.dtype.name}[{self.numel}] @ {self.ptr:#x})"
 
 
 class MemoryPool:
@@ -129,6 +164,8 @@ class MemoryPool:
     def release(self, block: Block) -> None:
         with self.lock:
             self.live_bytes -= block.nbytes
+            if block.usage is EXPORTED:
+                return
             key = (block.usage, block.nbytes)
             # only what was handed out since prepare() is kept for the capture: a block from
             # before (say, held by a lingering traceback) must not make a capture succeed by luck
