@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .ir.node import Kind, Op
 from .ir.planner import DrainGraph, plan as make_plan
-from .runtime.engine import trace
+from .runtime.engine import matmul_template, trace
 from .tensor import Tensor
 
 COLORS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9",
@@ -96,7 +96,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     device = tensors[0].device
     nodes, _key, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-    planned = make_plan(graph)
+    planned = make_plan(graph, matmul_template=matmul_template(device))
     pos = {id(n): i for i, n in enumerate(nodes)}
     producers = {g.output: g.id for g in planned.groups}
     kernels = []
@@ -104,7 +104,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     for grp in planned.groups:
         out = nodes[grp.output]
         members = sorted(i for i in grp.members if nodes[i].is_pending)
-        if out.kind is Kind.EXTERN:
+        if out.kind is Kind.EXTERN and grp.matmul is None:
             kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
                                       f"library call: torch.{out.op.label}"))
             continue

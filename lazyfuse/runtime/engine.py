@@ -213,7 +213,7 @@ class Engine:
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
         forced = {}
         while True:
-            planned = make_plan(graph, forced)
+            planned = make_plan(graph, forced, matmul_template(self.device))
             try:
                 steps = self._lower(nodes, planned)
                 break
@@ -244,7 +244,7 @@ class Engine:
         steps = []
         for grp in planned.groups:
             out = nodes[grp.output]
-            if out.kind is Kind.EXTERN:
+            if out.kind is Kind.EXTERN and grp.matmul is None:
                 steps.append(self._extern_step(nodes, pos, grp, planned.slots))
                 continue
             low = Lowering(nodes, pos, grp, planned.slots, producers)
@@ -379,6 +379,12 @@ class Engine:
 
     def stop_tracking(self) -> None:
         self.executed_keys = None
+
+
+def matmul_template(device) -> frozenset:
+    """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
+    epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
+    return getattr(device.backend, "matmul_template", frozenset())
 
 
 def _depends_on(node: Node, target: Node) -> bool:

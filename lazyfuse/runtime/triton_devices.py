@@ -145,12 +145,19 @@ def _interpret(run, args, kwargs):
 
 def launch_params(kernel, cfg, interpreted: bool):
     """``(grid, kwargs)`` of a kernel launched with ``cfg`` (launch options on GPUs only)."""
-    kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
-    if kernel.stages:
-        kwargs["BLOCK_R"] = cfg.block_r
+    mm = kernel.matmul
+    if mm is not None:
+        kwargs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "num_warps": cfg.num_warps}
+        tiles = -(-mm.m.extent // cfg.block_m) * -(-mm.n.extent // cfg.block_n)
+        grid = (tiles * (kernel.outer_numel // max(mm.m.extent * mm.n.extent, 1)),)
+    else:
+        kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
+        if kernel.stages:
+            kwargs["BLOCK_R"] = cfg.block_r
+        grid = (-(-kernel.outer_numel // cfg.block),)
     if cfg.num_stages and not interpreted:
         kwargs["num_stages"] = cfg.num_stages
-    return (-(-kernel.outer_numel // cfg.block),), kwargs
+    return grid, kwargs
 
 
 def _synchronized(launch, device):
@@ -171,6 +178,10 @@ class TritonBackend:
     the device and the Triton version) and the winner is bound to the plan's step. Candidates
     that fail to load or to run are skipped."""
 
+    # matmuls of these operand dtypes run as a tiled tl.dot kernel with the elementwise epilogue
+    # inside (the planner's capability flag); others (float64, integers) are a torch call
+    matmul_template = frozenset({"float16", "bfloat16", "float32"})
+
     def __init__(self, interpreted: bool):
         self.interpreted = interpreted
         self.name = "triton-interpreter" if interpreted else "triton"
@@ -182,6 +193,10 @@ class TritonBackend:
 
     def config(self, kernel):
         return default_config(kernel, self.interpreted)
+
+    def preview(self, kernel) -> str:
+        """The Triton source of ``kernel`` with the heuristic config (for ``lf.explain``)."""
+        return print_triton(kernel, self.config(kernel))[1]
 
     def candidates(self, kernel) -> list:
         """The heuristic default first, then (autotuning on) what else to try."""
