@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir.node import Kind, Op
-from .ir.planner import DrainGraph, plan as make_plan
-from .runtime.engine import matmul_template, trace
+from .ir.planner import DrainGraph
+from .runtime.engine import matmul_template, plan_and_lower, trace
 from .tensor import Tensor
 
 COLORS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9",
@@ -96,21 +96,25 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     device = tensors[0].device
     nodes, _key, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-    planned = make_plan(graph, matmul_template=matmul_template(device))
     pos = {id(n): i for i, n in enumerate(nodes)}
-    producers = {g.output: g.id for g in planned.groups}
-    kernels = []
     from .codegen.lower import Lowering
-    for grp in planned.groups:
-        out = nodes[grp.output]
-        members = sorted(i for i in grp.members if nodes[i].is_pending)
-        if out.kind is Kind.EXTERN and grp.matmul is None:
-            kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
-                                      f"library call: torch.{out.op.label}"))
-            continue
-        kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
-        kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
-                                  device.backend.preview(kernel)))
+
+    def lower(planned) -> list:
+        producers = {g.output: g.id for g in planned.groups}
+        kernels = []
+        for grp in planned.groups:
+            out = nodes[grp.output]
+            members = sorted(i for i in grp.members if nodes[i].is_pending)
+            if out.kind is Kind.EXTERN and grp.matmul is None:
+                kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
+                                          f"library call: torch.{out.op.label}"))
+                continue
+            kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
+            kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
+                                      device.backend.preview(kernel)))
+        return kernels
+
+    _, kernels = plan_and_lower(graph, matmul_template(device), lower)
     return Explanation(nodes, kernels, [r for r, _ in targets])
 
 

@@ -155,7 +155,8 @@ class Lowering:
 
     def matmul_value(self, i, idx):
         """The product of a matmul-template kernel, which the planner placed at the group's
-        output index; its operands are materialized, so each is a strided load."""
+        output index. Each operand must be one strided load (a same-dtype copy of a view is
+        one too); any other operand is materialized first."""
         n = self.nodes[i]
         if self.group.matmul != i or idx != self.out_index:
             raise Unfusable(i, "matmul read at another index than the one its tile computes")
@@ -163,11 +164,19 @@ class Lowering:
             m, nv = self.outer[-2], self.outer[-1]
             k = Var("kk", self.nodes[self.pos[id(n.srcs[0])]].shape[-1])
             batch = idx[:-2]
-            a = self.ev(self.pos[id(n.srcs[0])], batch + (idx[-2], Affine.var(k)))
-            b = self.ev(self.pos[id(n.srcs[1])], batch + (Affine.var(k), idx[-1]))
-            assert isinstance(a, Load) and isinstance(b, Load), "matmul operands are materialized by the planner"
+            a = self.operand(n.srcs[0], batch + (idx[-2], Affine.var(k)))
+            b = self.operand(n.srcs[1], batch + (Affine.var(k), idx[-1]))
             self.matmul = Matmul(a.arg, a.index, b.arg, b.index, m, nv, k, a.dtype)
         return MatmulValue(n.dtype)
+
+    def operand(self, src, idx) -> Load:
+        e = self.ev(self.pos[id(src)], idx)
+        while isinstance(e, Apply) and e.op is Op.CAST and e.srcs[0].dtype is e.dtype:
+            e = e.srcs[0]
+        if not isinstance(e, Load):
+            base = src.srcs[0] if src.kind is Kind.VIEW else src
+            raise Unfusable(self.pos[id(base)], "matmul operand")
+        return e
 
     def kernel(self, name: str):
         g = self.group

@@ -103,14 +103,15 @@ def _forced_materializations(g: DrainGraph, matmul_template=frozenset()) -> dict
             j = g_pos(g)[id(old)]
             if old.is_pending:
                 must.setdefault(j, "old version of a buffer written in place")
-        elif n.kind is Kind.EXTERN:
-            templated = _templated(n, matmul_template)
-            if not templated:
-                must.setdefault(i, f"library call ({n.op.label})")
+        elif n.kind is Kind.EXTERN and not _templated(n, matmul_template):
+            # a template kernel loads its operands through any view, and a copy that only
+            # rearranges them (a reshape of a transpose) is index arithmetic there too; anything
+            # else it cannot tile is materialized when the lowering says so (``Unfusable``)
+            must.setdefault(i, f"library call ({n.op.label})")
             for s in n.srcs:
                 base = s.srcs[0] if s.kind is Kind.VIEW else s
                 if base.is_pending:
-                    must.setdefault(g_pos(g)[id(base)], "matmul operand" if templated else "input of a library call")
+                    must.setdefault(g_pos(g)[id(base)], "input of a library call")
     return must
 
 
@@ -164,7 +165,7 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
                 new_group(i, "reduction read other than elementwise", (n.srcs[0].shape, n.arg))
                 continue
             grp.reduce = (n.srcs[0].shape, n.arg)
-        elif nodes[grp.output].kind is Kind.EXTERN:
+        elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
         elif n.op is not Op.CAST and _broadcast_read(nodes, cons, i, grp):

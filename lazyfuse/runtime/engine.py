@@ -132,6 +132,7 @@ class Engine:
             raise CaptureError(f"cannot read device data during capture ({reason}): the value would be "
                                "baked in; read it after the capture, or from Graph.output after replay()")
         self._drain()
+        self.device.raise_deferred_errors()
 
     def drain_for_capture(self) -> None:
         self._drain()
@@ -193,7 +194,7 @@ class Engine:
             plan = self._build(key, nodes, targets)
         else:
             self.plans.move_to_end(key)
-        self._execute(plan, roots, leaves, scalars, build)
+        self._execute(plan, roots, leaves, scalars, build, nodes)
         # success: the queue is consumed (on failure it stays, so nothing live is lost)
         self.pending.clear()
         self.pending_ops = 0
@@ -209,18 +210,8 @@ class Engine:
 
     # -- build path ------------------------------------------------------------------------------
     def _build(self, key, nodes, targets) -> CompiledPlan:
-        from ..codegen.lower import Unfusable
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-        forced = {}
-        while True:
-            planned = make_plan(graph, forced, matmul_template(self.device))
-            try:
-                steps = self._lower(nodes, planned)
-                break
-            except Unfusable as u:
-                if u.node in forced:
-                    raise
-                forced[u.node] = u.reason
+        planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
         temps = [None] * planned.n_temps
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
@@ -273,7 +264,7 @@ class Engine:
                     (tuple(views), out.shape, base_shapes, out.arg), group=grp)
 
     # -- execution ---------------------------------------------------------------------------------
-    def _execute(self, plan: CompiledPlan, roots, leaves, scalars, build: bool) -> None:
+    def _execute(self, plan: CompiledPlan, roots, leaves, scalars, build: bool, nodes) -> None:
         device = self.device
         pool = self.pool
         cause = lambda: self._capture_cause(plan, build)  # noqa: E731 (only built on failure)
@@ -315,8 +306,10 @@ class Engine:
                 self.stats.kernels_launched += 1
                 done += 1
         except Exception as e:
-            # only what needed the failed launch is lost; the rest stays pending for the next drain
-            failed = plan.graph.nodes[plan.steps[done].group.output]
+            # only what needed the failed launch is lost; the rest stays pending for the next drain.
+            # ``nodes`` is this drain's trace: a cached plan's own graph holds the nodes of the
+            # drain that built it (same positions, other objects)
+            failed = nodes[plan.steps[done].group.output]
             for k, s in enumerate(roots):
                 if plan.root_steps[k] >= done and _depends_on(s.current, failed):
                     self.poison(s, e)
@@ -379,6 +372,21 @@ class Engine:
 
     def stop_tracking(self) -> None:
         self.executed_keys = None
+
+
+def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
+    """``(plan, lower(plan))``, re-planned with a node materialized each time the lowering
+    finds one it cannot inline (``Unfusable``)."""
+    from ..codegen.lower import Unfusable
+    forced = {}
+    while True:
+        planned = make_plan(graph, forced, template)
+        try:
+            return planned, lower(planned)
+        except Unfusable as u:
+            if u.node in forced:
+                raise
+            forced[u.node] = u.reason
 
 
 def matmul_template(device) -> frozenset:
