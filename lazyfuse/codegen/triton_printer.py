@@ -590,8 +590,8 @@ class TritonPrinter:
                  "    zero = rm * 0 + rn * 0"]
         lines += _unravel("bflat", batch, "    ")
         ka, kb = Var("ka", mm.k.extent), Var("kb", mm.k.extent)
-        a_index = tl_index(ix.substitute(mm.a_index, {mm.k: Affine.var(ka)}))
-        b_index = tl_index(ix.substitute(mm.b_index, {mm.k: Affine.var(kb)}))
+        a_index = _tile_pointer(ix.substitute(mm.a_index, {mm.k: Affine.var(ka)}), (mm.m, ka), "rm", "ka")
+        b_index = _tile_pointer(ix.substitute(mm.b_index, {mm.k: Affine.var(kb)}), (kb, mm.n), "kb", "rn")
         acc_t = "tl.float64" if mm.dtype.name == "float64" else "tl.float32"
         half = mm.dtype.name in ("float16", "bfloat16")
         precision = "" if half and not self.cfg.upcast else ', input_precision="ieee"'
@@ -699,6 +699,15 @@ class TritonPrinter:
             return lines + [f"{ind}acc{j} = m{j}"]
         hit = f"({vals} == m{j}) | (({vals} != {vals}) & (m{j} != m{j}))" if fl else f"{vals} == m{j}"
         return lines + [f"{ind}acc{j} = tl.reduce(tl.where({hit}, {idxs}, {EMPTY}), 1, lf_minnum)[:, None]"]
+
+
+def _tile_pointer(index: Affine, dims, row: str, col: str) -> str:
+    """An operand tile's offsets: a pointer block must have the mask's 2-D shape even when the
+    index misses a dim (an extent-1 m, n or k)."""
+    text = tl_index(index)
+    if all(d in index.vars() for d in dims):
+        return text
+    return f"({text} + {row} * 0 + {col} * 0)"
 
 
 def _acc_type(st) -> str:

@@ -1,0 +1,130 @@
+"""Whole programs on the Triton devices (issue #4): the matmul template with its fused epilogue,
+differential tests of every op on the ``interpreter`` (few hypothesis examples: it is slow),
+and kernel counts pinned as regression tests. The cuda tests run the same checks where torch
+sees a GPU.
+
+On a Triton device every float16/bfloat16/float32 matmul is a template kernel, so
+linear+bias+gelu is 1 kernel at every size: small ones are fused reductions (below
+LAZYFUSE_INLINE_MATMUL), larger ones one tiled ``tl.dot`` kernel with bias and gelu inside.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lazyfuse as lf
+from lazyfuse.codegen.triton_printer import MatmulConfig, candidate_configs
+from programs_cases import inline_matmul_threshold
+from test_programs import DTYPES, PATHS, differential, kernels, lf_inputs, linear_bias_gelu
+
+import examples.transformer_block as tb
+
+F = lf.nn.functional
+TRITON_DEVICES = ["interpreter", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the cuda device needs a GPU"))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name,path", PATHS)
+@settings(max_examples=2, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(1, 12), seed=st.integers(0, 2 ** 16))
+def test_program_matches_torch_on_the_interpreter(name, path, dtype, m, n, k, seed):
+    differential("interpreter", name, path, dtype, m, n, k, seed)
+
+
+def _explained(y):
+    return lf.explain(y).kernels
+
+
+@pytest.mark.parametrize("device", TRITON_DEVICES)
+@pytest.mark.parametrize("size", ["inline", "template_patched", "template_default"])
+def test_linear_bias_gelu_is_one_kernel_at_every_size(device, size):
+    # inline: 16x32 @ 32x24 (a fused reduction); template_patched: 64x96 @ 96x80 with every matmul
+    # on the template; template_default: 128x96 @ 96x96, above the default inline threshold
+    m, k, n = {"inline": (16, 32, 24), "template_patched": (64, 96, 80), "template_default": (128, 96, 96)}[size]
+    x, w, b = lf_inputs(device, (m, k), (n, k), (n,))
+    with inline_matmul_threshold(0 if size == "template_patched" else lf.ops.INLINE_MATMUL):
+        assert kernels(device, linear_bias_gelu, x, w, b) == 1
+        y = linear_bias_gelu(x, w, b)
+        info = _explained(y)
+    assert [k.kind for k in info] == (["reduce"] if size == "inline" else ["matmul"])
+    if size != "inline":
+        assert "tl.dot(" in info[0].source and "lf_gelu(" in info[0].source   # the epilogue is inside
+    ref = torch.nn.functional.gelu(torch.nn.functional.linear(x.torch().double(), w.torch().double(),
+                                                              b.torch().double()))
+    torch.testing.assert_close(y.torch().double(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", TRITON_DEVICES)
+def test_batched_broadcast_matmul_with_scale_residual_and_cast_is_one_kernel(device):
+    a, b, r = lf_inputs(device, (2, 1, 24, 40), (3, 40, 20), (3, 24, 20))
+    program = lambda a, b, r: ((a @ b) * 0.5 + r).tanh().to(lf.bfloat16)   # noqa: E731
+    with inline_matmul_threshold(0):
+        assert kernels(device, program, a, b, r) == 1
+        got = program(a, b, r).torch()
+    ref = ((a.torch().double() @ b.torch().double()) * 0.5 + r.torch().double()).tanh()
+    assert got.dtype == torch.bfloat16 and got.shape == (2, 3, 24, 20)
+    torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("device", TRITON_DEVICES)
+def test_float64_matmul_is_a_library_call_plus_its_epilogue(device):
+    # the template takes 16- and 32-bit floats; float64 products go to torch, the epilogue is one kernel
+    x, w = (t.to(lf.float64) for t in lf_inputs(device, (8, 6), (6, 5)))
+    with inline_matmul_threshold(0):
+        assert kernels(device, lambda x, w: (x @ w).relu(), x, w) == 2
+        got = (x @ w).relu().torch()
+    torch.testing.assert_close(got, (x.torch() @ w.torch()).relu())
+
+
+def test_softmax_and_layer_norm_are_one_kernel_each_on_the_interpreter():
+    x, w, b = lf_inputs("interpreter", (16, 48), (48,), (48,))
+    assert kernels("interpreter", lambda t: F.softmax(t, -1), x) == 1
+    assert kernels("interpreter", lambda t: F.layer_norm(t, (48,), w, b), x) == 1
+
+
+TRANSFORMER_BLOCK_KERNELS = 12   # batch 1 x 16 tokens x 32 wide, 4 heads: inline matmuls or the template
+
+
+@pytest.mark.parametrize("threshold", ["inline", "template"])
+def test_transformer_block_kernel_count_does_not_grow_on_the_interpreter(threshold):
+    # template: layer_norm, q, k, v, scores, the causal mask, softmax, attn @ v, wo + residual,
+    # layer_norm, w1 + gelu, w2 + residual
+    p = tb.make_weights(32)
+    x = lf.tensor(torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(1)), device="interpreter")
+    params = {k: lf.tensor(v, device="interpreter") for k, v in p.items()}
+    with inline_matmul_threshold(0 if threshold == "template" else lf.ops.INLINE_MATMUL):
+        assert kernels("interpreter", tb.block_lf, x, params, 4) <= TRANSFORMER_BLOCK_KERNELS
+        got = tb.block_lf(x, params, 4).torch()
+    ref = tb.block_torch(x.torch().double(), {k: v.double() for k, v in p.items()}, 4)
+    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_interpreter_tunes_the_template_over_a_small_candidate_list(monkeypatch):
+    x, w, b = lf_inputs("interpreter", (40, 72), (48, 72), (48,))
+    with inline_matmul_threshold(0):
+        y = linear_bias_gelu(x, w, b)
+        kernel_info = _explained(y)[0]
+        monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+        got = y.torch()
+    assert kernel_info.kind == "matmul"
+    ref = torch.nn.functional.gelu(torch.nn.functional.linear(x.torch().double(), w.torch().double(),
+                                                              b.torch().double()))
+    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_template_candidates_are_few_on_the_interpreter_and_clamped_to_the_problem():
+    from lazyfuse.codegen.kernel import Kernel, Matmul, Var
+    from lazyfuse.codegen.index import Affine
+    from lazyfuse.ir.dtypes import float32
+    m, n, k = Var("p0", 40), Var("p1", 20), Var("kk", 300)
+    mm = Matmul(0, Affine.var(m).scale(300) + Affine.var(k), 1, Affine.var(k).scale(20) + Affine.var(n), m, n, k,
+                float32)
+    kernel = Kernel("k", (m, n), (), (), (), (), (), (), mm)
+    interp = candidate_configs(kernel, interpreter=True)
+    assert all(isinstance(c, MatmulConfig) for c in interp) and len(interp) == 2
+    assert interp[0] == MatmulConfig(64, 32, 128, 1, 0, True)     # whole m and n in one tile, k in slices
+    gpu = candidate_configs(kernel, interpreter=False)
+    assert 2 < len(gpu) <= 6 and all(c.block_m <= 64 and c.block_n == 32 and c.block_k >= 16 for c in gpu)
+    assert not any(c.upcast for c in gpu)
