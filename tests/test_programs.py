@@ -27,20 +27,20 @@ DTYPES = [torch.float32, torch.bfloat16]
 PATHS = [(name, path) for name in CASES for path in (("inline", "matmul") if name in MATMUL_CASES else ("-",))]
 
 
-def differential(device, name, path, dtype, m, n, k, seed):
-    if path == "matmul":
-        with inline_matmul_threshold(0):
+def differential_test(device: str, max_examples: int):
+    """The randomised differential test of every case on ``device`` (path "matmul": every
+    matmul above the inline threshold, so the template / BLAS path is taken at test sizes)."""
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    @pytest.mark.parametrize("name,path", PATHS)
+    @settings(max_examples=max_examples, deadline=None)
+    @given(m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(1, 12), seed=st.integers(0, 2 ** 16))
+    def test(name, path, dtype, m, n, k, seed):
+        with inline_matmul_threshold(0 if path == "matmul" else lf.ops.INLINE_MATMUL):
             run_case(device, name, dtype, m, n, k, seed)
-    else:
-        run_case(device, name, dtype, m, n, k, seed)
+    return test
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name,path", PATHS)
-@settings(max_examples=3, deadline=None)
-@given(m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(1, 12), seed=st.integers(0, 2 ** 16))
-def test_program_matches_torch_on_cpu(name, path, dtype, m, n, k, seed):
-    differential("cpu", name, path, dtype, m, n, k, seed)
+test_program_matches_torch_on_cpu = differential_test("cpu", max_examples=2)
 
 
 # -- kernel counts (regression tests: each fails if the count grows) -------------------------------

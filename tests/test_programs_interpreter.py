@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
 import lazyfuse as lf
 from lazyfuse.codegen.triton_printer import MatmulConfig, candidate_configs
 from programs_cases import inline_matmul_threshold
-from test_programs import DTYPES, PATHS, differential, kernels, lf_inputs, linear_bias_gelu
+from test_programs import differential_test, kernels, lf_inputs, linear_bias_gelu
 
 import examples.transformer_block as tb
 
@@ -25,12 +23,7 @@ TRITON_DEVICES = ["interpreter", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="the cuda device needs a GPU"))]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name,path", PATHS)
-@settings(max_examples=2, deadline=None)
-@given(m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(1, 12), seed=st.integers(0, 2 ** 16))
-def test_program_matches_torch_on_the_interpreter(name, path, dtype, m, n, k, seed):
-    differential("interpreter", name, path, dtype, m, n, k, seed)
+test_program_matches_torch_on_the_interpreter = differential_test("interpreter", max_examples=1)
 
 
 def _explained(y):
@@ -101,14 +94,18 @@ def test_transformer_block_kernel_count_does_not_grow_on_the_interpreter(thresho
     torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
 
 
-def test_the_interpreter_tunes_the_template_over_a_small_candidate_list(monkeypatch):
-    x, w, b = lf_inputs("interpreter", (40, 72), (48, 72), (48,))
-    with inline_matmul_threshold(0):
+def test_the_interpreter_tunes_the_template_over_a_small_candidate_list(monkeypatch, tmp_path):
+    dev = lf.device("interpreter")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setattr(dev.backend, "_tuners", {})               # a fresh tuner...
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))      # ...with no cached choice
+    x, w, b = lf_inputs(dev, (40, 72), (48, 72), (48,))
+    with inline_matmul_threshold(0), lf.testing.stats_delta(dev) as d:
         y = linear_bias_gelu(x, w, b)
-        kernel_info = _explained(y)[0]
-        monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+        assert _explained(y)[0].kind == "matmul"
         got = y.torch()
-    assert kernel_info.kind == "matmul"
+    assert d.autotune_runs == 1 and d.kernels_launched == 1
+    assert len(list((tmp_path / "autotune").glob("*.json"))) == 1      # the choice is kept on disk
     ref = torch.nn.functional.gelu(torch.nn.functional.linear(x.torch().double(), w.torch().double(),
                                                               b.torch().double()))
     torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
