@@ -103,9 +103,8 @@ CASES = {
               lambda g, m, n, k: [_randn(g, m, n), _randn(g, 1, n)]),
     "dropout_eval": (lambda lib, x: _nn(lib).dropout(x, 0.4, training=False) + 1,
                      lambda g, m, n, k: [_randn(g, m, n)]),
-    # query and key lengths are equal: with S != L torch aligns the causal mask top-left, lazyfuse
-    # bottom-right (a decode step attends to the whole cache)
-    "sdpa_causal": (_sdpa, lambda g, m, n, k: [_randn(g, 2, m, k), _randn(g, 2, m, k), _randn(g, 2, m, n)]),
+    # the key length is at least the query length (a query row with no visible key is NaN in both)
+    "sdpa_causal": (_sdpa, lambda g, m, n, k: [_randn(g, 2, m, k), _randn(g, 2, m + n - 1, k), _randn(g, 2, m + n - 1, n)]),
     "copy_into_view": (_copy_into_view, lambda g, m, n, k: [_randn(g, max(m, 3), n),
                                                              _randn(g, 2, (n + 1) // 2)]),
 }

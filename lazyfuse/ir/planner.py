@@ -61,10 +61,6 @@ class Group:
     matmul: int | None = None           # the matmul node a matmul-template kernel computes
     inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
 
-    @property
-    def is_extern(self) -> bool:
-        return False
-
 
 @dataclass
 class Plan:
