@@ -125,3 +125,31 @@ def test_template_candidates_are_few_on_the_interpreter_and_clamped_to_the_probl
     gpu = candidate_configs(kernel, interpreter=False)
     assert 2 < len(gpu) <= 6 and all(c.block_m <= 64 and c.block_n == 32 and c.block_k >= 16 for c in gpu)
     assert not any(c.upcast for c in gpu)
+
+
+def _matmul_edge_programs(lib, x, w, z):
+    """Matmuls whose results are read in ways an epilogue cannot take: the planner must give
+    them their own kernel (or materialize an operand) and still compute torch's values."""
+    m = x @ w
+    zz = z * 1
+    zz[1:7].copy_((x @ w).exp())                      # into a view of a live tensor
+    mm = x @ w
+    return {"two_consumers": (m.relu(), m.sigmoid()),
+            "transposed_epilogue": ((x @ w).T + 1,),
+            "self_transpose": ((x @ w) + (x @ w).T,),
+            "copy_into_view": (zz,),
+            "reduction_after": ((mm + 1).sum(-1), mm.amax(0)),
+            "chain": ((x @ w) @ w.T @ w,),
+            "vector_operands": ((x @ w[:, 0]).tanh(), w[:, 0] @ x.T)}
+
+
+@pytest.mark.parametrize("device", ["interpreter", "cpu"])
+def test_matmuls_read_other_than_by_an_epilogue_still_match_torch(device):
+    g = torch.Generator().manual_seed(0)
+    inputs = torch.randn(6, 5, generator=g), torch.randn(5, 6, generator=g), torch.randn(8, 6, generator=g)
+    with inline_matmul_threshold(0):
+        got = _matmul_edge_programs(lf, *[lf.tensor(t, device=device) for t in inputs])
+        ref = _matmul_edge_programs(torch, *[t.double() for t in inputs])
+        for name, values in got.items():
+            for g_, r in zip(values, ref[name]):
+                torch.testing.assert_close(g_.torch().double(), r, rtol=1e-4, atol=1e-4, msg=name)
