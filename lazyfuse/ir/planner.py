@@ -16,8 +16,10 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
   takes, a capability the runtime passes in; this module knows no device) a matmul is not a
   library call but a kernel whose epilogue is the elementwise chain consuming it (bias,
   activation, residual, scale, cast): it joins its consumer's pointwise kernel when that
-  kernel reads it at its own output index. Elsewhere it is a library call and its
-  elementwise consumers form the next kernel. Its operands are materialized either way.
+  kernel reads it at its own output index (tests/test_programs*.py). Elsewhere it is a
+  library call whose operands are materialized and whose elementwise consumers form the next
+  kernel. A template reads its operands through views (a copy that only rearranges a buffer
+  is index arithmetic too); an operand it cannot load is materialized on the lowering's word.
 * In-place writes follow program order: a kernel that reads a buffer's old version runs
   before the kernel that overwrites it (write-after-read edges), and a kernel never reads
   a buffer it writes except at the very index it writes. When a rule would form a cycle
