@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .ir.node import Kind, Op
-from .ir.planner import DrainGraph, plan as make_plan
-from .runtime.engine import trace
+from .ir.planner import DrainGraph
+from .runtime.engine import matmul_template, plan_and_lower, trace
 from .tensor import Tensor
 
 COLORS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9",
@@ -144,21 +144,25 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     device = tensors[0].device
     nodes, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-    planned = make_plan(graph)
     pos = {id(n): i for i, n in enumerate(nodes)}
-    producers = {g.output: g.id for g in planned.groups}
-    kernels = []
     from .codegen.lower import Lowering
-    for grp in planned.groups:
-        out = nodes[grp.output]
-        members = sorted(i for i in grp.members if nodes[i].is_pending)
-        if out.kind is Kind.EXTERN:
-            kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
-                                      _library_source(out.op.label)))
-            continue
-        kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
-        kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
-                                  device.backend.preview(kernel)))
+
+    def lower(planned) -> list:
+        producers = {g.output: g.id for g in planned.groups}
+        kernels = []
+        for grp in planned.groups:
+            out = nodes[grp.output]
+            members = sorted(i for i in grp.members if nodes[i].is_pending)
+            if out.kind is Kind.EXTERN and grp.matmul is None:
+                kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
+                                          _library_source(out.op.label)))
+                continue
+            kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
+            kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
+                                      device.backend.preview(kernel)))
+        return kernels
+
+    _, kernels = plan_and_lower(graph, matmul_template(device), lower)
     return Explanation(nodes, kernels, [r for r, _ in targets])
 
 

@@ -41,6 +41,11 @@ def signature(kernel: Kernel) -> str:
              ",".join(str(size_class(v.extent)) for v in kernel.inner),
              ",".join(f"{s.op.label}:{s.value.dtype.name}" for s in kernel.stages),
              ",".join(a.dtype.name + ("w" if a.written else "") for a in kernel.args)]
+    mm = kernel.matmul
+    if mm is not None:
+        # the operands' layouts (transposed or not) and dtype change the best tile
+        parts.append(f"mm{size_class(mm.k.extent)}:{mm.dtype.name}:" + ",".join(
+            str(min(abs(a.coeff(v)), 2)) for a in (mm.a_index, mm.b_index) for v in (mm.m, mm.n, mm.k)))
     last = [v for v in (kernel.outer[-1:] + kernel.inner[-1:])]
     for e in walk(values):
         if isinstance(e, Load):

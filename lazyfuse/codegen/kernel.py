@@ -3,7 +3,9 @@
 A ``Kernel`` is a loop nest over ``outer`` variables (parallel) and, for kernels with
 reductions, ``inner`` variables (the reduced extent). Its values form a DAG of ``Expr``
 nodes: loads through affine indices, runtime scalars, elementwise ops (the IR's ``Op``),
-random numbers, and ``Acc`` — the result of one reduction ``Stage``. Stages run in order
+random numbers, and ``Acc`` — the result of one reduction ``Stage``. A matmul-template kernel
+(``matmul`` set, Triton devices only) computes one tiled ``a @ b`` per output tile and runs
+its ``stores`` as the fused epilogue, reading the product as ``MatmulValue``. Stages run in order
 for each outer index (a later stage may read an earlier one's result: variance reads the
 mean); ``stores`` then write outer-context values. Nothing here knows about devices.
 """
@@ -58,6 +60,13 @@ class Apply(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class MatmulValue(Expr):
+    """The matmul result of a matmul-template kernel at the kernel's output index (its
+    epilogue reads it like any value)."""
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
 class Acc(Expr):
     stage: int
     dtype: DType
@@ -79,6 +88,23 @@ class Store:
 
 
 @dataclass(frozen=True)
+class Matmul:
+    """The tiled ``a @ b`` of a matmul-template kernel. The kernel's outer loops are the
+    output's (batch..., m, n); ``k`` is the contraction. ``a_index`` addresses ``a`` over
+    (batch, m, k), ``b_index`` addresses ``b`` over (batch, k, n): any strides, broadcast batch
+    dims included (stride 0). ``dtype`` is the operands' dtype; products accumulate in float32
+    (float64 for float64 operands)."""
+    a_arg: int
+    a_index: Affine
+    b_arg: int
+    b_index: Affine
+    m: Var
+    n: Var
+    k: Var
+    dtype: DType
+
+
+@dataclass(frozen=True)
 class KernelArg:
     dtype: DType
     written: bool
@@ -96,6 +122,7 @@ class Kernel:
     # row-wise kernels (softmax, layer_norm): stores run over the inner extent again, after
     # every stage, reading the stages' results (the reduced values broadcast along the row)
     inner_stores: tuple = ()
+    matmul: Matmul | None = None   # a matmul template kernel: ``stores`` are its epilogue
 
     @property
     def outer_numel(self) -> int:
@@ -113,6 +140,8 @@ class Kernel:
 
     @property
     def kind(self) -> str:
+        if self.matmul is not None:
+            return "matmul"
         return "reduce" if self.stages else "pointwise"
 
 
@@ -152,6 +181,8 @@ def affines(kernel: Kernel) -> list:
     """Every index expression of the kernel (for loop merging and hazard checks)."""
     out = [s.index for s in kernel.stores + kernel.inner_stores]
     out += [st.arg_index for st in kernel.stages if st.arg_index is not None]
+    if kernel.matmul is not None:
+        out += [kernel.matmul.a_index, kernel.matmul.b_index]
     for e in walk([s.value for s in kernel.stores + kernel.inner_stores] + [st.value for st in kernel.stages]):
         if isinstance(e, (Load, IndexValue, Random)):
             out.append(e.index)
@@ -162,5 +193,5 @@ def var_list(kernel: Kernel) -> tuple:
     return tuple(kernel.outer) + tuple(kernel.inner)
 
 
-__all__ = ["Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "Acc", "Stage", "Store", "KernelArg",
-           "Kernel", "Var", "Affine", "walk", "children", "affines", "var_list"]
+__all__ = ["Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "MatmulValue", "Acc", "Stage", "Store",
+           "Matmul", "KernelArg", "Kernel", "Var", "Affine", "walk", "children", "affines", "var_list"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..ir.node import Kind, Op
 from ..ir.shapes import contiguous_strides
 from . import index as ix
-from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Random, Scalar, Stage, Store, Var)
+from .kernel import (Acc, Affine, Apply, IndexValue, Kernel, KernelArg, Load, Matmul, MatmulValue, Random, Scalar,
+                     Stage, Store, Var)
 
 
 class Unfusable(Exception):
@@ -37,6 +38,7 @@ class Lowering:
         self.memo: dict = {}
         self.stages: list = []
         self.stage_of: dict = {}
+        self.matmul: Matmul | None = None
         out = nodes[group.output]
         self.space = out.arg.shape if out.kind is Kind.WRITE else out.shape
         self.inner: tuple = ()
@@ -99,6 +101,8 @@ class Lowering:
             return self.scalar(i)
         if self.in_memory(i):
             return self.load_flat(i, ix.linear(idx, contiguous_strides(n.shape)))
+        if n.op is Op.MATMUL:
+            return self.matmul_value(i, idx)
         flat = None
         if n.kind is Kind.VIEW:
             flat = ix.linear(idx, n.arg.strides, n.arg.offset)
@@ -149,6 +153,31 @@ class Lowering:
             stage = self.stage_of[i] = len(self.stages) - 1
         return Acc(stage, n.dtype)
 
+    def matmul_value(self, i, idx):
+        """The product of a matmul-template kernel, which the planner placed at the group's
+        output index. Each operand must be one strided load (a same-dtype copy of a view is
+        one too); any other operand is materialized first."""
+        n = self.nodes[i]
+        if self.group.matmul != i or idx != self.out_index:
+            raise Unfusable(i, "matmul read at another index than the one its tile computes")
+        if self.matmul is None:
+            m, nv = self.outer[-2], self.outer[-1]
+            k = Var("kk", self.nodes[self.pos[id(n.srcs[0])]].shape[-1])
+            batch = idx[:-2]
+            a = self.operand(n.srcs[0], batch + (idx[-2], Affine.var(k)))
+            b = self.operand(n.srcs[1], batch + (Affine.var(k), idx[-1]))
+            self.matmul = Matmul(a.arg, a.index, b.arg, b.index, m, nv, k, a.dtype)
+        return MatmulValue(n.dtype)
+
+    def operand(self, src, idx) -> Load:
+        e = self.ev(self.pos[id(src)], idx)
+        while isinstance(e, Apply) and e.op is Op.CAST and e.srcs[0].dtype is e.dtype:
+            e = e.srcs[0]
+        if not isinstance(e, Load):
+            base = src.srcs[0] if src.kind is Kind.VIEW else src
+            raise Unfusable(self.pos[id(base)], "matmul operand")
+        return e
+
     def kernel(self, name: str):
         g = self.group
         out = self.nodes[g.output]
@@ -165,8 +194,9 @@ class Lowering:
         stores, inner_stores = ((), (store,)) if self.row else ((store,), ())
         k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
-                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores)
-        return coalesce(k)
+                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul)
+        # a matmul tile needs its (batch, m, n) loops as they are: merging them would hide m and n
+        return k if self.matmul is not None else coalesce(k)
 
 
 # -- loop merging ------------------------------------------------------------------------------

@@ -19,6 +19,12 @@ Layout of a generated kernel ``lf_<hash>(a0, a1, ..., meta, BLOCK[, BLOCK_R])``:
   Cross-lane combines are plain sum/max/min reductions with NaN and argmax positions handled
   around them (see ``_finish``), which Triton's interpreter runs with numpy.
 
+* **matmul template** (``kernel.matmul``): each program computes one ``[BLOCK_M, BLOCK_N]``
+  output tile of one batch entry with ``tl.dot`` over ``BLOCK_K`` slices of the contraction
+  (operands addressed by their affine indices: any strides, broadcast batch dims), accumulating
+  in float32 (tf32 off: ``input_precision="ieee"``, so float32 results match torch's), then runs
+  the kernel's stores on the tile -- the fused epilogue, printed like a pointwise block.
+
 Runtime scalars are read from the launch-metadata buffer (``tl.load(meta + k)``, float scalars
 bit-cast from int64 to float64), so a cached kernel serves every scalar value.
 
@@ -38,8 +44,9 @@ import hashlib
 from dataclasses import dataclass
 
 from ..ir.node import Op
-from .index import Affine, render
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, affines
+from . import index as ix
+from .index import Affine, Var, render
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -236,6 +243,45 @@ class TritonConfig:
         return kernel.inner_numel <= self.block_r
 
 
+@dataclass(frozen=True)
+class MatmulConfig:
+    """What autotuning may change in a matmul-template kernel: the output tile, the
+    contraction slice, and the launch options (GPUs only). ``upcast``: multiply float32 copies
+    of float16/bfloat16 tiles (the interpreter's ``tl.dot`` mishandles bfloat16, numpy having
+    none; products of 16-bit floats are exact in float32, so only the summation order differs)."""
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 32
+    num_warps: int = 4
+    num_stages: int = 0
+    upcast: bool = False
+
+    def label(self) -> str:
+        s = f",num_stages={self.num_stages}" if self.num_stages else ""
+        return f"mm={self.block_m}x{self.block_n}x{self.block_k},num_warps={self.num_warps}{s}"
+
+
+MATMUL_MIN_BLOCK = 16   # tl.dot's smallest tile side
+# (block_m, block_n, block_k, num_warps, num_stages): a short list of the usual good GPU tiles
+MATMUL_GPU_TILES = ((64, 64, 32, 4, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (128, 128, 32, 8, 3),
+                    (128, 128, 64, 8, 3), (32, 64, 32, 4, 4))
+
+
+def _matmul_config(kernel: Kernel, bm, bn, bk, warps, stages, upcast=False) -> MatmulConfig:
+    """A tile clamped to the problem (no side wider than its padded extent, none below 16)."""
+    mm = kernel.matmul
+    fit = lambda b, v: max(MATMUL_MIN_BLOCK, min(b, _pow2(v.extent)))  # noqa: E731
+    return MatmulConfig(fit(bm, mm.m), fit(bn, mm.n), fit(bk, mm.k), warps, stages, upcast)
+
+
+def _matmul_candidates(kernel: Kernel, interpreter: bool) -> list:
+    """The interpreter runs each program as numpy calls, so it wants few, large tiles: the whole
+    problem in one tile up to 128 a side by default, and one smaller variant to try."""
+    if interpreter:
+        return [_matmul_config(kernel, 128, 128, 128, 1, 0, True), _matmul_config(kernel, 64, 64, 32, 1, 0, True)]
+    return [_matmul_config(kernel, *t) for t in MATMUL_GPU_TILES]
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (max(n, 1) - 1).bit_length())
 
@@ -243,6 +289,8 @@ def _pow2(n: int) -> int:
 def default_config(kernel: Kernel, interpreter: bool = False) -> TritonConfig:
     """A simple heuristic. The interpreter runs each program as a Python call over numpy
     arrays, so it wants few, large programs; a GPU wants ~1-4K elements per program."""
+    if kernel.matmul is not None:
+        return _matmul_candidates(kernel, interpreter)[0]
     tile = 1 << 14 if interpreter else 4096
     if not kernel.stages:
         block = min(_pow2(kernel.outer_numel), tile if interpreter else 1024)
@@ -272,9 +320,11 @@ def candidate_configs(kernel: Kernel, interpreter: bool = False) -> list:
     tile (reductions) -- few candidates keep its tests fast; the code path is the same."""
     default = default_config(kernel, interpreter)
     out = [default]
+    if kernel.matmul is not None:
+        out += _matmul_candidates(kernel, interpreter)
     n_outer, n_inner = _pow2(kernel.outer_numel), _pow2(kernel.inner_numel)
-    if not interpreter and kernel.outer_numel * max(kernel.inner_numel, 1) <= LAUNCH_BOUND:
-        return out
+    if kernel.matmul is not None or not interpreter and kernel.outer_numel * max(kernel.inner_numel, 1) <= LAUNCH_BOUND:
+        return _unique(out)
     if not kernel.stages:
         if interpreter:
             if default.block >= 64:
@@ -301,8 +351,12 @@ def candidate_configs(kernel: Kernel, interpreter: bool = False) -> list:
                 if block_r < n_inner:
                     block = min(n_outer, max(1, 2048 // block_r))
                     out.append(TritonConfig(block, block_r, _warps(block * block_r), stages))
+    return _unique(out)
+
+
+def _unique(configs) -> list:
     seen, unique = set(), []
-    for cfg in out:
+    for cfg in configs:
         if cfg not in seen:
             seen.add(cfg)
             unique.append(cfg)
@@ -335,11 +389,13 @@ class _Scope(Scope):
     @property
     def shape(self) -> str:
         """The shape every leaf value of this block is given (see ``TritonPrinter.rhs``)."""
-        return "[BLOCK]" if self.ctx == "point" else "[BLOCK, 1]"
+        return {"point": "[BLOCK]", "tile": "[BLOCK_M, BLOCK_N]"}.get(self.ctx, "[BLOCK, 1]")
 
     def _emit(self, e) -> str:
         if isinstance(e, Acc):
             return f"acc{e.stage}"
+        if isinstance(e, MatmulValue):
+            return "acc"
         name = f"v{self.p.fresh()}"
         self.lines.append(f"{self.indent}{name} = {self.p.rhs(e, self)}")
         return name
@@ -348,7 +404,7 @@ class _Scope(Scope):
         used = a.vars()
         if not used:
             return None
-        if self.ctx == "point":
+        if self.ctx in ("point", "tile"):
             return "mask"
         outer = any(v in self.p.outer for v in used)
         inner = any(v in self.p.inner for v in used)
@@ -447,7 +503,11 @@ class TritonPrinter:
     # -- structure ----------------------------------------------------------------------------
     def function(self, name: str) -> str:
         k = self.k
-        params = [f"a{i}" for i in range(len(k.args))] + ["meta", "BLOCK: tl.constexpr"]
+        params = [f"a{i}" for i in range(len(k.args))] + ["meta"]
+        if k.matmul is not None:
+            params += ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr"]
+        else:
+            params.append("BLOCK: tl.constexpr")
         if k.stages:
             params.append("BLOCK_R: tl.constexpr")
         lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
@@ -462,12 +522,18 @@ class TritonPrinter:
                 val = f"{word}.to({COMPUTE[dt.name]})"
             lines.append(f"    s{i} = {val}")
         pid = "tl.program_id(0).to(tl.int64)" if self._wide() else "tl.program_id(0)"
-        lines += self._reduce(pid) if k.stages else self._pointwise(pid)
+        if k.matmul is not None:
+            lines += self._matmul(pid)
+        else:
+            lines += self._reduce(pid) if k.stages else self._pointwise(pid)
         return "\n".join(lines) + "\n"
 
     def _wide(self) -> bool:
         k = self.k
-        spans = [k.outer_numel + self.cfg.block, k.inner_numel + self.cfg.block_r]
+        if k.matmul is not None:
+            spans = [k.outer_numel + self.cfg.block_m * self.cfg.block_n]
+        else:
+            spans = [k.outer_numel + self.cfg.block, k.inner_numel + self.cfg.block_r]
         spans += [max(abs(a.max), abs(a.min)) for a in affines(k)]
         return max(spans) > I32_LIMIT
 
@@ -487,9 +553,11 @@ class TritonPrinter:
                 used = st.index.vars()
                 if not (used & self.outer and used & self.inner):
                     idx = f"({idx} + pflat * 0 + rflat * 0)"
+            elif scope.ctx == "tile":
+                idx = f"({idx} + zero)"   # a tile's store: the pointer spans the tile even where m or n is 1
             elif not st.index.terms:
                 idx = f"({st.index.const} + {zero})"
-            mask = {"point": "mask", "outer": "pmask", "inner": "mask"}[scope.ctx]
+            mask = {"point": "mask", "outer": "pmask", "inner": "mask", "tile": "mask"}[scope.ctx]
             lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {v}.to({STORAGE[dt.name]}), mask={mask})")
         return lines
 
@@ -502,6 +570,41 @@ class TritonPrinter:
             lines.append("    zero = flat * 0")
         scope = _Scope(self, "    ", "point")
         stores = self._store(scope, k.stores, "zero")
+        return lines + scope.lines + stores
+
+    def _matmul(self, pid) -> list:
+        """One output tile: ``acc = a[b, m-tile, :] @ b[b, :, n-tile]`` by ``BLOCK_K`` slices,
+        then the epilogue (the kernel's stores) on the tile."""
+        k = self.k
+        mm = k.matmul
+        batch = k.outer[:-2]
+        tiles_m, tiles_n = f"(({mm.m.extent} + BLOCK_M - 1) // BLOCK_M)", f"(({mm.n.extent} + BLOCK_N - 1) // BLOCK_N)"
+        lines = [f"    tiles = {tiles_m} * {tiles_n}",
+                 f"    bflat = {pid} // tiles",
+                 f"    tile = {pid} % tiles",
+                 f"    rm = (tile // {tiles_n}) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
+                 f"    rn = (tile % {tiles_n}) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]",
+                 f"    {mm.m.name} = rm",
+                 f"    {mm.n.name} = rn",
+                 f"    mask = (rm < {mm.m.extent}) & (rn < {mm.n.extent})",
+                 "    zero = rm * 0 + rn * 0"]
+        lines += _unravel("bflat", batch, "    ")
+        ka, kb = Var("ka", mm.k.extent), Var("kb", mm.k.extent)
+        a_index = _tile_pointer(ix.substitute(mm.a_index, {mm.k: Affine.var(ka)}), (mm.m, ka), "rm", "ka")
+        b_index = _tile_pointer(ix.substitute(mm.b_index, {mm.k: Affine.var(kb)}), (kb, mm.n), "kb", "rn")
+        acc_t = "tl.float64" if mm.dtype.name == "float64" else "tl.float32"
+        half = mm.dtype.name in ("float16", "bfloat16")
+        precision = "" if half and not self.cfg.upcast else ', input_precision="ieee"'
+        up = ".to(tl.float32)" if half and self.cfg.upcast else ""
+        lines += [f"    acc = tl.full([BLOCK_M, BLOCK_N], 0, {acc_t})",
+                  f"    for kbase in range(0, {mm.k.extent}, BLOCK_K):",
+                  "        ka = kbase + tl.arange(0, BLOCK_K)[None, :]",
+                  "        kb = kbase + tl.arange(0, BLOCK_K)[:, None]",
+                  f"        a = tl.load(a{mm.a_arg} + {a_index}, mask=(rm < {mm.m.extent}) & (ka < {mm.k.extent}), other=0){up}",
+                  f"        b = tl.load(a{mm.b_arg} + {b_index}, mask=(kb < {mm.k.extent}) & (rn < {mm.n.extent}), other=0){up}",
+                  f"        acc = tl.dot(a, b, acc{precision})"]
+        scope = _Scope(self, "    ", "tile")
+        stores = self._store(scope, k.stores)
         return lines + scope.lines + stores
 
     def _reduce(self, pid) -> list:
@@ -598,6 +701,15 @@ class TritonPrinter:
         return lines + [f"{ind}acc{j} = tl.reduce(tl.where({hit}, {idxs}, {EMPTY}), 1, lf_minnum)[:, None]"]
 
 
+def _tile_pointer(index: Affine, dims, row: str, col: str) -> str:
+    """An operand tile's offsets: a pointer block must have the mask's 2-D shape even when the
+    index misses a dim (an extent-1 m, n or k)."""
+    text = tl_index(index)
+    if all(d in index.vars() for d in dims):
+        return text
+    return f"({text} + {row} * 0 + {col} * 0)"
+
+
 def _acc_type(st) -> str:
     dt = st.value.dtype
     if st.op is Op.SUM:
@@ -646,4 +758,4 @@ def print_triton(kernel: Kernel, cfg: TritonConfig) -> tuple[str, str]:
     return name, body.replace("def lf_kernel(", f"def {name}(", 1)
 
 
-__all__ = ["TritonConfig", "candidate_configs", "default_config", "print_triton", "PRELUDE"]
+__all__ = ["TritonConfig", "MatmulConfig", "candidate_configs", "default_config", "print_triton", "PRELUDE"]

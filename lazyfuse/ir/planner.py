@@ -12,6 +12,14 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
 * A reduction takes its elementwise prologue; an elementwise consumer of the same (reduced)
   shape becomes its epilogue; reductions over the same input and axes share one kernel in
   stages (variance reads the mean it needs from an earlier stage).
+* Matmul: on a backend with a matmul template (``matmul_template``: the operand dtypes it
+  takes, a capability the runtime passes in; this module knows no device) a matmul is not a
+  library call but a kernel whose epilogue is the elementwise chain consuming it (bias,
+  activation, residual, scale, cast): it joins its consumer's pointwise kernel when that
+  kernel reads it at its own output index (tests/test_programs*.py). Elsewhere it is a
+  library call whose operands are materialized and whose elementwise consumers form the next
+  kernel. A template reads its operands through views (a copy that only rearranges a buffer
+  is index arithmetic too); an operand it cannot load is materialized on the lowering's word.
 * In-place writes follow program order: a kernel that reads a buffer's old version runs
   before the kernel that overwrites it (write-after-read edges), and a kernel never reads
   a buffer it writes except at the very index it writes. When a rule would form a cycle
@@ -52,11 +60,8 @@ class Group:
     members: set = field(default_factory=set)  # nodes computed inside (inlined)
     reduce: tuple | None = None         # (input shape, axes) of its reductions
     reason: str = ""                    # why this node is a kernel boundary
+    matmul: int | None = None           # the matmul node a matmul-template kernel computes
     inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
-
-    @property
-    def is_extern(self) -> bool:
-        return False
 
 
 @dataclass
@@ -81,7 +86,11 @@ def _is_expand_along(view: View, src_shape, axes) -> bool:
     return len(view.shape) == len(src_shape) and set(grown) <= set(axes)
 
 
-def _forced_materializations(g: DrainGraph) -> dict:
+def _templated(n, matmul_template) -> bool:
+    return n.op is Op.MATMUL and n.dtype.name in matmul_template
+
+
+def _forced_materializations(g: DrainGraph, matmul_template=frozenset()) -> dict:
     """Nodes that must be materialized whatever the partition, with the reason."""
     nodes = g.nodes
     must = {r: "live result" for r in g.roots}
@@ -92,8 +101,11 @@ def _forced_materializations(g: DrainGraph) -> dict:
             j = g_pos(g)[id(old)]
             if old.is_pending:
                 must.setdefault(j, "old version of a buffer written in place")
-        elif n.kind is Kind.EXTERN:
-            must.setdefault(i, "library call (matmul)")
+        elif n.kind is Kind.EXTERN and not _templated(n, matmul_template):
+            # a template kernel loads its operands through any view, and a copy that only
+            # rearranges them (a reshape of a transpose) is index arithmetic there too; anything
+            # else it cannot tile is materialized when the lowering says so (``Unfusable``)
+            must.setdefault(i, f"library call ({n.op.label})")
             for s in n.srcs:
                 base = s.srcs[0] if s.kind is Kind.VIEW else s
                 if base.is_pending:
@@ -109,18 +121,18 @@ def g_pos(g: DrainGraph) -> dict:
     return pos
 
 
-def _partition(g: DrainGraph, forced: dict):
+def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
     nodes = g.nodes
     pos = g_pos(g)
     cons = _consumers(nodes, pos)
-    must = dict(_forced_materializations(g))
+    must = dict(_forced_materializations(g, matmul_template))
     for k, v in forced.items():
         must.setdefault(k, v)
     groups: list[Group] = []
     node_groups: dict[int, frozenset] = {}
 
     def new_group(i, reason, reduce=None):
-        grp = Group(len(groups), i, {i}, reduce, reason)
+        grp = Group(len(groups), i, {i}, reduce, reason, i if _templated(nodes[i], matmul_template) else None)
         groups.append(grp)
         node_groups[i] = frozenset([grp.id])
 
@@ -141,12 +153,17 @@ def _partition(g: DrainGraph, forced: dict):
                       (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None)
             continue
         grp = groups[next(iter(consumer_groups))]
-        if n.kind is Kind.REDUCE:
-            if not _can_join_reduction(nodes, cons, i, grp):
+        if _templated(n, matmul_template):
+            if not _can_join_as_epilogue(nodes, cons, i, grp):
+                new_group(i, "matmul read other than by an elementwise epilogue at its own index")
+                continue
+            grp.matmul = i
+        elif n.kind is Kind.REDUCE:
+            if grp.matmul is not None or not _can_join_reduction(nodes, cons, i, grp):
                 new_group(i, "reduction read other than elementwise", (n.srcs[0].shape, n.arg))
                 continue
             grp.reduce = (n.srcs[0].shape, n.arg)
-        elif nodes[grp.output].kind is Kind.EXTERN:
+        elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
         elif n.op is not Op.CAST and _broadcast_read(nodes, cons, i, grp):
@@ -155,6 +172,19 @@ def _partition(g: DrainGraph, forced: dict):
         grp.members.add(i)
         node_groups[i] = consumer_groups
     return groups, node_groups, must
+
+
+def _can_join_as_epilogue(nodes, cons, i, grp: Group) -> bool:
+    """Whether matmul ``i`` can be computed inside ``grp``, the kernel that reads it: a
+    pointwise kernel (no reduction, no other matmul) over the matmul's own shape that reads it
+    only through same-shape elementwise ops, so the product is used at the index the tile
+    computes."""
+    out = nodes[grp.output]
+    if grp.reduce is not None or grp.matmul is not None or out.kind is not Kind.ELEMENTWISE:
+        return False
+    shape = nodes[i].shape
+    return tuple(out.shape) == tuple(shape) and all(
+        nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == shape for c in cons[i])
 
 
 def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
@@ -317,11 +347,13 @@ def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
     return bad
 
 
-def plan(g: DrainGraph, forced: dict | None = None) -> Plan:
-    """Partition ``g``; ``forced`` names nodes to materialize whatever the rules say (with why)."""
+def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset()) -> Plan:
+    """Partition ``g``; ``forced`` names nodes to materialize whatever the rules say (with why);
+    ``matmul_template`` names the matmul dtypes the backend computes in a template kernel with
+    a fused epilogue (empty: matmul is a library call)."""
     forced = dict(forced or {})
     for _ in range(len(g.nodes) + 1):
-        groups, node_groups, must = _partition(g, forced)
+        groups, node_groups, must = _partition(g, forced, matmul_template)
         slots, n_temps = _assign_slots(g, groups, must)
         fix = _repairs(g, groups, node_groups, slots)
         if not fix:

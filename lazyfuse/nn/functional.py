@@ -132,10 +132,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scores = (query @ key.transpose(-2, -1)) * scale
     L, S = query.shape[-2], key.shape[-2]
     if is_causal:
+        # torch's alignment: query i sees keys j <= i (top-left, also when L != S)
         from ..creation import arange
         i = arange(L, device=query.device).reshape(L, 1)
         j = arange(S, device=query.device).reshape(1, S)
-        scores = ops.where(j <= i + (S - L), scores, float("-inf"))
+        scores = ops.where(j <= i, scores, float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype.is_bool:
             scores = ops.where(attn_mask, scores, float("-inf"))

@@ -77,6 +77,10 @@ class Device:
             self._recording.append((thunk, bufs, meta, step.rng_words))
         thunk()
 
+    def raise_deferred_errors(self) -> None:
+        """Errors a device found without a host sync (see ``CudaDevice``), raised at a user
+        drain; host devices check at launch and have none."""
+
     # -- graph protocol -------------------------------------------------------------------------
     def graph_prepare(self) -> None:
         self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache

@@ -250,6 +250,7 @@ class Engine:
             raise CaptureError(f"cannot read device data during capture ({reason}): the value would be "
                                "baked in; read it after the capture, or from Graph.output after replay()")
         self._drain()
+        self.device.raise_deferred_errors()
 
     def drain_for_capture(self) -> None:
         self._drain()
@@ -330,19 +331,9 @@ class Engine:
     # -- build path ------------------------------------------------------------------------------
     def _build(self, key, roots) -> tuple:
         """A new plan for ``key``, and the (leaves, scalars) its compilation binds this once."""
-        from ..codegen.lower import Unfusable
         nodes, leaves, scalars, targets = trace(roots)
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-        forced = {}
-        while True:
-            planned = make_plan(graph, forced)
-            try:
-                steps = self._lower(nodes, planned)
-                break
-            except Unfusable as u:
-                if u.node in forced:
-                    raise
-                forced[u.node] = u.reason
+        planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
         temps = [None] * planned.n_temps
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
@@ -374,7 +365,7 @@ class Engine:
         steps = []
         for grp in planned.groups:
             out = nodes[grp.output]
-            if out.kind is Kind.EXTERN:
+            if out.kind is Kind.EXTERN and grp.matmul is None:
                 steps.append(self._extern_step(nodes, pos, grp, planned.slots))
                 continue
             low = Lowering(nodes, pos, grp, planned.slots, producers)
@@ -446,8 +437,10 @@ class Engine:
                 device.launch(step, step.bind(bound), meta)
                 done += 1
         except Exception as e:
-            # only what needed the failed launch is lost; the rest stays pending for the next drain
-            failed = plan.graph.nodes[plan.steps[done].group.output]
+            # only what needed the failed launch is lost; the rest stays pending for the next drain.
+            # found in this drain's trace (walked only on failure): a cached plan's own graph holds
+            # the nodes of the drain that built it (same positions, other objects)
+            failed = trace(roots)[0][plan.steps[done].group.output]
             for k, s in enumerate(roots):
                 if plan.root_steps[k] >= done and _depends_on(s.current, failed):
                     self.poison(s, e)
@@ -520,6 +513,27 @@ def gather(positions: list):
         p = positions[0]
         return lambda seq: (seq[p],)
     return lambda seq: ()
+
+
+def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
+    """``(plan, lower(plan))``, re-planned with a node materialized each time the lowering
+    finds one it cannot inline (``Unfusable``)."""
+    from ..codegen.lower import Unfusable
+    forced = {}
+    while True:
+        planned = make_plan(graph, forced, template)
+        try:
+            return planned, lower(planned)
+        except Unfusable as u:
+            if u.node in forced:
+                raise
+            forced[u.node] = u.reason
+
+
+def matmul_template(device) -> frozenset:
+    """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
+    epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
+    return getattr(device.backend, "matmul_template", frozenset())
 
 
 def _depends_on(node: Node, target: Node) -> bool:

@@ -29,7 +29,7 @@ import torch
 from ..codegen import autotune
 from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
-from ..errors import CaptureError, CompileError
+from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
@@ -145,12 +145,19 @@ def _interpret(run, args, kwargs):
 
 def launch_params(kernel, cfg, interpreted: bool):
     """``(grid, kwargs)`` of a kernel launched with ``cfg`` (launch options on GPUs only)."""
-    kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
-    if kernel.stages:
-        kwargs["BLOCK_R"] = cfg.block_r
+    mm = kernel.matmul
+    if mm is not None:
+        kwargs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "num_warps": cfg.num_warps}
+        tiles = -(-mm.m.extent // cfg.block_m) * -(-mm.n.extent // cfg.block_n)
+        grid = (tiles * (kernel.outer_numel // max(mm.m.extent * mm.n.extent, 1)),)
+    else:
+        kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
+        if kernel.stages:
+            kwargs["BLOCK_R"] = cfg.block_r
+        grid = (-(-kernel.outer_numel // cfg.block),)
     if cfg.num_stages and not interpreted:
         kwargs["num_stages"] = cfg.num_stages
-    return (-(-kernel.outer_numel // cfg.block),), kwargs
+    return grid, kwargs
 
 
 def _synchronized(launch, device):
@@ -171,8 +178,13 @@ class TritonBackend:
     the device and the Triton version) and the winner is bound to the plan's step. Candidates
     that fail to load or to run are skipped."""
 
-    def __init__(self, interpreted: bool):
+    # matmuls of these operand dtypes run as a tiled tl.dot kernel with the elementwise epilogue
+    # inside (the planner's capability flag); others (float64, integers) are a torch call
+    matmul_template = frozenset({"float16", "bfloat16", "float32"})
+
+    def __init__(self, interpreted: bool, gather=None):
         self.interpreted = interpreted
+        self.gather = gather     # the device-checked gather of a GPU; None: checked on the host
         self.name = "triton-interpreter" if interpreted else "triton"
         self._tuners: dict = {}
 
@@ -288,7 +300,7 @@ class TritonBackend:
 
     def thunk(self, step, bufs, meta):
         if step.kind != "kernel":
-            return library_thunk(step, bufs)
+            return library_thunk(step, bufs, self.gather)
         fn, grid, kwargs = step.compiled
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
 
@@ -310,6 +322,44 @@ class InterpreterDevice(Device):
 
     def _make_backend(self):
         return TritonBackend(interpreted=True)
+
+
+class DeviceIndexCheck:
+    """Gather/embedding indices checked on the GPU, without a host sync.
+
+    Checking on the host (as the ``cpu`` device does) would sync before every gather and
+    cannot run inside a CUDA graph capture; torch's own out-of-range check is a device-side
+    assert, which leaves the CUDA context unusable. So the GPU path clamps every index into
+    range (the read stays inside the tensor) and counts the out-of-range ones in a device flag,
+    with one offending value; the next user drain (a host read or ``lf.sync``) reads the flag
+    and raises ``ShapeError`` if it was set, then clears it. Values computed from a clamped
+    gather are not meaningful: the error says so, and the device stays usable."""
+
+    def __init__(self, torch_device):
+        self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
+        self.unchecked = False
+
+    def gather(self, x, index, out, dim, size):
+        if index.numel():
+            bad = (index < -size) | (index >= size)
+            first = torch.index_select(index, 0, bad.to(torch.int32).argmax().reshape(1))
+            self.flag[1:].copy_(torch.where(bad.any(), first, self.flag[1:]))
+            self.flag[:1].add_(bad.sum())
+        index = torch.where(index < 0, index + size, index).clamp_(0, max(size - 1, 0))
+        torch.index_select(x, dim, index, out=out)
+        self.unchecked = True
+
+    def raise_if_set(self, device_name: str) -> None:
+        if not self.unchecked:
+            return
+        self.unchecked = False
+        count, value = self.flag.tolist()
+        if count:
+            self.flag.zero_()
+            raise ShapeError(f"{count} gather/embedding index value(s) on {device_name} were out of range (e.g. "
+                             f"{value}); indices must lie in [-size, size) of the indexed dim. They were checked on "
+                             "the device (no host sync), so this is reported at the next host read or lf.sync; "
+                             "the results computed from them are not valid: fix the indices and recompute.")
 
 
 class CudaGraph:
@@ -346,7 +396,11 @@ class CudaDevice(Device):
         super().__init__(name, torch_device)
 
     def _make_backend(self):
-        return TritonBackend(interpreted=False)
+        self.index_check = DeviceIndexCheck(self.torch_device)
+        return TritonBackend(interpreted=False, gather=self.index_check.gather)
+
+    def raise_deferred_errors(self) -> None:
+        self.index_check.raise_if_set(self.name)
 
     def launch(self, step, bufs, meta) -> None:
         if torch.cuda.current_device() != self.index:
@@ -401,3 +455,4 @@ class CudaDevice(Device):
 
     def graph_replay(self, graph) -> None:
         graph.graph.replay()
+        self.index_check.unchecked = True   # a recorded gather may have run
