@@ -36,7 +36,7 @@
  *       a 2^64 pre-scale, so there is no 1+erf cancellation and no early
  *       underflow).
  * (Measured with gcc 12 -march=znver1, i.e. with FMA contraction; without
- * FMA the numbers are the same within ~2%.)
+ * FMA the numbers are the same within ~2%, except tanh: 1.68e-7.)
  *
  * Pure C99; the only <math.h> function used is fabsf (a bit mask), rounding
  * uses the 1.5*2^23 trick, so the loops vectorize on any SIMD target (no
@@ -198,8 +198,8 @@ static inline float lf_siluf(float x)
 {
     /* es = exp(-|x|) * 2^64 stays normal down to x ~ -130, so the negative
      * tail x*e^x/(1+e^x) = ((x*es)/d) * 2^-64 is exact until the final scale
-     * (silu(-inf) is nan, as in torch: -inf * 0); one division for both
-     * signs.  nan propagates through es. */
+     * (silu(-inf) is nan, as in torch: -inf * 0).  nan propagates
+     * through es. */
     float es = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 64);
     float d = 1.0f + es * 0x1p-64f;
     int neg = x < 0.0f;

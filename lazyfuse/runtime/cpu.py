@@ -89,6 +89,7 @@ class CpuBackend:
                 configs.append(CConfig(threads=1))
             if kernel.stages:
                 configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]
+                configs.append(CConfig(strategy="rows", unroll=4))
                 configs += [CConfig(strategy="tile", lanes=w) for w in (16, 128, 512)]
         out, seen = [], set()
         for cfg in configs:
