@@ -80,15 +80,17 @@ static inline double lf__rint(double x) { return (x + 6755399441055744.0) - 6755
 static inline float lf__u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 
 /* e^r - 1 for |r| <= ln2/2: r + r^2*P(r), P a degree-4 minimax fit
- * (3.1e-9 relative to e^r, coefficients rounded to float). */
+ * (3.1e-9 relative to e^r, coefficients rounded to float), evaluated in
+ * Estrin's scheme: the loops are latency-bound (a few iterations in
+ * flight): after r*r this chain is 3 FMAs deep, Horner's would be 6. */
 static inline float lf__expm1_poly(float r)
 {
-    float p = 1.3819818e-3f;
-    p = p * r + 8.368687e-3f;
-    p = p * r + 4.1668277e-2f;
-    p = p * r + 1.6666521e-1f;
-    p = p * r + 4.9999994e-1f;
-    return (p * r) * r + r;
+    float z = r * r;
+    float lo = 1.6666521e-1f * r + 4.9999994e-1f;
+    float hi = 8.368687e-3f * r + 4.1668277e-2f;
+    hi = 1.3819818e-3f * z + hi;
+    float p = hi * z + lo;
+    return p * z + r;
 }
 
 /* r = x - k*ln2 (cephes two-constant Cody-Waite split, k*C1 is exact) */
@@ -111,10 +113,11 @@ static inline float lf__exp_core(float x, float xsub, int32_t kadd)
     float ks = x * LF__LOG2E + LF__SHIFT2;
     float kf = ks - LF__SHIFT2;
     float r = lf__ln2_reduce(x, kf) - xsub;
-    float p = lf__expm1_poly(r) + 1.0f;
     uint32_t ki = (uint32_t)lf__f2i(ks) + (uint32_t)kadd;
     uint32_t k1 = ki >> 1;
-    return (p * lf__u2f(k1 << 23)) * lf__u2f((ki - k1) << 23);
+    float s1 = lf__u2f(k1 << 23);
+    float q = lf__expm1_poly(r);
+    return (q * s1 + s1) * lf__u2f((ki - k1) << 23);      /* (1 + q) * s1 * s2 */
 }
 
 /* x clamped to [lo, hi]; nan stays nan (each clamp is a compare + blend) */
@@ -173,8 +176,9 @@ static inline float lf_logf(float x)
 static inline float lf_tanhf(float x)
 {
     float z = fabsf(x);
-    float u = -2.0f * lf__clamp_hi(z, 9.0f);        /* tanh(9) rounds to 1 */
-    float ks = u * LF__LOG2E + LF__SHIFT1;
+    float t = lf__clamp_hi(z, 9.0f);                /* tanh(9) rounds to 1 */
+    float u = -2.0f * t;
+    float ks = t * (-2.0f * LF__LOG2E) + LF__SHIFT1; /* = u * log2(e) + ..., one step shorter */
     float kf = ks - LF__SHIFT1;
     float q = lf__expm1_poly(lf__ln2_reduce(u, kf));
     float s = lf__u2f((uint32_t)lf__f2i(ks) << 23); /* 2^k, k in [-26, 0] */
