@@ -384,7 +384,7 @@ class Tensor:
         return result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
 
     def contiguous(self):
-        if self._view.is_contiguous() and self._view.offset == 0 and self.numel() == self._storage.numel:
+        if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
             return self
         return self.clone()
 

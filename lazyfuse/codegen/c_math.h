@@ -17,22 +17,26 @@
  * underflow) follow torch's float64 results rounded to float32, including
  * torch's silu(-inf) = gelu(-inf) = nan.
  *
- * Accuracy: max of |y - ref| / max(|ref|, FLT_MIN) against float64, from an
- * exhaustive scan of all float32 inputs (2^-24 = 5.96e-8):
- *   lf_expf 8.95e-8   lf_logf 8.16e-8   lf_tanhf 8.88e-8
- *   lf_sigmoidf 1.78e-7   lf_siluf 2.42e-7
+ * Accuracy: max of |y - ref| / max(|ref|, FLT_MIN) against float64
+ * (2^-24 = 5.96e-8).  exp, tanh, sigmoid, silu, erf and gelu: a scan of
+ * every 67th float32 bit pattern (64M inputs of each sign); log, sin, cos:
+ * an exhaustive scan of all float32 inputs:
+ *   lf_expf 8.92e-8   lf_logf 8.16e-8   lf_tanhf 1.58e-7 (2.65 * 2^-24:
+ *       the price of one exp and one division instead of an exp, a
+ *       division and a polynomial blend)
+ *   lf_sigmoidf 1.72e-7   lf_siluf 2.26e-7
  *   lf_sinf 8.57e-8, lf_cosf 8.53e-8 for |x| < 8e8: k = rint(x*2/pi) and
  *       r = x - k*pi/2 are computed in double with a 24+24+53-bit split of
  *       pi/2, exact for |k| < 2^29.  Beyond that accuracy degrades (about
  *       |x|*2^-54 absolute in r; |x| >= 2^40 is clamped to 2^40), results
  *       stay finite and within [-1, 1].
- *   lf_erff 1.36e-7 relative, 9.7e-8 absolute
- *   lf_geluf 3.35e-7, including the far negative tail (computed as
+ *   lf_erff 1.18e-7 relative, 9.7e-8 absolute
+ *   lf_geluf 3.14e-7, including the far negative tail (computed as
  *       0.5*x*erfc(-x/sqrt2) with exp(-x^2/2) from an exactly split x^2 and
  *       a 2^64 pre-scale, so there is no 1+erf cancellation and no early
  *       underflow).
  * (Measured with gcc 12 -march=znver1, i.e. with FMA contraction; without
- * FMA the numbers are the same within ~2%.)
+ * FMA a sparser scan gives the same numbers within ~6%.)
  *
  * Pure C99; the only <math.h> function used is fabsf (a bit mask), rounding
  * uses the 1.5*2^23 trick, so the loops vectorize on any SIMD target (no
@@ -57,54 +61,72 @@ static inline float lf__withsign(float r, float s)
     return lf__i2f((lf__f2i(r) & 0x7fffffff) | (lf__f2i(s) & (int32_t)0x80000000u));
 }
 
-/* Round to nearest integer (ties to even) with the 1.5*2^23 / 1.5*2^52
- * trick: valid for |x| < 2^22 (float) / 2^51 (double).  Unlike rintf/rint
- * this vectorizes on every target (no SSE4.1 needed); without -ffast-math
- * gcc may not fold (x + M) - M. */
-static inline float lf__rintf(float x) { return (x + 12582912.0f) - 12582912.0f; }
+/* Round to nearest integer (ties to even) with the 1.5*2^52 trick: valid
+ * for |x| < 2^51.  Unlike rint this vectorizes on every target (no SSE4.1
+ * needed); without -ffast-math gcc may not fold (x + M) - M. */
 static inline double lf__rint(double x) { return (x + 6755399441055744.0) - 6755399441055744.0; }
-
-/* p * 2^k for k in [-252, 254], with a single final rounding (so denormal
- * results are correctly produced from an accurate p). */
-static inline float lf__ldexp2(float p, int32_t k)
-{
-    int32_t k1 = k >> 1;      /* arithmetic shift on gcc */
-    int32_t k2 = k - k1;
-    return (p * lf__i2f((k1 + 127) << 23)) * lf__i2f((k2 + 127) << 23);
-}
 
 /* ------------------------------------------------------------------ */
 /* exp                                                                 */
 /* ------------------------------------------------------------------ */
-/* exp(x + xlo) * 2^kadd for non-nan x (nan is treated as a very negative
- * x; the callers fix nan up).  xlo is a tiny correction (|xlo| <= ulp(x))
- * added after the range reduction, used to feed an exactly split argument.
- * kadd in [0, 64] lets callers keep results that would be denormal at full
- * precision. */
-static inline float lf__exp_core(float x, float xlo, int32_t kadd)
+/* kf + LF__SHIFT2 rounds kf to an integer k whose low bits then hold
+ * k + 254, and the split of those bits in two halves gives two normal
+ * factors 2^floor(k/2) and 2^ceil(k/2) with one shift each (the high bits
+ * of the float shift out).  LF__SHIFT1 likewise gives 2^k for k >= -126. */
+#define LF__SHIFT2 12583166.0f      /* 1.5*2^23 + 254 */
+#define LF__SHIFT1 12583039.0f      /* 1.5*2^23 + 127 */
+#define LF__LOG2E 1.44269504088896341f
+
+static inline float lf__u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
+
+/* e^r - 1 for |r| <= ln2/2: r + r^2*P(r), P a degree-4 minimax fit
+ * (3.1e-9 relative to e^r, coefficients rounded to float), evaluated in
+ * Estrin's scheme: the loops are latency-bound (a few iterations in
+ * flight): after r*r this chain is 3 FMAs deep, Horner's would be 6. */
+static inline float lf__expm1_poly(float r)
 {
-    float xc = x > -150.0f ? x : -150.0f;     /* also maps nan -> -150 */
-    xc = xc < 89.0f ? xc : 89.0f;
-    float kf = lf__rintf(xc * 1.44269504088896341f);
-    /* cephes two-constant Cody-Waite reduction: r = x - k*ln2 */
-    float r = xc - kf * 0.693359375f;
-    r = r - kf * -2.12194440e-4f;
-    r = r + xlo;
     float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * z + r + 1.0f;
-    return lf__ldexp2(p, (int32_t)kf + kadd);
+    float lo = 1.6666521e-1f * r + 4.9999994e-1f;
+    float hi = 8.368687e-3f * r + 4.1668277e-2f;
+    hi = 1.3819818e-3f * z + hi;
+    float p = hi * z + lo;
+    return p * z + r;
 }
+
+/* r = x - k*ln2 (cephes two-constant Cody-Waite split, k*C1 is exact) */
+static inline float lf__ln2_reduce(float x, float kf)
+{
+    float r = x - kf * 0.693359375f;
+    return r - kf * -2.12194440e-4f;
+}
+
+/* exp(x - xsub) * 2^kadd for x in [-150, 89] or nan (the CALLER clamps,
+ * so a caller whose argument is known <= 0 pays for one clamp only; nan
+ * propagates through the arithmetic).  xsub is a tiny correction
+ * (|xsub| <= ulp(x)) subtracted after the range reduction, used to feed an
+ * exactly split argument (callers pass 0.0f, which folds away).  kadd in
+ * [0, 64] lets callers keep results that would be denormal at full
+ * precision.  p * 2^k is formed as (p * 2^floor(k/2)) * 2^ceil(k/2): one
+ * final rounding, so denormal results are correctly rounded from p. */
+static inline float lf__exp_core(float x, float xsub, int32_t kadd)
+{
+    float ks = x * LF__LOG2E + LF__SHIFT2;
+    float kf = ks - LF__SHIFT2;
+    float r = lf__ln2_reduce(x, kf) - xsub;
+    uint32_t ki = (uint32_t)lf__f2i(ks) + (uint32_t)kadd;
+    uint32_t k1 = ki >> 1;
+    float s1 = lf__u2f(k1 << 23);
+    float q = lf__expm1_poly(r);
+    return (q * s1 + s1) * lf__u2f((ki - k1) << 23);      /* (1 + q) * s1 * s2 */
+}
+
+/* x clamped to [lo, hi]; nan stays nan (each clamp is a compare + blend) */
+static inline float lf__clamp_lo(float x, float lo) { return x < lo ? lo : x; }
+static inline float lf__clamp_hi(float x, float hi) { return x > hi ? hi : x; }
 
 static inline float lf_expf(float x)
 {
-    float r = lf__exp_core(x, 0.0f, 0);
-    return x != x ? x : r;
+    return lf__exp_core(lf__clamp_hi(lf__clamp_lo(x, -150.0f), 89.0f), 0.0f, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -147,48 +169,46 @@ static inline float lf_logf(float x)
 /* ------------------------------------------------------------------ */
 /* tanh, sigmoid, silu                                                 */
 /* ------------------------------------------------------------------ */
+/* tanh(t) = m / d with m = 1 - e^-2t and d = 1 + e^-2t, both formed from
+ * e^-2t - 1 = s*q + (s - 1), s = 2^k, q = expm1(r): m and d are each
+ * accurate to about an ulp for every t >= 0 (no 1 - 2/(e+1) cancellation
+ * near 0, so no second polynomial and no blend), one division. */
 static inline float lf_tanhf(float x)
 {
     float z = fabsf(x);
-    /* |x| >= 0.875: 1 - 2/(exp(2|x|)+1); tanh(10) rounds to 1 */
-    float zc = z < 10.0f ? z : 10.0f;
-    float e = lf__exp_core(zc + zc, 0.0f, 0);
-    float big = 1.0f - 2.0f / (e + 1.0f);
-    /* |x| < 0.875: odd minimax polynomial (no 1 - 2/(e+1) cancellation) */
-    float s = z * z;
-    float p = -6.17361394688487e-04f;
-    p = p * s + 2.9859505593776703e-03f;
-    p = p * s - 8.651587180793285e-03f;
-    p = p * s + 2.1842455491423607e-02f;
-    p = p * s - 5.396980419754982e-02f;
-    p = p * s + 1.3333378732204437e-01f;
-    p = p * s - 3.333333432674408e-01f;
-    float small = p * s * z + z;
-    float r = z >= 0.875f ? big : small;            /* nan -> small -> nan */
-    return lf__withsign(r, x);                      /* keeps tanh(-0) = -0 */
+    float t = lf__clamp_hi(z, 9.0f);                /* tanh(9) rounds to 1 */
+    float u = -2.0f * t;
+    float ks = t * (-2.0f * LF__LOG2E) + LF__SHIFT1; /* = u * log2(e) + ..., one step shorter */
+    float kf = ks - LF__SHIFT1;
+    float q = lf__expm1_poly(lf__ln2_reduce(u, kf));
+    float s = lf__u2f((uint32_t)lf__f2i(ks) << 23); /* 2^k, k in [-26, 0] */
+    float m = (1.0f - s) - s * q;
+    float d = (1.0f + s) + s * q;
+    float r = m / d;                                /* >= +0, or nan */
+    /* the sign of x (keeps tanh(-0) = -0) */
+    return lf__i2f(lf__f2i(r) | (lf__f2i(x) ^ lf__f2i(z)));
 }
 
 static inline float lf_sigmoidf(float x)
 {
-    /* e = exp(-|x|) never overflows; sigmoid = (x >= 0 ? 1 : e) / (1 + e) */
-    float e = lf__exp_core(-fabsf(x), 0.0f, 0);
+    /* e = exp(-|x|) never overflows; sigmoid = (x >= 0 ? 1 : e) / (1 + e);
+     * nan propagates through e */
+    float e = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 0);
     float n = x >= 0.0f ? 1.0f : e;
-    float r = n / (1.0f + e);
-    return x != x ? x : r;
+    return n / (1.0f + e);
 }
 
 static inline float lf_siluf(float x)
 {
     /* es = exp(-|x|) * 2^64 stays normal down to x ~ -130, so the negative
-     * tail x*e^x/(1+e^x) is exact until the final scale (silu(-inf) is nan,
-     * as in torch: -inf * 0). */
-    float es = lf__exp_core(-fabsf(x), 0.0f, 64);
-    float e = es * 0x1p-64f;
-    float d = 1.0f + e;
-    float pos = x / d;
-    float neg = ((x * es) / d) * 0x1p-64f;
-    float r = x >= 0.0f ? pos : neg;
-    return x != x ? x : r;
+     * tail x*e^x/(1+e^x) = ((x*es)/d) * 2^-64 is exact until the final scale
+     * (silu(-inf) is nan, as in torch: -inf * 0).  nan propagates
+     * through es. */
+    float es = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 64);
+    float d = 1.0f + es * 0x1p-64f;
+    int neg = x < 0.0f;
+    float n = neg ? x * es : x;
+    return (n / d) * (neg ? 0x1p-64f : 1.0f);
 }
 
 /* ------------------------------------------------------------------ */
@@ -246,7 +266,7 @@ static inline float lf_erff(float x)
     float tc = t < 6.0f ? t : 6.0f;                 /* erf(6) == 1 in float */
     float hi, lo;
     lf__sqr2(tc, &hi, &lo);
-    float e2 = lf__exp_core(-hi, -lo, 0);           /* exp(-t^2) */
+    float e2 = lf__exp_core(-hi, lo, 0);            /* exp(-t^2), t^2 <= 36 */
     float big = 1.0f - lf__erfc_tail(tc, e2);
     float r = t >= 0.75f ? big : lf__erf_small(t);  /* nan -> small -> nan */
     return lf__withsign(r, x);
@@ -261,7 +281,7 @@ static inline float lf_geluf(float x)
     float hi, lo;
     lf__sqr2(axc, &hi, &lo);                        /* x^2 = hi + lo */
     /* exp(-x^2/2) * 2^64 (scaled so the far tail keeps full precision) */
-    float e2 = lf__exp_core(-0.5f * hi, -0.5f * lo, 64);
+    float e2 = lf__exp_core(lf__clamp_lo(-0.5f * hi, -150.0f), 0.5f * lo, 64);
     float tc = t < 10.5f ? t : 10.5f;
     float cs = lf__erfc_tail(tc, e2);               /* erfc(t) * 2^64 */
     float a = lf__erf_small(t);                     /* erf(t), t < 0.75 */
