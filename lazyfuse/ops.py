@@ -34,14 +34,20 @@ def is_scalar(x) -> bool:
 
 
 def scalar_value(value, dtype: dt.DType):
-    """A Python value of the kind the launch metadata stores for ``dtype``."""
+    """A Python value of the kind the launch metadata stores for ``dtype`` (one 64-bit word)."""
     if dtype.is_float:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise DTypeError(f"the scalar {value} is too large for {dtype.name}") from None
     if dtype.is_bool:
         return int(bool(value))
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise DTypeError(f"cannot convert {value} to {dtype.name}")
-    return int(value)
+    value = int(value)
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise DTypeError(f"the scalar {value} does not fit in 64 bits (as in torch); use a float or a smaller int")
+    return value
 
 
 def scalar_node(value, dtype: dt.DType) -> Node:
@@ -91,7 +97,7 @@ def binary(op: Op, a, b, reflected: bool = False):
     if simple and tb is Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
         other = b._read()
     elif simple and (tb is float and ct.is_float or tb is int and not ct.is_bool):
-        other = Node(Op.SCALAR, (), ct, (), float(b) if ct.is_float else int(b))  # broadcasts as is
+        other = Node(Op.SCALAR, (), ct, (), b if tb is float else scalar_value(b, ct))  # broadcasts as is
     else:
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
     srcs = (other, a._read()) if reflected else (a._read(), other)
@@ -160,8 +166,10 @@ def where(cond, a, b):
     dev = common_device((cond, a, b))
     if dev is None:
         raise DTypeError("where needs at least one Tensor")
-    if not isinstance(cond, Tensor):
-        raise DTypeError("where(condition, ...): condition must be a bool Tensor")
+    if not isinstance(cond, Tensor) or not cond.dtype.is_bool:
+        got = cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__
+        raise DTypeError(f"where(condition, ...): condition must be a bool Tensor, got {got} (as in torch); "
+                         "compare it (t != 0) or call .bool() first")
     engine = dev.engine
     dims, zeros, scalars = operand_dtypes((a, b))
     ct = dt.result_type(dims, zeros, scalars)

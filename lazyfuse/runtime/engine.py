@@ -26,7 +26,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..errors import CaptureError
+from ..errors import CaptureError, DeviceError
 from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
@@ -279,12 +279,19 @@ class Engine:
         cause = lambda: self._capture_cause(plan, build)  # noqa: E731 (only built on failure)
         label = plan.label
         root_bufs = []
-        for s in roots:
-            buf = s.buffer
-            if buf is None:
-                buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
-            root_bufs.append(buf)
-        temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        try:
+            for s in roots:
+                buf = s.buffer
+                if buf is None:
+                    buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
+                root_bufs.append(buf)
+            temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        except DeviceError as e:
+            # out of memory: the value that asked (every root, for an intermediate) can never be
+            # computed, so it fails on its reads; the rest stays pending for the next drain
+            for s in roots[len(root_bufs):len(root_bufs) + 1] if len(root_bufs) < len(roots) else roots:
+                self.poison(s, e)
+            raise
         if build:
             metas = [device.backend.new_meta(pool, st.meta_words, SCRATCH, f"build-path metadata of {st.name}", cause)
                      for st in plan.steps]

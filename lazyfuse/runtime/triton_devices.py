@@ -183,6 +183,10 @@ class TritonBackend:
     def config(self, kernel):
         return default_config(kernel, self.interpreted)
 
+    def preview(self, kernel) -> str:
+        """The Triton source of ``kernel`` with the heuristic config (for ``lf.explain``)."""
+        return print_triton(kernel, self.config(kernel))[1]
+
     def candidates(self, kernel) -> list:
         """The heuristic default first, then (autotuning on) what else to try."""
         if not autotune.enabled():
