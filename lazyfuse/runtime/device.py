@@ -127,10 +127,11 @@ class CpuDevice(Device):
     supports_graphs = True
 
     def _make_backend(self):
-        from ..codegen.c_compile import compiler
-        if compiler() is None:   # no C compiler: the same kernels, run by the Triton interpreter
+        from ..codegen.c_compile import usable
+        why = usable()
+        if why is not None:   # no working C compiler: the same kernels, run by the Triton interpreter
             from .triton_devices import interpreter_fallback
-            return interpreter_fallback()
+            return interpreter_fallback(why)
         from .cpu import CpuBackend
         return CpuBackend(self.pool)
 
