@@ -92,6 +92,7 @@ class Device:
             self.capturing = True
             self._recording = []
             self.pool.begin_capture()
+            self.engine.reserve_for_capture()
 
     def graph_stop_capture(self):
         """Close the capture. Always leaves the device out of capture mode, even on error."""
@@ -100,6 +101,7 @@ class Device:
             self._recording = None
             self.capturing = False
             self.pool.end_capture()
+            self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
         rng = tuple((m, w) for _, _, m, w in launches if w)
@@ -114,6 +116,7 @@ class Device:
             self._recording = None
             self.capturing = False
             self.pool.end_capture()
+            self.engine.release_from_capture()
             self.engine.captured_plans = []
             self.engine.stop_tracking()
 

@@ -119,6 +119,23 @@ class Engine:
             if len(self.pending) >= MAX_PENDING and not self._draining:
                 self._drain()
 
+    def reserve_for_capture(self) -> None:
+        """While a capture is open, only the capturing thread may record on this device: the
+        capture drains the whole pending queue, so another thread's work would be baked into
+        the graph. Installed per instance, so recording outside a capture pays nothing."""
+        owner = threading.get_ident()
+        record = Engine.record
+
+        def record_in_capture(storage):
+            if threading.get_ident() != owner:
+                raise CaptureError(f"a capture is open on {self.device.name} in another thread: recording here "
+                                   "would put this work into its graph; wait for lf.capture to return")
+            record(self, storage)
+        self.record = record_in_capture
+
+    def release_from_capture(self) -> None:
+        self.__dict__.pop("record", None)
+
     def count_extra_ops(self, n: int) -> None:
         """Ops recorded as inner nodes of one API call (var, softmax...) also count."""
         with self.lock:
