@@ -26,6 +26,7 @@ FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SI
                Op.RECIPROCAL}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
+_I64 = 2 ** 63   # Python ints outside [-2^63, 2^63) do not fit a launch's 64-bit scalar word
 BOOL_UNSUPPORTED = {Op.ABS, Op.RELU, Op.FLOORDIV, Op.MOD, Op.POW}  # torch has no bool kernel for these
 
 
@@ -34,14 +35,20 @@ def is_scalar(x) -> bool:
 
 
 def scalar_value(value, dtype: dt.DType):
-    """A Python value of the kind the launch metadata stores for ``dtype``."""
+    """A Python value of the kind the launch metadata stores for ``dtype`` (one 64-bit word)."""
     if dtype.is_float:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise DTypeError(f"the scalar {value} is too large for {dtype.name}") from None
     if dtype.is_bool:
         return int(bool(value))
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise DTypeError(f"cannot convert {value} to {dtype.name}")
-    return int(value)
+    value = int(value)
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise DTypeError(f"the scalar {value} does not fit in 64 bits (as in torch); use a float or a smaller int")
+    return value
 
 
 def scalar_node(value, dtype: dt.DType) -> Node:
@@ -98,7 +105,7 @@ def binary_method(op: Op, reflected: bool = False):
         ct = st.dtype
         if ct in fast_dtypes:
             tb = type(b)
-            if tb is float and ct.is_float or tb is int:
+            if tb is float and ct.is_float or tb is int and -_I64 <= b < _I64:   # else: refused below
                 other = Node(SCALAR, (), ct, (), float(b) if ct.is_float else b)   # broadcasts as is
             elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
                 bs = b._storage
@@ -211,8 +218,10 @@ def where(cond, a, b):
     dev = common_device((cond, a, b))
     if dev is None:
         raise DTypeError("where needs at least one Tensor")
-    if not isinstance(cond, Tensor):
-        raise DTypeError("where(condition, ...): condition must be a bool Tensor")
+    if not isinstance(cond, Tensor) or not cond.dtype.is_bool:
+        got = cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__
+        raise DTypeError(f"where(condition, ...): condition must be a bool Tensor, got {got} (as in torch); "
+                         "compare it (t != 0) or call .bool() first")
     engine = dev.engine
     dims, zeros, scalars = operand_dtypes((a, b))
     ct = dt.result_type(dims, zeros, scalars)

@@ -15,7 +15,7 @@ from . import ops
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
-from .ir.shapes import check_shape, normalize_dim, normalize_dims, prod
+from .ir.shapes import as_int, check_shape, normalize_dim, normalize_dims, prod
 from .ir.view import View
 from .runtime.engine import Storage
 
@@ -395,7 +395,7 @@ class Tensor:
     def _infer_shape(self, shape) -> tuple:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(as_int(s, "shape") for s in shape)
         if shape.count(-1) > 1:
             raise ShapeError(f"shape {shape} has more than one -1")
         if -1 in shape:

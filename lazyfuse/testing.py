@@ -49,5 +49,7 @@ def count_launches(device=None):
 
 
 def pool_info(device=None) -> dict:
-    """The device pool's live, cached and peak bytes, and its capture mode."""
+    """The device pool's statistics: ``live_bytes`` (handed out now), ``cached_bytes`` (kept for
+    reuse), ``peak_live_bytes`` (high-water mark), ``persistent`` (prepared for a capture) and
+    ``capturing`` (a capture is open: fresh allocations raise CaptureAllocationError)."""
     return get_device(device).pool.info()

@@ -73,6 +73,20 @@ def library_key(source: str, cc: str) -> str:
     return h.hexdigest()[:32]
 
 
+def usable() -> str | None:
+    """Why C kernels cannot be built here (no compiler, or one that fails on a trivial
+    kernel), or None when they can. The probe library is cached like any other."""
+    cc = compiler()
+    if cc is None:
+        cc = os.environ.get("LAZYFUSE_CC")
+        return f"LAZYFUSE_CC={cc!r} is not an executable C compiler" if cc else "no C compiler (cc, gcc, clang) on PATH"
+    try:
+        build("void lf_probe(char **args, const long *meta) { (void)args; (void)meta; }\n", what="compiler probe")
+    except CompileError as e:
+        return f"the C compiler {cc} fails on a trivial kernel ({' '.join(str(e).split())[-300:]})"
+    return None
+
+
 def build(source: str, what: str = "kernel") -> ctypes.CDLL:
     """The loaded library for ``source``, compiling it on a cache miss."""
     cc = compiler()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 from ..errors import ShapeError
 
@@ -34,9 +35,19 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(out)
 
 
+def as_int(value, argname: str) -> int:
+    """An int from anything with ``__index__`` (numpy ints too); floats and bools are refused, as in
+    torch, rather than truncated."""
+    if isinstance(value, bool):
+        raise ShapeError(f"{argname}={value!r} must be an int, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ShapeError(f"{argname}={value!r} must be an int, not {type(value).__name__}") from None
+
+
 def normalize_dim(dim, ndim: int, argname: str = "dim") -> int:
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise ShapeError(f"{argname}={dim!r} must be an int")
+    dim = as_int(dim, argname)
     lo, hi = (-ndim, ndim - 1) if ndim > 0 else (-1, 0)
     if not lo <= dim <= hi:
         raise ShapeError(f"{argname}={dim} is out of range for a {ndim}-d tensor "
@@ -48,7 +59,7 @@ def normalize_dims(dim, ndim: int, argname: str = "dim") -> tuple:
     """None means all dims; an int or a tuple of ints; duplicates are an error."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted(normalize_dim(d, ndim, argname) for d in dims))
     if len(set(out)) != len(out):
         raise ShapeError(f"{argname}={dim!r} names a dim more than once")
@@ -56,11 +67,11 @@ def normalize_dims(dim, ndim: int, argname: str = "dim") -> tuple:
 
 
 def check_shape(shape, argname: str = "shape") -> tuple:
-    if isinstance(shape, int):
+    if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__"):
         shape = (shape,)
     try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
+        shape = tuple(as_int(s, argname) for s in shape)
+    except (TypeError, ShapeError):
         raise ShapeError(f"{argname}={shape!r} must be a tuple of ints") from None
     if any(s < 0 for s in shape):
         raise ShapeError(f"{argname}={shape} has a negative size")

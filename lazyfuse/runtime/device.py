@@ -98,6 +98,7 @@ class Device:
             self.capturing = True
             self._recording = []
             self.pool.begin_capture()
+            self.engine.reserve_for_capture()
 
     def graph_stop_capture(self):
         """Close the capture. Always leaves the device out of capture mode, even on error."""
@@ -106,6 +107,7 @@ class Device:
             self._recording = None
             self.capturing = False
             self.pool.end_capture()
+            self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
         rng = tuple((m, w) for _, _, m, w in launches if w)
@@ -120,6 +122,7 @@ class Device:
             self._recording = None
             self.capturing = False
             self.pool.end_capture()
+            self.engine.release_from_capture()
             self.engine.captured_plans = []
             self.engine.stop_tracking()
 
@@ -133,10 +136,11 @@ class CpuDevice(Device):
     supports_graphs = True
 
     def _make_backend(self):
-        from ..codegen.c_compile import compiler
-        if compiler() is None:   # no C compiler: the same kernels, run by the Triton interpreter
+        from ..codegen.c_compile import usable
+        why = usable()
+        if why is not None:   # no working C compiler: the same kernels, run by the Triton interpreter
             from .triton_devices import interpreter_fallback
-            return interpreter_fallback()
+            return interpreter_fallback(why)
         from .cpu import CpuBackend
         return CpuBackend(self.pool)
 

@@ -39,7 +39,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..errors import CaptureError
+from ..errors import CaptureError, DeviceError
 from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
@@ -237,6 +237,23 @@ class Engine:
         self.descs = []
         self.leaf_first = {}
 
+    def reserve_for_capture(self) -> None:
+        """While a capture is open, only the capturing thread may record on this device: the
+        capture drains the whole pending queue, so another thread's work would be baked into
+        the graph. Installed per instance, so recording outside a capture pays nothing."""
+        owner = threading.get_ident()
+        record = Engine.record
+
+        def record_in_capture(storage):
+            if threading.get_ident() != owner:
+                raise CaptureError(f"a capture is open on {self.device.name} in another thread: recording here "
+                                   "would put this work into its graph; wait for lf.capture to return")
+            record(self, storage)
+        self.record = record_in_capture
+
+    def release_from_capture(self) -> None:
+        self.__dict__.pop("record", None)
+
     def count_extra_ops(self, n: int) -> None:
         """Ops recorded as inner nodes of one API call (var, softmax...) also count."""
         with self.lock:
@@ -401,12 +418,19 @@ class Engine:
         cause = lambda: self._capture_cause(plan, build is not None)  # noqa: E731 (only built on failure)
         label = plan.label
         root_bufs = []
-        for s in roots:
-            buf = s.buffer
-            if buf is None:
-                buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
-            root_bufs.append(buf)
-        temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        try:
+            for s in roots:
+                buf = s.buffer
+                if buf is None:
+                    buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
+                root_bufs.append(buf)
+            temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        except DeviceError as e:
+            # out of memory: the value that asked (every root, for an intermediate) can never be
+            # computed, so it fails on its reads; the rest stays pending for the next drain
+            for s in roots[len(root_bufs):len(root_bufs) + 1] if len(root_bufs) < len(roots) else roots:
+                self.poison(s, e)
+            raise
         if build is not None:
             metas = [device.backend.new_meta(pool, st.meta_words, SCRATCH, f"build-path metadata of {st.name}", cause)
                      for st in plan.steps]

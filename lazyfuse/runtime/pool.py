@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from ..errors import CaptureAllocationError
+from ..errors import CaptureAllocationError, DeviceError
 
 DATA, META, SCRATCH = "data", "meta", "scratch"
 EXPORTED = "exported"   # a block handed to a peer (DLPack, numpy): never kept for reuse
@@ -150,12 +150,26 @@ class MemoryPool:
             if block is not None:
                 self.stats.pooled_allocations += 1
             else:
-                block = Block(cls, usage, self.raw_alloc(cls))
+                block = Block(cls, usage, self._fresh(cls, requester))
                 self.stats.fresh_allocations += 1
             block.epoch = self.epoch if self.private is not None else 0
             self.live_bytes += cls
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             return block
+
+    def _fresh(self, nbytes: int, requester: str):
+        """New memory; when the device refuses, free the cached blocks and try once more, then
+        raise a DeviceError naming the size (nothing was launched yet: every live tensor is intact)."""
+        try:
+            return self.raw_alloc(nbytes)
+        except (RuntimeError, MemoryError):
+            self.empty_cache()
+        try:
+            return self.raw_alloc(nbytes)
+        except (RuntimeError, MemoryError) as e:
+            raise DeviceError(f"out of memory on {self.device_name}: {nbytes} bytes for {requester} "
+                              f"({self.live_bytes} bytes live); drop or reuse tensors, or work in smaller "
+                              f"pieces ({str(e).splitlines()[0][:200]})") from None
 
     def buffer(self, dtype, numel: int, usage: str = DATA, requester: str = "?", cause=None) -> Buffer:
         block = self.alloc(max(numel, 1) * dtype.itemsize, usage, requester, cause)

@@ -17,7 +17,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
-import os
 import struct
 import sys
 import threading
@@ -305,11 +304,9 @@ class TritonBackend:
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
 
 
-def interpreter_fallback() -> TritonBackend:
+def interpreter_fallback(why: str) -> TritonBackend:
     """The ``cpu`` device's backend when no C compiler is usable: warn (once: devices are
     cached per process) and run the same kernels through the Triton interpreter."""
-    cc = os.environ.get("LAZYFUSE_CC")
-    why = f"LAZYFUSE_CC={cc!r} is not an executable C compiler" if cc else "no C compiler (cc, gcc, clang) on PATH"
     warnings.warn(f"lazyfuse: {why}, so the 'cpu' device runs its kernels through the Triton interpreter, "
                   "which is much slower. Install gcc or clang, or point LAZYFUSE_CC at a C compiler.",
                   RuntimeWarning, stacklevel=2)
