@@ -225,9 +225,18 @@ def record_matmul(a, b, compute):
     a2 = lambda: a.unsqueeze(0) if a.ndim == 1 else a  # noqa: E731
     b2 = lambda: b.unsqueeze(-1) if b.ndim == 1 else b  # noqa: E731
     return attach(out, "matmul", [
-        (a, lambda g: sum_to(promoted(g) @ b2().mT, a2().shape).reshape(a.shape).to(a.dtype)),
-        (b, lambda g: sum_to(a2().mT @ promoted(g), b2().shape).reshape(b.shape).to(b.dtype)),
+        (a, lambda g: sum_to(_product(promoted(g), b2().mT, a), a2().shape).reshape(a.shape).to(a.dtype)),
+        (b, lambda g: sum_to(_product(a2().mT, promoted(g), b), b2().shape).reshape(b.shape).to(b.dtype)),
     ])
+
+
+def _product(x, y, like):
+    """x @ y, computed as (y.mT @ x.mT).mT when ``like`` is a transposed view (``linear``'s
+    ``weight.T``): the gradient then comes out in the layout of the weight's own storage,
+    so it is the weight's .grad as is, not a reduction read through a transpose and copied."""
+    if like.ndim >= 2 and not like.is_contiguous() and like.mT.is_contiguous():
+        return (y.mT @ x.mT).mT
+    return x @ y
 
 
 def index_add(shape, dim: int, index, g):
