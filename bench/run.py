@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import autotune, capture, core, programs
+from bench import autotune, capture, core, programs, training
 
 
 def main(argv=None) -> int:
     argv = list(argv or [])
     status = 0
-    for script in (core, programs, capture, autotune):
+    for script in (core, programs, capture, autotune, training):
         status |= script.main(argv)
     return status
 

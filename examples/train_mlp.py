@@ -41,14 +41,14 @@ def forward(params, x, gelu, linear):
     return h
 
 
-def lf_trainer(sizes, device, lr=1e-2):
-    """(params, step, x, y): ``step()`` runs one training step on the inputs ``x``, ``y``."""
+def lf_trainer(sizes, device, lr=1e-2, set_to_none=False):
+    """(params, step, inputs): ``step()`` runs one training step on ``inputs["x"]``, ``inputs["y"]``."""
     params = [lf.tensor(a, device=device, requires_grad=True) for a in init_params(sizes)]
     opt = lf.optim.AdamW(params, lr=lr)
     inputs = {}   # "x", "y": device tensors the caller fills (and refreshes with copy_)
 
     def step():
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=set_to_none)
         loss = ((forward(params, inputs["x"], F.gelu, F.linear) - inputs["y"]) ** 2).mean()
         loss.backward()
         opt.step()
@@ -90,8 +90,8 @@ def train_lazy(sizes, xs, ys, steps, device):
     return [p.numpy() for p in params], losses, times
 
 
-def train_captured(sizes, xs, ys, steps, device):
-    params, step, inputs = lf_trainer(sizes, device)
+def train_captured(sizes, xs, ys, steps, device, set_to_none=False):
+    params, step, inputs = lf_trainer(sizes, device, set_to_none=set_to_none)
     inputs["x"] = lf.tensor(xs[0], device=device)
     inputs["y"] = lf.tensor(ys[0], device=device)
     graph = lf.capture(device, step, warmup_iters=WARMUP)     # steps 0..WARMUP ran while capturing

@@ -98,6 +98,19 @@ def test_twenty_steps_captured_lazy_and_torch_reach_the_same_parameters():
         np.testing.assert_array_equal(a, b)          # the same kernels on the same data: bit-identical
 
 
+def test_a_captured_step_may_also_drop_its_gradients_each_step():
+    """zero_grad(set_to_none=True) inside the capture: backward's fresh .grad buffers come from the
+    blocks the persistent pool kept, and after the capture .grad holds the captured buffers."""
+    dev = lf.device("cpu")
+    steps = 8
+    xs, ys = train_mlp.make_data(steps, 8, SIZES)
+    lazy, _, _ = train_mlp.train_lazy(SIZES, xs, ys, steps, dev)
+    captured, _, _, graph = train_mlp.train_captured(SIZES, xs, ys, steps, dev, set_to_none=True)
+    assert graph.is_hardware
+    for a, b in zip(lazy, captured):
+        np.testing.assert_array_equal(a, b)
+
+
 def _steady_step_kernels(optimizer):
     dev = lf.device("cpu")
     params = [lf.tensor(a, requires_grad=True) for a in train_mlp.init_params(SIZES)]

@@ -131,13 +131,12 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
                 continue
             for dst, vjp in fn.edges:
                 gi = vjp(g)
-                table = leaves if dst.is_leaf else grads
                 if dst.is_leaf:
-                    prev = table.get(id(dst))
-                    table[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
+                    prev = leaves.get(id(dst))
+                    leaves[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
                 else:
-                    prev = table.get(id(dst))
-                    table[id(dst)] = gi if prev is None else prev + gi
+                    prev = grads.get(id(dst))
+                    grads[id(dst)] = gi if prev is None else prev + gi
             if not retain_graph:
                 fn.edges = None
         _accumulate_leaves(leaves, root)
