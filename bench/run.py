@@ -11,9 +11,9 @@ import argparse
 import sys
 import time
 
-from bench import autotune, capture, common, core, programs
+from bench import autotune, capture, common, core, programs, training
 
-SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune}
+SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training}
 
 
 def main(argv=None) -> int:

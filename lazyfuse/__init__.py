@@ -4,8 +4,8 @@ Ops record IR instead of running; a drain (``lf.sync``, a host read) fuses the l
 work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's interpreter) and
 launches them. ``lf.capture`` records a closure's steady-state launches for replay.
 """
-from .errors import (CaptureAllocationError, CaptureError, CompileError, DeviceError, DTypeError,  # noqa: F401
-                     LazyfuseError, ShapeError)
+from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, DeviceError,  # noqa: F401
+                     DTypeError, LazyfuseError, ShapeError)
 from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
 from .runtime.device import Device, device  # noqa: F401
@@ -13,7 +13,8 @@ from .tensor import Tensor  # noqa: F401
 from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401
                        rand, randn, tensor, zeros, zeros_like)
 from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats, sync, where  # noqa: F401
-from . import nn, testing  # noqa: F401
+from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: F401
+from . import nn, optim, testing  # noqa: F401
 from .graph import Graph, capture, graphed  # noqa: F401
 from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401

@@ -39,13 +39,19 @@ def _realized(dev, t: torch.Tensor) -> Tensor:
     return Tensor(st, View.contiguous(shape), dev)
 
 
-def tensor(data, dtype=None, device=None) -> Tensor:
-    """A tensor from lists, scalars, numpy arrays, torch tensors (or a lazyfuse Tensor, copied)."""
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_() if requires_grad else t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor from lists, scalars, numpy arrays, torch tensors (or a lazyfuse Tensor, copied
+    and detached, as torch.tensor does)."""
     dev = get_device(device)
     if isinstance(data, Tensor):
+        data = data.detach()
         out = data.to(dt.as_dtype(dtype)) if dtype is not None else data
-        return out.clone() if out is data else out
-    return _realized(dev, ops.as_torch_data(data, dtype))
+        return _leaf(out.clone() if out is data else out, requires_grad)
+    return _leaf(_realized(dev, ops.as_torch_data(data, dtype)), requires_grad)
 
 
 def from_numpy(array: np.ndarray, device=None) -> Tensor:
@@ -62,7 +68,7 @@ def from_torch(t: torch.Tensor, device=None) -> Tensor:
     return tensor(t, device=device)
 
 
-def full(shape, fill_value, dtype=None, device=None) -> Tensor:
+def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (lazy: recorded, computed only if used)."""
     shape = check_shape(shape)
     if not ops.is_scalar(fill_value):
@@ -70,17 +76,17 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
     dev = get_device(device)
     value = ops.expand_node(ops.scalar_node(fill_value, dtype), shape)
-    return result_tensor(dev, Node(Op.CAST, (value,), dtype, shape))
+    return _leaf(result_tensor(dev, Node(Op.CAST, (value,), dtype, shape)), requires_grad)
 
 
-def zeros(*shape, dtype=None, device=None) -> Tensor:
+def zeros(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A float32 (or ``dtype``) tensor of zeros (lazy)."""
-    return full(_shape_args(shape), 0, dtype=dtype or dt.float32, device=device)
+    return full(_shape_args(shape), 0, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
-def ones(*shape, dtype=None, device=None) -> Tensor:
+def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A float32 (or ``dtype``) tensor of ones (lazy)."""
-    return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device)
+    return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
 def zeros_like(t: Tensor, dtype=None) -> Tensor:
@@ -98,7 +104,7 @@ def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device)
 
 
-def empty(*shape, dtype=None, device=None) -> Tensor:
+def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uninitialised memory from the pool (no kernel runs)."""
     shape = _shape_args(shape)
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.float32
@@ -106,7 +112,7 @@ def empty(*shape, dtype=None, device=None) -> Tensor:
     buf = dev.pool.buffer(dtype, prod(shape), DATA, "lf.empty")
     st = Storage(dev.engine, Node(Op.BUFFER, (), dtype, shape, buf))
     st.buffer = buf
-    return Tensor(st, View.contiguous(shape), dev)
+    return _leaf(Tensor(st, View.contiguous(shape), dev), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
@@ -157,7 +163,7 @@ def manual_seed(seed: int) -> None:
         generator.offset = 0
 
 
-def _random(op, shape, dtype, device) -> Tensor:
+def _random(op, shape, dtype, device, requires_grad=False) -> Tensor:
     shape = _shape_args(shape)
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.float32
     if not dtype.is_float:
@@ -165,14 +171,14 @@ def _random(op, shape, dtype, device) -> Tensor:
     dev = get_device(device)
     seed, offset = generator.take(prod(shape))
     srcs = (ops.scalar_node(seed, dt.int64), ops.scalar_node(offset, dt.int64))
-    return result_tensor(dev, Node(op, srcs, dtype, shape))
+    return _leaf(result_tensor(dev, Node(op, srcs, dtype, shape)), requires_grad)
 
 
-def rand(*shape, dtype=None, device=None) -> Tensor:
+def rand(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform [0, 1) from a counter-based generator seeded by ``lf.manual_seed``."""
-    return _random(Op.RAND, shape, dtype, device)
+    return _random(Op.RAND, shape, dtype, device, requires_grad)
 
 
-def randn(*shape, dtype=None, device=None) -> Tensor:
+def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples from the generator seeded by ``lf.manual_seed``."""
-    return _random(Op.RANDN, shape, dtype, device)
+    return _random(Op.RANDN, shape, dtype, device, requires_grad)

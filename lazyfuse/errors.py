@@ -32,3 +32,7 @@ class CaptureAllocationError(CaptureError):
 
 class CompileError(LazyfuseError, RuntimeError):
     """A generated kernel failed to compile or load (every candidate, when autotuning)."""
+
+
+class AutogradError(LazyfuseError, RuntimeError):
+    """Misuse of autodiff: an in-place write to a tensor that requires grad, a second backward."""

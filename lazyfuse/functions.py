@@ -1,7 +1,7 @@
 """Free functions of the public API: sync, stats, matmul, where, maximum, minimum, cat, stack."""
 from __future__ import annotations
 
-from . import ops
+from . import autograd, ops
 from .errors import DTypeError, ShapeError
 from .ir.node import Op
 from .ir.shapes import normalize_dim
@@ -51,6 +51,8 @@ def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise DTypeError("cat needs a non-empty sequence of Tensors")
+    if autograd.recording(*tensors):
+        return autograd.rules.record_cat(tensors, normalize_dim(dim, tensors[0].ndim), cat)
     dev = ops.common_device(tensors)
     ref = tensors[0]
     if any(t.ndim == 0 for t in tensors):

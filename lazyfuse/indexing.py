@@ -76,4 +76,8 @@ def index_select(t, dim: int, index):
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
     node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
     out = result_tensor(t.device, node)
+    if t._ag is not None:
+        from .autograd import is_grad_enabled, rules
+        if is_grad_enabled():
+            rules.record_gather(t, dim, flat, out)
     return out.reshape(t.shape[:dim] + index.shape + t.shape[dim + 1:])

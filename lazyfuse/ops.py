@@ -113,8 +113,11 @@ def binary_method(op: Op, reflected: bool = False):
             else:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)
             x = st.current if a._view is st.view else a._read()
-            return _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
-                                                   dt.bool_ if out_bool else ct, a._view.shape))
+            out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
+                                                  dt.bool_ if out_bool else ct, a._view.shape))
+            if (a._ag is not None or tb is _t.Tensor and b._ag is not None) and autograd.is_grad_enabled():
+                autograd.rules.record_elementwise(op, (b, a) if reflected else (a, b), out)
+            return out
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
 
     method.__name__ = f"__{'r' if reflected else ''}{op.label}__"
@@ -131,7 +134,10 @@ def unary_method(op: Op):
         st = a._storage
         if st.dtype in keeps:
             x = st.current if a._view is st.view else a._read()
-            return _t.result_tensor(a.device, Node(op, (x,), st.dtype, a._view.shape))
+            out = _t.result_tensor(a.device, Node(op, (x,), st.dtype, a._view.shape))
+            if a._ag is not None and autograd.is_grad_enabled():
+                autograd.rules.record_elementwise(op, (a,), out)
+            return out
         return elementwise(op, a)
 
     method.__name__ = op.label
@@ -175,7 +181,10 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     engine = dev.engine
     ct, shape, odt = _elementwise_types(op, tuple([_operand_signature(a) for a in args]), out_dtype, compute_dtype)
     srcs = tuple([operand_node(engine, a, ct, shape) for a in args])
-    return _t.result_tensor(dev, Node(op, srcs, odt, shape))
+    out = _t.result_tensor(dev, Node(op, srcs, odt, shape))
+    if autograd.recording(*args):
+        autograd.rules.record_elementwise(op, args, out)
+    return out
 
 
 def _operand_signature(a) -> tuple:
@@ -227,8 +236,9 @@ def where(cond, a, b):
     ct = dt.result_type(dims, zeros, scalars)
     shape = broadcast_shapes(*(x.shape for x in (cond, a, b) if isinstance(x, Tensor)))
     c = operand_node(engine, cond, dt.bool_, shape)
-    return result_tensor(dev, Node(Op.WHERE, (c, operand_node(engine, a, ct, shape), operand_node(engine, b, ct, shape)),
-                                   ct, shape))
+    out = result_tensor(dev, Node(Op.WHERE, (c, operand_node(engine, a, ct, shape), operand_node(engine, b, ct, shape)),
+                                  ct, shape))
+    return autograd.rules.record_where(cond, a, b, out) if autograd.recording(a, b) else out
 
 
 def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
@@ -246,6 +256,8 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     keep = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
     odt = out_dtype or x.dtype
     out = result_tensor(x.device, Node(op, (src,), odt, keep, axes))
+    if x._ag is not None and autograd.is_grad_enabled():
+        autograd.rules.record_reduce(op, x, axes, out)
     if keepdim:
         return out
     return out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in axes))
@@ -260,6 +272,8 @@ def matmul(a, b):
     Tensor, result_tensor = _t.Tensor, _t.result_tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul needs two Tensors")
+    if (a._ag is not None or b._ag is not None) and autograd.is_grad_enabled():
+        return autograd.rules.record_matmul(a, b, matmul)
     dev = common_device((a, b))
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul of a 0-d tensor: use * for scalar products")
@@ -339,4 +353,5 @@ def as_torch_data(data, dtype=None):
     return t
 
 
+from . import autograd  # noqa: E402
 from . import tensor as _t  # noqa: E402 (tensor.py imports this module: resolve at call time)

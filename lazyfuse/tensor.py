@@ -11,7 +11,7 @@ import collections
 import numpy as np
 import torch
 
-from . import ops
+from . import autograd, ops
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
@@ -34,13 +34,14 @@ class Tensor:
     """A lazy, strided view of a device storage: ops record IR and return at once; a host read
     (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
     through DLPack (``torch.from_dlpack(t)``, ``lf.from_dlpack(x)``)."""
-    __slots__ = ("_storage", "_view", "device", "__weakref__")
+    __slots__ = ("_storage", "_view", "device", "_ag", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, storage: Storage, view: View, device):
         self._storage = storage
         self._view = view
         self.device = device
+        self._ag = None   # autograd state: None outside autograd (see lazyfuse.autograd.graph)
 
     # -- reading the lazy value ------------------------------------------------------------------
     def _read(self) -> Node:
@@ -53,7 +54,10 @@ class Tensor:
         return Node(Op.VIEW, (st.current,), st.dtype, v.shape, v)
 
     def _with_view(self, view: View) -> "Tensor":
-        return Tensor(self._storage, view, self.device)
+        out = Tensor(self._storage, view, self.device)
+        if self._ag is not None and autograd.is_grad_enabled():
+            autograd.rules.record_view(self, out)
+        return out
 
     # -- metadata ----------------------------------------------------------------------------------
     @property
@@ -357,7 +361,8 @@ class Tensor:
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype:
             return self
-        return result_tensor(self.device, Node(Op.CAST, (self._read(),), dtype, self.shape))
+        out = result_tensor(self.device, Node(Op.CAST, (self._read(),), dtype, self.shape))
+        return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
     def float(self):
         return self.to(dt.float32)
@@ -381,7 +386,8 @@ class Tensor:
         return self.to(dt.bool_)
 
     def clone(self):
-        return result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
+        out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
+        return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
     def contiguous(self):
         if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
@@ -389,7 +395,48 @@ class Tensor:
         return self.clone()
 
     def detach(self):
-        return self
+        """The same storage and view, cut from the autograd graph."""
+        return Tensor(self._storage, self._view, self.device)
+
+    # -- autograd (lazyfuse.autograd) ------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._ag is not None and self._ag.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        autograd.set_requires_grad(self, bool(flag))
+
+    def requires_grad_(self, requires_grad=True):
+        return autograd.set_requires_grad(self, bool(requires_grad))
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ag is None or self._ag.is_leaf
+
+    @property
+    def grad_fn(self):
+        return None if self.is_leaf else self._ag
+
+    @property
+    def grad(self):
+        """The accumulated gradient of a leaf (None for results, as in torch)."""
+        return self._ag.grad if self._ag is not None and self._ag.is_leaf else None
+
+    @grad.setter
+    def grad(self, value):
+        if not self.is_leaf:
+            raise autograd.AutogradError("only leaf tensors hold a .grad")
+        if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape):
+            raise ShapeError(f".grad must be None or a Tensor of shape {self.shape}")
+        if self._ag is None:
+            self._ag = autograd.Leaf(False)
+        self._ag.grad = value
+
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate this tensor's gradient into every leaf that requires grad (lazily: the
+        backward pass is recorded IR, run at the next drain)."""
+        autograd.backward(self, gradient, retain_graph)
 
     # -- views ---------------------------------------------------------------------------------------
     def _infer_shape(self, shape) -> tuple:
@@ -568,7 +615,16 @@ class Tensor:
 
     def copy_(self, src):
         """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view."""
+        if self._ag is not None and self._ag.requires_grad and autograd.is_grad_enabled():
+            what = "a leaf Variable" if self._ag.is_leaf else "a tensor"
+            raise autograd.AutogradError(
+                f"{what} that requires grad is being used in an in-place operation; wrap the write in "
+                "`with lf.no_grad():` (optimizer updates) or use an out-of-place op")
         if isinstance(src, Tensor):
+            if src._ag is not None and src._ag.requires_grad and autograd.is_grad_enabled():
+                raise autograd.AutogradError(
+                    "copy_ (or t[...] = v) of a tensor that requires grad is not differentiable in lazyfuse: "
+                    "build the value out of place (lf.cat, lf.where) or copy v.detach()")
             ops.common_device((self, src))
             node = ops.cast_node(self.device.engine, src._read(), self.dtype)
             if src.shape != self.shape:

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 
-@pytest.mark.parametrize("name", ["mlp", "transformer_block", "decode"])
+@pytest.mark.parametrize("name", ["mlp", "transformer_block", "decode", "train_mlp"])
 def test_example_matches_torch_on_cpu(name):
     module = runpy.run_path(str(ROOT / "examples" / f"{name}.py"))
     assert module["main"](device="cpu")

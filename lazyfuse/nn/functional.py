@@ -46,7 +46,8 @@ def softmax(x, dim, dtype=None):
         x = x.to(dtype)
     _float(x, "softmax")
     dim = normalize_dim(dim, x.ndim)
-    e = (x - x.amax(dim, keepdim=True)).exp()
+    # the max only stabilises: detached, it adds nothing to the gradient (which is exact without it)
+    e = (x - x.detach().amax(dim, keepdim=True)).exp()
     return e / e.sum(dim, keepdim=True)
 
 
@@ -56,7 +57,7 @@ def log_softmax(x, dim, dtype=None):
         x = x.to(dtype)
     _float(x, "log_softmax")
     dim = normalize_dim(dim, x.ndim)
-    shifted = x - x.amax(dim, keepdim=True)
+    shifted = x - x.detach().amax(dim, keepdim=True)
     return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
 

@@ -486,7 +486,9 @@ class Engine:
         if plan is None or plan.key not in self.executed_keys:
             return ("Likely cause: the warmup never executed this plan — its outputs were dropped before they "
                     "were synced, so the lazy engine elided them and allocated nothing (hold_outputs=False?). "
-                    "Hold each warmup output across lf.sync().")
+                    "Hold each warmup output across lf.sync(). (Or the closure records a different program "
+                    "after its first run — state created lazily, like optimizer moments: warm up at least "
+                    "twice.)")
         if not build and plan.metas is None:
             return ("Likely cause: warmup too short — the warmup only took the build path for this plan, so the "
                     "capture run is its first steady-state run and allocates launch metadata "

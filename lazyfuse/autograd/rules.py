@@ -1,0 +1,277 @@
+"""VJPs of the primitive ops, written with lazyfuse Tensor ops (they run under ``no_grad``).
+
+Every public op reaches one of the recorders here: elementwise (with torch's broadcasting,
+so a gradient is summed back to its input's shape), where, reductions, views, casts, matmul,
+gather (integer indexing, embedding) and cat. Composite functions (softmax, layer_norm,
+rms_norm, sdpa, var, ...) are differentiated through the primitives they record, so their
+backward fuses like their forward.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir.node import Op
+from .graph import attach
+from .mode import no_grad
+
+
+def sum_to(g, shape: tuple):
+    """Sum ``g`` over the dims that broadcasting added or grew, giving ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + d for d, s in enumerate(shape) if s == 1 and g.shape[lead + d] != 1)
+    out = g.sum(dims, keepdim=True) if dims else g
+    return out.reshape(shape)
+
+
+def _to_input(x, grad):
+    return sum_to(grad, x.shape).to(x.dtype)
+
+
+def _sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _gelu_grad(x):
+    """d/dx x*Phi(x) = Phi(x) + x*phi(x). There is no erf op: Phi(x) = gelu(x)/x, exact to rounding
+    (gelu is x*Phi(x)), with Phi(0) = 1/2."""
+    from ..ops import where
+    cdf = where(x == 0, 0.5, x.gelu() / where(x == 0, 1.0, x))
+    pdf = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
+    return cdf + x * pdf
+
+
+def _unary(op, x, out):
+    """The local derivative of a unary op times g."""
+    return {
+        Op.NEG: lambda g: -g,
+        Op.ABS: lambda g: g * _sign(x),
+        Op.EXP: lambda g: g * out,
+        Op.LOG: lambda g: g / x,
+        Op.SQRT: lambda g: g / (out * 2.0),
+        Op.RSQRT: lambda g: g * out * out * out * -0.5,
+        Op.SIN: lambda g: g * x.cos(),
+        Op.COS: lambda g: -(g * x.sin()),
+        Op.TANH: lambda g: g * (1.0 - out * out),
+        Op.SIGMOID: lambda g: g * out * (1.0 - out),
+        Op.RELU: lambda g: g * (out > 0).to(out.dtype),
+        Op.GELU: lambda g: g * _gelu_grad(x),
+        Op.SILU: lambda g: g * _silu_grad(x),
+        Op.RECIPROCAL: lambda g: -(g * out * out),
+        Op.CAST: lambda g: g,
+    }.get(op)
+
+
+def _silu_grad(x):
+    s = x.sigmoid()
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _is_tensor(x):
+    return hasattr(x, "_ag")
+
+
+def _pow_grads(a, b, out):
+    from ..ops import where
+    if _is_tensor(b):
+        ga = lambda g: where(b == 0, 0.0, g * b * a ** (b - 1.0))  # noqa: E731
+    else:
+        ga = (lambda g: g * 0.0) if b == 0 else (lambda g: g * (b * a ** (b - 1.0)))
+    if _is_tensor(a):
+        gb = lambda g: g * where((a == 0) & (b >= 0), 0.0, out * a.log())  # noqa: E731
+    else:
+        log_a = math.log(a) if a > 0 else (float("-inf") if a == 0 else float("nan"))
+        gb = (lambda g: g * where(b >= 0, 0.0, out * log_a)) if a == 0 else (lambda g: g * out * log_a)
+    return ga, gb
+
+
+def _extreme_grads(op, a, b):
+    """maximum/minimum: with a scalar it is clamp (gradient where x >= min, as torch's clamp);
+    between tensors a tie splits the gradient in halves (as torch's maximum)."""
+    from ..ops import where
+    wins = (lambda x, y: x > y) if op is Op.MAXIMUM else (lambda x, y: x < y)
+    if not _is_tensor(b):
+        keep = (a >= b) if op is Op.MAXIMUM else (a <= b)
+        return (lambda g: where(keep, g, 0.0)), None
+    if not _is_tensor(a):
+        keep = (b >= a) if op is Op.MAXIMUM else (b <= a)
+        return None, (lambda g: where(keep, g, 0.0))
+    return (lambda g: where(a == b, g * 0.5, where(wins(a, b), g, 0.0)),
+            lambda g: where(a == b, g * 0.5, where(wins(b, a), g, 0.0)))
+
+
+def _binary(op, a, b, out):
+    if op is Op.ADD:
+        return (lambda g: g), (lambda g: g)
+    if op is Op.SUB:
+        return (lambda g: g), (lambda g: -g)
+    if op is Op.MUL:
+        return (lambda g: g * b), (lambda g: g * a)
+    if op is Op.DIV:
+        return (lambda g: g / b), (lambda g: -(g * out / b))
+    if op is Op.POW:
+        return _pow_grads(a, b, out)
+    if op in (Op.MAXIMUM, Op.MINIMUM):
+        return _extreme_grads(op, a, b)
+    if op is Op.MOD:
+        return (lambda g: g), (lambda g: -(g * (a // b)))
+    return None
+
+
+def record_elementwise(op, args, out):
+    """``out = op(*args)`` (args: tensors and Python scalars, broadcast to ``out``)."""
+    if len(args) == 1:
+        local = _unary(op, args[0], out)
+        locals_ = (local,)
+    else:
+        locals_ = _binary(op, args[0], args[1], out)
+    if locals_ is None or all(f is None for f in locals_):
+        return out   # comparisons, logic, floor division: not differentiable
+    edges = [(x, _through(x, f)) for x, f in zip(args, locals_) if f is not None and _is_tensor(x)]
+    return attach(out, op.label, edges)
+
+
+def _through(x, local):
+    return lambda g: _to_input(x, local(g))
+
+
+def record_where(cond, a, b, out):
+    from ..ops import where
+    edges = []
+    if _is_tensor(a):
+        edges.append((a, lambda g: _to_input(a, where(cond, g, 0.0))))
+    if _is_tensor(b):
+        edges.append((b, lambda g: _to_input(b, where(cond, 0.0, g))))
+    return attach(out, "where", edges)
+
+
+def record_reduce(op, x, axes, out_keep):
+    """``out_keep`` keeps the reduced axes (size 1); amax/amin/max/min share the gradient evenly
+    between tied extremes (torch's amax rule)."""
+    if op is Op.SUM:
+        return attach(out_keep, "sum", [(x, lambda g: g.expand(x.shape).to(x.dtype))])
+    if op in (Op.MAX, Op.MIN):
+        def vjp(g):
+            from ..ops import where
+            if not axes:
+                return g.to(x.dtype)
+            hit = x == out_keep
+            return where(hit, g / hit.sum(axes, keepdim=True), 0.0).to(x.dtype)
+        return attach(out_keep, op.label, [(x, vjp)])
+    return out_keep
+
+
+def record_cast(x, out):
+    return attach(out, "cast", [(x, lambda g: g.to(x.dtype))])
+
+
+def _same_order(vx, vy) -> bool:
+    """True when ``vy`` reads the very elements of ``vx`` in the same row-major order."""
+    if vx.numel != vy.numel:
+        return False
+    r = vx.reshape(vy.shape)
+    return r is not None and r.offset == vy.offset and all(
+        a == b for a, b, s in zip(r.strides, vy.strides, vy.shape) if s != 1)
+
+
+def _permutation(vx, vy):
+    """The dims order with ``vy == vx.permute(order)``, or None."""
+    if len(vx.shape) != len(vy.shape) or vx.offset != vy.offset:
+        return None
+    free = list(range(len(vx.shape)))
+    order = []
+    for s, st in zip(vy.shape, vy.strides):
+        match = next((d for d in free if vx.shape[d] == s and (s == 1 or vx.strides[d] == st)), None)
+        if match is None:
+            return None
+        free.remove(match)
+        order.append(match)
+    return order
+
+
+def record_view(x, y):
+    """``y`` is a view of ``x``'s storage. Expand sums back; reshape and permute move ``g`` back;
+    any other view (slices, selects) scatters ``g`` into zeros of the storage and reads x's part."""
+    vx, vy = x._view, y._view
+    if vy.has_overlap() and not vx.has_overlap():
+        return attach(y, "expand", [(x, lambda g: sum_to(g, x.shape))])
+    if _same_order(vx, vy):
+        return attach(y, "view", [(x, lambda g: g.reshape(x.shape))])
+    order = _permutation(vx, vy)
+    if order is not None:
+        inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+        return attach(y, "permute", [(x, lambda g: g.permute(inverse))])
+
+    def scatter(g):
+        from ..creation import zeros
+        whole = zeros(x._storage.shape, dtype=g.dtype, device=g.device)
+        whole._with_view(vy).copy_(g)
+        return whole._with_view(vx)
+    return attach(y, "slice", [(x, scatter)])
+
+
+def record_matmul(a, b, compute):
+    with no_grad():
+        out = compute(a, b)
+
+    def promoted(g):
+        if b.ndim == 1:
+            g = g.unsqueeze(-1)
+        if a.ndim == 1:
+            g = g.unsqueeze(-2)
+        return g
+
+    a2 = lambda: a.unsqueeze(0) if a.ndim == 1 else a  # noqa: E731
+    b2 = lambda: b.unsqueeze(-1) if b.ndim == 1 else b  # noqa: E731
+    return attach(out, "matmul", [
+        (a, lambda g: sum_to(_product(promoted(g), b2().mT, a), a2().shape).reshape(a.shape).to(a.dtype)),
+        (b, lambda g: sum_to(_product(a2().mT, promoted(g), b), b2().shape).reshape(b.shape).to(b.dtype)),
+    ])
+
+
+def _product(x, y, like):
+    """x @ y, computed as (y.mT @ x.mT).mT when ``like`` is a transposed view (``linear``'s
+    ``weight.T``): the gradient then comes out in the layout of the weight's own storage,
+    so it is the weight's .grad as is, not a reduction read through a transpose and copied."""
+    if like.ndim >= 2 and not like.is_contiguous() and like.mT.is_contiguous():
+        return (y.mT @ x.mT).mT
+    return x @ y
+
+
+def index_add(shape, dim: int, index, g):
+    """zeros(shape) with ``g``'s slices added at ``index`` along ``dim``: a one-hot matmul
+    (onehot(index).T @ g), so it is a fused reduction or a BLAS call like any matmul, and
+    repeated indices accumulate. Costs len(index) * shape[dim] * (the other dims) multiply-adds,
+    which suits the small vocabularies and gathers of this project's programs."""
+    from ..creation import arange
+    from ..ir.shapes import prod
+    n = shape[dim]
+    idx = index.reshape(-1, 1)
+    idx = (idx < 0).long() * n + idx
+    onehot = (idx == arange(n, device=g.device).reshape(1, n)).to(g.dtype)       # (N, n)
+    moved = g.permute((dim,) + tuple(d for d in range(g.ndim) if d != dim))
+    rest = moved.shape[1:]
+    summed = onehot.mT @ moved.reshape(moved.shape[0], prod(rest))                # (n, rest)
+    summed = summed.reshape((n,) + rest)
+    return summed.permute(list(range(1, dim + 1)) + [0] + list(range(dim + 1, g.ndim)))
+
+
+def record_gather(x, dim: int, index, out):
+    return attach(out, "gather", [(x, lambda g: index_add(x.shape, dim, index, g).to(x.dtype))])
+
+
+def record_cat(tensors, dim: int, compute):
+    with no_grad():
+        out = compute(tensors, dim)
+    edges, start = [], 0
+    for t in tensors:
+        n = t.shape[dim]
+        edges.append((t, _slice_of(dim, start, n, t)))
+        start += n
+    return attach(out, "cat", edges)
+
+
+def _slice_of(dim, start, n, t):
+    key = (slice(None),) * dim + (slice(start, start + n),)
+    return lambda g: g[key].to(t.dtype)
