@@ -13,6 +13,7 @@ _mode = _Mode()
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops record backward nodes in this thread (off under ``lf.no_grad()``)."""
     return _mode.enabled
 
 
