@@ -3,7 +3,8 @@
     python bench/gpu_check.py [--skip-tests] [--skip-compile] [--quick]
 
 1. ``pytest tests/test_interpreter.py`` with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
-   tests written for the interpreter, run on compiled Triton kernels.
+   tests written for the interpreter, run on compiled Triton kernels; and the files whose cuda
+   cases run wherever torch sees a GPU (the matmul template and #4's ops, DLPack on GPU memory).
 2. The fused chain ``tanh(x*y+1)*exp(-x*x)+sigmoid(y)`` on 2^24 float32 elements: lazyfuse
    (a drain per call, and a captured graph replay), torch eager, and
    ``torch.compile(mode="max-autotune-no-cudagraphs")``; plus device copy bandwidth (torch's
@@ -30,11 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 N = 1 << 24
 TEST_TIMEOUT_S = 300
+GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py")
 
 
 def run_tests() -> dict:
     env = dict(os.environ, LAZYFUSE_TEST_DEVICE="cuda", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_interpreter.py")]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *[str(ROOT / "tests" / f) for f in GPU_TEST_FILES]]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
