@@ -121,7 +121,29 @@ def binary_method(op: Op, reflected: bool = False):
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
 
     method.__name__ = f"__{'r' if reflected else ''}{op.label}__"
+    method.__doc__ = (f"Elementwise {op.label} of {'(other, self)' if reflected else '(self, other)'}, ``other`` a "
+                      "Tensor or Python number, with torch's promotion and broadcasting; recorded lazily.")
     return method
+
+
+# Tensor.<op>() docstrings, set by ``unary_method`` (dtype notes: see FLOAT_UNARY, BOOL_UNSUPPORTED)
+UNARY_DOCS = {
+    Op.NEG: "Elementwise ``-x`` (bool tensors raise DTypeError, as in torch; use ``~``).",
+    Op.ABS: "Elementwise ``|x|`` (bool tensors raise DTypeError, as in torch).",
+    Op.EXP: "Elementwise ``e**x``; integer and bool tensors give float32, as in torch.",
+    Op.LOG: "Elementwise natural logarithm; integer and bool tensors give float32, as in torch.",
+    Op.SQRT: "Elementwise square root; integer and bool tensors give float32, as in torch.",
+    Op.RSQRT: "Elementwise ``1 / sqrt(x)``; integer and bool tensors give float32, as in torch.",
+    Op.SIN: "Elementwise sine; integer and bool tensors give float32, as in torch.",
+    Op.COS: "Elementwise cosine; integer and bool tensors give float32, as in torch.",
+    Op.TANH: "Elementwise hyperbolic tangent; integer and bool tensors give float32, as in torch.",
+    Op.SIGMOID: "Elementwise ``1 / (1 + e**-x)``; integer and bool tensors give float32, as in torch.",
+    Op.RELU: "Elementwise ``max(x, 0)``, keeping the dtype (bool tensors raise DTypeError, as in torch).",
+    Op.GELU: "Elementwise exact (erf) GELU, ``x * Phi(x)``; integer and bool tensors give float32.",
+    Op.SILU: "Elementwise ``x * sigmoid(x)`` (SiLU); integer and bool tensors give float32.",
+    Op.RECIPROCAL: "Elementwise ``1 / x``; integer and bool tensors give float32, as in torch.",
+    Op.NOT: "``~x``: logical not of a bool tensor, bitwise not of an integer one (floats raise DTypeError).",
+}
 
 
 def unary_method(op: Op):
@@ -141,6 +163,7 @@ def unary_method(op: Op):
         return elementwise(op, a)
 
     method.__name__ = op.label
+    method.__doc__ = UNARY_DOCS[op] + " Recorded lazily, run at the next drain."
     return method
 
 

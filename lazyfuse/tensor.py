@@ -34,7 +34,9 @@ class Tensor:
     """A lazy, strided view of a device storage: ops record IR and return at once; a host read
     (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
     through DLPack (``torch.from_dlpack(t)``, ``lf.from_dlpack(x)``)."""
-    __slots__ = ("_storage", "_view", "device", "_ag", "__weakref__")
+    __slots__ = {"_storage": None, "_view": None,
+                 "device": "The Device this tensor lives on (``.kind``, ``.name``, ``.supports_graphs``).",
+                 "_ag": None, "__weakref__": None}
     __array_priority__ = 1000
 
     def __init__(self, storage: Storage, view: View, device):
@@ -62,29 +64,37 @@ class Tensor:
     # -- metadata ----------------------------------------------------------------------------------
     @property
     def shape(self) -> tuple:
+        """The shape of this view, a tuple of ints (metadata: no drain)."""
         return self._view.shape
 
     @property
     def dtype(self) -> dt.DType:
+        """The element type (``lf.float32``...), the storage's: views share it."""
         return self._storage.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dims, ``len(self.shape)``."""
         return len(self._view.shape)
 
     def dim(self) -> int:
+        """The number of dims (torch's method spelling of ``ndim``)."""
         return self.ndim
 
     def numel(self) -> int:
+        """The number of elements, the product of the shape (1 for a 0-d tensor)."""
         return prod(self._view.shape)
 
     def size(self, dim=None):
+        """The shape (``dim=None``), or the size of dim ``dim`` (negative counts from the end)."""
         return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim)]
 
     def stride(self) -> tuple:
+        """The view's strides into its storage, in elements (0 on expanded dims)."""
         return self._view.strides
 
     def is_contiguous(self) -> bool:
+        """Whether the view reads a dense row-major block (``contiguous()`` then returns it as is)."""
         return self._view.is_contiguous()
 
     def __len__(self) -> int:
@@ -112,11 +122,11 @@ class Tensor:
         return base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)
 
     def torch(self) -> torch.Tensor:
-        """A new torch tensor on the CPU holding this tensor's value."""
+        """Drains, then a new torch tensor on the CPU holding a copy of this tensor's value."""
         return self._host_torch(".torch()")
 
     def numpy(self) -> np.ndarray:
-        """A new numpy array (bfloat16 comes back as float32: numpy has no bfloat16)."""
+        """Drains, then a new numpy array (bfloat16 comes back as float32: numpy has no bfloat16)."""
         t = self._host_torch(".numpy()")
         if t.dtype is torch.bfloat16:
             t = t.float()
@@ -137,11 +147,13 @@ class Tensor:
         return dlpack_device(self.device)
 
     def item(self):
+        """Drains, then the value of this one-element tensor as a Python number (ShapeError otherwise)."""
         if self.numel() != 1:
             raise ShapeError(f".item() needs exactly one element, this tensor has shape {self.shape}")
         return self._host_torch(".item()").item()
 
     def tolist(self):
+        """Drains, then the value as nested Python lists (a number for a 0-d tensor)."""
         return self._host_torch(".tolist()").tolist()
 
     def __bool__(self):
@@ -253,21 +265,28 @@ class Tensor:
     reciprocal = ops.unary_method(Op.RECIPROCAL)
 
     def isnan(self):
+        """Elementwise NaN test: a bool tensor, True where the value is NaN."""
         return ops.elementwise(Op.ISNAN, self)
 
     def logical_not(self):
+        """Elementwise logical not: a bool tensor, True where the value is zero (or False)."""
         return ops.elementwise(Op.NOT, self.bool())
 
     def pow(self, exponent):
+        """Elementwise ``self ** exponent`` (a Tensor or Python number), with torch's promotion."""
         return ops.elementwise(Op.POW, self, exponent)
 
     def maximum(self, other):
+        """Elementwise maximum with ``other`` (a Tensor or number), with torch's promotion and broadcasting."""
         return ops.elementwise(Op.MAXIMUM, self, other)
 
     def minimum(self, other):
+        """Elementwise minimum with ``other`` (a Tensor or number), with torch's promotion and broadcasting."""
         return ops.elementwise(Op.MINIMUM, self, other)
 
     def clamp(self, min=None, max=None):
+        """Elementwise ``minimum(maximum(x, min), max)``; either bound (a Tensor or number) may be
+        omitted, not both (ShapeError). ``clip`` is the same method."""
         if min is None and max is None:
             raise ShapeError("clamp needs min or max")
         out = self
@@ -280,14 +299,19 @@ class Tensor:
     clip = clamp
 
     def where(self, condition, other):
+        """``self`` where the bool tensor ``condition`` holds, else ``other``: ``lf.where(condition, self, other)``."""
         return ops.where(condition, self, other)
 
     # -- reductions --------------------------------------------------------------------------------
     def sum(self, dim=None, keepdim=False, dtype=None):
+        """Sum over ``dim`` (None: all dims; an int or a tuple), reduced dims kept as size 1 if ``keepdim``.
+        Integer and bool tensors sum to int64, as in torch, unless ``dtype`` is given."""
         odt = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if not self.dtype.is_float else self.dtype)
         return ops.reduce(Op.SUM, self, dim, keepdim, out_dtype=odt)
 
     def mean(self, dim=None, keepdim=False):
+        """Mean over ``dim`` (None, int or tuple); floating tensors only (DTypeError, as in torch).
+        An empty reduction gives NaN."""
         if not self.dtype.is_float:
             raise DTypeError(f"mean() needs a floating tensor, got {self.dtype.name}; call .float() first")
         n = ops.reduced_count(self, dim)
@@ -295,9 +319,11 @@ class Tensor:
             ops.reduce(Op.SUM, self, dim, keepdim) * float("nan")
 
     def amax(self, dim=None, keepdim=False):
+        """Largest value over ``dim`` (None, int or tuple); an empty reduced dim raises ShapeError."""
         return ops.reduce(Op.MAX, self, dim, keepdim)
 
     def amin(self, dim=None, keepdim=False):
+        """Smallest value over ``dim`` (None, int or tuple); an empty reduced dim raises ShapeError."""
         return ops.reduce(Op.MIN, self, dim, keepdim)
 
     def _maxmin(self, op, arg_op, dim, keepdim):
@@ -312,6 +338,7 @@ class Tensor:
         return self._maxmin(Op.MAX, Op.ARGMAX, dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
+        """``min()``: the smallest value; ``min(dim)``: (values, indices); ``min(tensor)``: elementwise."""
         return self._maxmin(Op.MIN, Op.ARGMIN, dim, keepdim)
 
     def _check_arg_reduction(self, name):
@@ -319,6 +346,8 @@ class Tensor:
             raise DTypeError(f"{name}() does not support bool tensors (as in torch); call .int() first")
 
     def argmax(self, dim=None, keepdim=False):
+        """The int64 index of the largest value along ``dim``; ``dim=None`` indexes the flattened
+        tensor. Bool tensors raise DTypeError, as in torch."""
         self._check_arg_reduction("argmax")
         if dim is None:
             flat = self.reshape(-1)
@@ -327,6 +356,8 @@ class Tensor:
         return ops.reduce(Op.ARGMAX, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
 
     def argmin(self, dim=None, keepdim=False):
+        """The int64 index of the smallest value along ``dim``; ``dim=None`` indexes the flattened
+        tensor. Bool tensors raise DTypeError, as in torch."""
         self._check_arg_reduction("argmin")
         if dim is None:
             flat = self.reshape(-1)
@@ -335,6 +366,8 @@ class Tensor:
         return ops.reduce(Op.ARGMIN, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
 
     def var(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
+        """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` means 0),
+        as in torch; floating tensors only. NaN when there are no more elements than ``correction``."""
         if not self.dtype.is_float:
             raise DTypeError(f"var() needs a floating tensor, got {self.dtype.name}; call .float() first")
         if correction is None:
@@ -346,18 +379,23 @@ class Tensor:
             (d * d).sum(dim, keepdim) * float("nan")
 
     def std(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
+        """The square root of ``var`` (same ``dim``, ``keepdim``, ``correction`` and ``unbiased``)."""
         return self.var(dim, keepdim, correction=correction, unbiased=unbiased).sqrt()
 
     def softmax(self, dim):
+        """Softmax along ``dim`` (floating tensors), max-shifted for stability; one row-wise kernel."""
         from .nn import functional as F
         return F.softmax(self, dim)
 
     def log_softmax(self, dim):
+        """``x - logsumexp(x)`` along ``dim`` (floating tensors); one row-wise kernel, like softmax."""
         from .nn import functional as F
         return F.log_softmax(self, dim)
 
     # -- casts ---------------------------------------------------------------------------------------
     def to(self, dtype):
+        """A cast to ``dtype`` (an lf, torch or numpy dtype, or a name), recorded lazily. The same dtype
+        returns ``self`` itself, as in torch, so the result still aliases the storage."""
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype:
             return self
@@ -365,42 +403,53 @@ class Tensor:
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
     def float(self):
+        """``to(lf.float32)``."""
         return self.to(dt.float32)
 
     def double(self):
+        """``to(lf.float64)``."""
         return self.to(dt.float64)
 
     def half(self):
+        """``to(lf.float16)``."""
         return self.to(dt.float16)
 
     def bfloat16(self):
+        """``to(lf.bfloat16)``."""
         return self.to(dt.bfloat16)
 
     def int(self):
+        """``to(lf.int32)`` (as torch's ``int()``)."""
         return self.to(dt.int32)
 
     def long(self):
+        """``to(lf.int64)``."""
         return self.to(dt.int64)
 
     def bool(self):
+        """``to(lf.bool)``: True where the value is nonzero."""
         return self.to(dt.bool_)
 
     def clone(self):
+        """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse."""
         out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
     def contiguous(self):
+        """``self`` when already contiguous (it keeps aliasing its base, as in torch), else a
+        contiguous copy (``clone``)."""
         if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
             return self
         return self.clone()
 
     def detach(self):
-        """The same storage and view, cut from the autograd graph."""
+        """The same storage and view (so it aliases ``self``), cut from the autograd graph."""
         return Tensor(self._storage, self._view, self.device)
 
     # -- autograd (lazyfuse.autograd) ------------------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
+        """Whether autograd records ops on this tensor; set it on a floating leaf to make a parameter."""
         return self._ag is not None and self._ag.requires_grad
 
     @requires_grad.setter
@@ -408,14 +457,17 @@ class Tensor:
         autograd.set_requires_grad(self, bool(flag))
 
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` (floating tensors only, else DTypeError) and return ``self``."""
         return autograd.set_requires_grad(self, bool(requires_grad))
 
     @property
     def is_leaf(self) -> bool:
+        """False only for a result of an op recorded by autograd (as in torch)."""
         return self._ag is None or self._ag.is_leaf
 
     @property
     def grad_fn(self):
+        """The autograd node that made this result, or None for a leaf."""
         return None if self.is_leaf else self._ag
 
     @property
@@ -457,6 +509,8 @@ class Tensor:
         return shape
 
     def reshape(self, *shape):
+        """The elements in ``shape`` (one dim may be -1): a view of the same storage where strides
+        allow (exactly when torch's would be a view), else a copy that no longer aliases."""
         shape = self._infer_shape(shape)
         v = self._view.reshape(shape)
         if v is not None:
@@ -464,6 +518,7 @@ class Tensor:
         return self.clone()._with_view(View.contiguous(shape))
 
     def view(self, *shape):
+        """As ``reshape`` but always a view of the same storage: ShapeError when strides don't allow one."""
         if len(shape) == 1 and isinstance(shape[0], (dt.DType, torch.dtype)):
             raise DTypeError("view(dtype) is not supported; use .to(dtype)")
         shape = self._infer_shape(shape)
@@ -474,6 +529,7 @@ class Tensor:
         return self._with_view(v)
 
     def flatten(self, start_dim=0, end_dim=-1):
+        """Dims ``start_dim..end_dim`` merged into one through ``reshape`` (a view where strides allow)."""
         if self.ndim == 0:
             return self.reshape(1)
         s = normalize_dim(start_dim, self.ndim, "start_dim")
@@ -483,6 +539,7 @@ class Tensor:
         return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
     def permute(self, *dims):
+        """A view with the dims reordered as ``dims`` (a permutation): no copy, it aliases the storage."""
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
         if len(dims) != self.ndim:
@@ -493,6 +550,7 @@ class Tensor:
         return self._with_view(self._view.permute(order))
 
     def transpose(self, dim0, dim1):
+        """A view with ``dim0`` and ``dim1`` swapped: no copy, it aliases the storage."""
         if self.ndim == 0:
             return self
         a, b = normalize_dim(dim0, self.ndim, "dim0"), normalize_dim(dim1, self.ndim, "dim1")
@@ -502,17 +560,21 @@ class Tensor:
 
     @property
     def T(self):
+        """A view with all dims reversed (the transpose of a matrix)."""
         return self._with_view(self._view.permute(tuple(reversed(range(self.ndim)))))
 
     @property
     def mT(self):
+        """A view with the last two dims swapped (a batch of matrices transposed)."""
         return self.transpose(-2, -1)
 
     def unsqueeze(self, dim):
+        """A view with a new size-1 dim at ``dim`` (``-1`` appends one)."""
         d = normalize_dim(dim, self.ndim + 1)
         return self._with_view(self._view.unsqueeze(d))
 
     def squeeze(self, dim=None):
+        """A view without size-1 dims: all of them (``dim=None``), or those among ``dim`` (int or tuple)."""
         if dim is None:
             dims = tuple(d for d, s in enumerate(self.shape) if s == 1)
         else:
@@ -523,6 +585,8 @@ class Tensor:
         return self._with_view(v)
 
     def expand(self, *sizes):
+        """A view broadcasting size-1 dims to ``sizes`` (-1 keeps a dim; new dims may lead) with stride 0,
+        no copy. Elements then share memory: an in-place write into it raises ShapeError."""
         if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
             sizes = tuple(sizes[0])
         if len(sizes) < self.ndim:
@@ -542,6 +606,7 @@ class Tensor:
         return self._with_view(self._view.expand(tuple(shape)))
 
     def expand_as(self, other):
+        """``expand(other.shape)``."""
         return self.expand(other.shape)
 
     def __getitem__(self, key):
@@ -592,21 +657,33 @@ class Tensor:
         return res
 
     def add_(self, other, *, alpha=1):
+        """In place ``self += alpha * other`` (``other`` broadcast to this shape), written through this
+        view into its base storage; returns ``self``. DTypeError if the result type can't be cast to
+        this tensor's dtype (torch's rule: an int tensor can't take a float result)."""
         return self.copy_(self._inplace_value(other, Op.ADD, alpha))
 
     def sub_(self, other, *, alpha=1):
+        """In place ``self -= alpha * other``, written through this view into its base; returns ``self``
+        (the dtype rule of ``add_``)."""
         return self.copy_(self._inplace_value(other, Op.SUB, alpha))
 
     def mul_(self, other):
+        """In place ``self *= other``, written through this view into its base; returns ``self``
+        (the dtype rule of ``add_``)."""
         return self.copy_(self._inplace_value(other, Op.MUL))
 
     def div_(self, other):
+        """In place true division, written through this view into its base; returns ``self``. Integer
+        tensors raise DTypeError: the float quotient can't be cast back (as in torch)."""
         return self.copy_(self._inplace_value(other, Op.DIV))
 
     def zero_(self):
+        """In place fill with 0, written through this view into its base; returns ``self``."""
         return self.fill_(0)
 
     def fill_(self, value):
+        """In place fill with ``value`` (a scalar or one-element tensor), through this view into its
+        base; returns ``self``."""
         if isinstance(value, Tensor):
             if value.numel() != 1:
                 raise ShapeError("fill_ takes a scalar or a one-element tensor")
@@ -614,7 +691,8 @@ class Tensor:
         return self.copy_(value)
 
     def copy_(self, src):
-        """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view."""
+        """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view,
+        and so into its base storage; returns ``self``. Ops recorded earlier still read the old value."""
         if self._ag is not None and self._ag.requires_grad and autograd.is_grad_enabled():
             what = "a leaf Variable" if self._ag.is_leaf else "a tensor"
             raise autograd.AutogradError(

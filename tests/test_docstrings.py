@@ -35,3 +35,26 @@ def test_public_callable_has_a_docstring(name, obj):
     doc = inspect.getdoc(obj)
     inherited = isinstance(obj, type) and doc in (inspect.getdoc(b) for b in obj.__mro__[1:])
     assert doc and doc.strip() and not inherited, f"{name} has no docstring of its own"
+
+
+def public_tensor_attributes():
+    """Every public method, property and slot of ``lf.Tensor`` (operator dunders excepted)."""
+    for name in sorted(vars(lf.Tensor)):
+        attr = inspect.getattr_static(lf.Tensor, name)
+        if not name.startswith("_") and isinstance(attr, (types.FunctionType, property, types.MemberDescriptorType)):
+            yield f"lf.Tensor.{name}", attr
+
+
+def test_the_tensor_surface_is_what_the_spec_lists():
+    names = {n.rsplit(".", 1)[1] for n, _ in public_tensor_attributes()}
+    spec = ("shape dtype device ndim numel numpy torch item tolist abs exp log sqrt rsqrt sin cos tanh sigmoid relu "
+            "gelu silu neg reciprocal pow clamp sum mean amax amin max min var std argmax argmin softmax log_softmax "
+            "reshape view permute transpose T unsqueeze squeeze expand flatten contiguous to float half bfloat16 int "
+            "long bool copy_ add_ sub_ mul_ div_ zero_ fill_ backward grad requires_grad detach").split()
+    assert set(spec) <= names, f"not checked: {sorted(set(spec) - names)}"
+
+
+@pytest.mark.parametrize("name,attr", list(public_tensor_attributes()), ids=lambda v: v if isinstance(v, str) else "")
+def test_public_tensor_attribute_has_a_docstring(name, attr):
+    doc = inspect.getdoc(attr)     # a slot's docstring is its value in Tensor.__slots__
+    assert doc and doc.strip(), f"{name} has no docstring"
