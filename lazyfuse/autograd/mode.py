@@ -13,6 +13,7 @@ _mode = _Mode()
 
 
 def is_grad_enabled() -> bool:
+    """Whether differentiable ops record backward nodes in this thread (``lf.no_grad`` turns it off)."""
     return _mode.enabled
 
 
