@@ -62,6 +62,26 @@ def test_chain_of_n_elementwise_ops_is_one_kernel(n):
     assert stores(src) == 1, src   # none of the n - 1 intermediates is written to memory
 
 
+def test_a_chain_deeper_than_the_inline_bound_splits_into_few_kernels():
+    """300 in-place ``add_`` (600 nested values) fused into one expression would pass Python's
+    recursion limit in lowering and printing (it did: a RecursionError on every read, the device
+    stuck); each kernel inlines at most MAX_INLINE_DEPTH values instead."""
+    from lazyfuse.ir.planner import MAX_INLINE_DEPTH
+    a = np.arange(-6, 6, dtype=np.int64)
+    acc = lf.tensor(a)
+    ref = a.copy()
+
+    def run():
+        for k in range(300):
+            acc.add_(lf.full((12,), k % 7 - 3, dtype=lf.int64))
+        return acc.numpy()
+    out, d = drained(run)
+    for k in range(300):
+        ref += k % 7 - 3
+    np.testing.assert_array_equal(out, ref)
+    assert 2 <= d.kernels_launched <= d.ops_recorded // MAX_INLINE_DEPTH + 1   # each but the last that deep
+
+
 def test_broadcast_operands_fuse_into_the_chain():
     a, b, c = data(3, 5), data(5, seed=1), data(3, 1, seed=2)
     x, y, z = lf.tensor(a), lf.tensor(b), lf.tensor(c)

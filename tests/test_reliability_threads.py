@@ -3,14 +3,19 @@
 The rule (README, "Reliability"): a device has one pending queue and one engine lock. Threads
 may share a device when every section that records, drains or reads on it runs under a lock
 the threads share (``with lock: y = f(x); v = y.numpy()``); the values are then each thread's
-own, whatever the interleaving of sections. Unsynchronised recording is NOT safe yet: a drain from thread B can
-realize a value that thread A has just read as pending, and A's next op then re-runs that op
-on a buffer written since (found by the first test below, without its lock). Refused with a
-CaptureError: recording from another thread while a capture is open on the device, and
+own, whatever the interleaving of sections. Enforced where breaking it would compute a wrong
+value: an op that read a pending tensor while another thread's drain realized it raises a
+DeviceError (re-running the op on buffers written since would be silently wrong). Refused with
+a CaptureError: recording from another thread while a capture is open on the device, and
 replaying one Graph from two threads at once.
+
+Every test joins its threads and fails if one is still alive: a straggler recording on the
+shared ``cpu`` device would corrupt the next test's values or counters.
 """
 from __future__ import annotations
 
+import importlib
+import re
 import threading
 
 import numpy as np
@@ -22,21 +27,31 @@ import lazyfuse as lf
 DEVICES = ["cpu", "interpreter"]
 
 
+JOIN_S = 600   # generous: a loaded CI machine is slow, and a hang still fails
+
+
+def join_all(threads) -> None:
+    """Join ``threads``; fail the test if one has not finished (it would outlive the test)."""
+    for t in threads:
+        t.join(timeout=JOIN_S)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"
+
+
+def start_thread(target, *args) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
 def run_threads(target, n, *args):
-    errors, threads = [], []
+    errors = []
 
     def wrapped(k):
         try:
             target(k, *args)
         except BaseException as e:  # noqa: BLE001 (reported by the main thread)
             errors.append(e)
-    for k in range(n):
-        threads.append(threading.Thread(target=wrapped, args=(k,)))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in threads), "a thread hangs"
+    join_all([start_thread(wrapped, k) for k in range(n)])
     if errors:
         raise errors[0]
 
@@ -92,6 +107,54 @@ def test_threads_sharing_one_accumulator_serialised_by_the_user():
     assert acc.tolist() == [200 * (1 + 2 + 3 + 4)] * 8
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("read", ["whole", "view"])
+def test_an_op_reading_a_value_another_thread_drained_meanwhile_raises(monkeypatch, device, read):
+    """The race the rule is about, forced with events: thread A's op reads ``y``, pending as an
+    in-place ``mul_``; before A records, the main thread drains, which runs the ``mul_`` on
+    ``y``'s buffer. Recording would re-run the ``mul_`` on that buffer (A would get 4·a + 1,
+    not 2·a + 1): A gets a DeviceError instead, and the engine and every value stay intact."""
+    dev = lf.device(device)
+    a = np.arange(1.0, 9.0, dtype=np.float32)
+    y = lf.tensor(a, device=dev)
+    y.mul_(2)
+    tensor_module = importlib.import_module("lazyfuse.tensor")
+    real_result_tensor = tensor_module.result_tensor
+    read_done, drained = threading.Event(), threading.Event()
+    reader_ident = []
+
+    def result_tensor_after_a_drain(device, node):   # A: sources read, not yet recorded
+        if threading.get_ident() in reader_ident:
+            read_done.set()
+            assert drained.wait(JOIN_S)
+        return real_result_tensor(device, node)
+    monkeypatch.setattr(tensor_module, "result_tensor", result_tensor_after_a_drain)
+    outcome = {}
+
+    def reader():
+        reader_ident.append(threading.get_ident())
+        try:
+            outcome["value"] = ((y if read == "whole" else y[::2]) + 1).numpy()
+        except lf.DeviceError as e:
+            outcome["error"] = e
+    t = start_thread(reader)
+    try:
+        assert read_done.wait(JOIN_S)
+        np.testing.assert_array_equal(y.numpy(), a * 2)   # the drain in between
+    finally:
+        drained.set()
+        join_all([t])
+    assert "value" not in outcome, f"computed {outcome.get('value')} from a value drained meanwhile"
+    assert re.search(f"another thread drained {dev.name} .*serialise recording and draining under one lock",
+                     str(outcome["error"]))
+    monkeypatch.undo()
+    np.testing.assert_array_equal(y.numpy(), a * 2)
+    np.testing.assert_array_equal((y[::2] + 1).numpy(), a[::2] * 2 + 1)
+    y.add_(1)
+    lf.sync(dev)   # (threads reading a realized value need no lock: a pending one would be the race)
+    run_threads(lambda k: np.testing.assert_array_equal((y * k).numpy(), (a * 2 + 1) * k), 2)
+
+
 def test_recording_from_another_thread_during_a_capture_is_refused():
     x = lf.tensor([1.0, 2.0, 3.0])
     inside, release = threading.Event(), threading.Event()
@@ -101,21 +164,25 @@ def test_recording_from_another_thread_during_a_capture_is_refused():
         y = x * 2
         if lf.device("cpu").capturing:
             inside.set()
-            release.wait(30)
+            assert release.wait(JOIN_S)
         return y
 
     def other():
-        inside.wait(30)
+        if not inside.wait(JOIN_S):
+            release.set()
+            return
         try:
             outcome["value"] = x + 1
         except lf.CaptureError as e:
             outcome["error"] = e
         finally:
             release.set()
-    t = threading.Thread(target=other)
-    t.start()
-    g = lf.capture("cpu", closure)
-    t.join(30)
+    t = start_thread(other)
+    try:
+        g = lf.capture("cpu", closure)
+    finally:
+        inside.set()   # (if the capture failed before its capture run, ``other`` must not wait on)
+        join_all([t])
     assert "error" in outcome and "another thread" in str(outcome["error"])
     assert g.replay().tolist() == [2.0, 4.0, 6.0]
     assert (x + 1).tolist() == [2.0, 3.0, 4.0]         # after the capture, every thread records again
@@ -133,7 +200,7 @@ def test_replaying_one_graph_from_two_threads_at_once_is_refused(monkeypatch, ha
     def block():
         if blocking["on"]:
             inside.set()
-            release.wait(30)
+            release.wait(JOIN_S)
 
     def closure():
         block()
@@ -148,12 +215,13 @@ def test_replaying_one_graph_from_two_threads_at_once_is_refused(monkeypatch, ha
             real(graph)
         monkeypatch.setattr(device, "graph_replay", slow_replay)
     blocking["on"] = True
-    first = threading.Thread(target=g.replay)
-    first.start()
-    assert inside.wait(30)
-    with pytest.raises(lf.CaptureError, match="another thread"):
-        g.replay()
-    release.set()
-    first.join(30)
+    first = start_thread(g.replay)
+    try:
+        assert inside.wait(JOIN_S)
+        with pytest.raises(lf.CaptureError, match="another thread"):
+            g.replay()
+    finally:
+        release.set()
+        join_all([first])
     blocking["on"] = False
     assert g.replay().tolist() == [2.0, 4.0]

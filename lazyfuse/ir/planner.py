@@ -24,6 +24,9 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
   before the kernel that overwrites it (write-after-read edges), and a kernel never reads
   a buffer it writes except at the very index it writes. When a rule would form a cycle
   between kernels, the reading node is materialized first and the partition redone.
+* A kernel inlines values at most ``MAX_INLINE_DEPTH`` deep (a chain of 200 in-place ``add_``
+  is otherwise one expression): lowering and printing recurse once per level, so a deeper
+  value is materialized and the chain becomes several kernels.
 
 networkx does the graph work; it runs only on a plan-cache miss (the build path).
 """
@@ -39,6 +42,7 @@ from .view import View
 
 DUPLICABLE = (Kind.VIEW,)
 INDEX_LEAVES = (Op.ARANGE, Op.RAND, Op.RANDN)
+MAX_INLINE_DEPTH = 64
 
 
 @dataclass
@@ -130,15 +134,18 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         must.setdefault(k, v)
     groups: list[Group] = []
     node_groups: dict[int, frozenset] = {}
+    depth: dict[int, int] = {}   # how deep in its kernel's expression a node is inlined (0: an output)
 
     def new_group(i, reason, reduce=None):
         grp = Group(len(groups), i, {i}, reduce, reason, i if _templated(nodes[i], matmul_template) else None)
         groups.append(grp)
         node_groups[i] = frozenset([grp.id])
+        depth[i] = 0
 
     for i in range(len(nodes) - 1, -1, -1):
         n = nodes[i]
         consumer_groups = frozenset().union(*(node_groups.get(c, frozenset()) for c in cons[i]))
+        depth[i] = 1 + max([depth[c] for c in cons[i]], default=-1)
         if i in must:
             sig = (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None
             new_group(i, must[i], sig)
@@ -148,9 +155,10 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
             for gid in consumer_groups:
                 groups[gid].members.add(i)
             continue
-        if len(consumer_groups) != 1:
-            new_group(i, "read by several kernels" if consumer_groups else "unread", 
-                      (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None)
+        if len(consumer_groups) != 1 or depth[i] > MAX_INLINE_DEPTH:
+            why = "read by several kernels" if len(consumer_groups) > 1 else \
+                f"inlined {MAX_INLINE_DEPTH} values deep" if consumer_groups else "unread"
+            new_group(i, why, (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None)
             continue
         grp = groups[next(iter(consumer_groups))]
         if _templated(n, matmul_template):

@@ -222,11 +222,27 @@ class Engine:
         elif not node.srcs:   # an ERROR leaf: nothing live reads it (see _live_roots)
             desc = (op, node.dtype, node.shape)
         else:
+            if node.tape is not None:
+                raise self._stale_read()
             desc = (op, node.dtype, node.shape, node.arg, tuple([s.tpos for s in node.srcs]))
         node.tape = tape
         node.tpos = pos
         tape.append(value)
         self.descs.append(desc)
+
+    def _stale_read(self) -> DeviceError:
+        """The error for a pending node entered on an earlier drain's tape.
+
+        A storage's pending value is always on the current tape (a drain that fails keeps its
+        tape; one that succeeds realizes or poisons every live pending value), and an op reads
+        its sources and records in one call. So a pending source from an earlier tape was read
+        before a drain that realized it and recorded after: another thread drained in between.
+        Entering it again would re-run it on buffers written since — a silently wrong value.
+        """
+        return DeviceError(
+            f"another thread drained {self.device.name} while this op read one of its pending tensors, "
+            "so the value it read is gone; threads sharing a device must serialise recording and draining "
+            "under one lock (README, Reliability: Threads)")
 
     def _consume(self) -> None:
         """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
