@@ -290,9 +290,11 @@ class Tensor:
     def mean(self, dim=None, keepdim=False):
         if not self.dtype.is_float:
             raise DTypeError(f"mean() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        # float16/bfloat16: summed and divided in float32, rounded once (as torch)
+        x = self.to(dt.opmath(self.dtype))
         n = ops.reduced_count(self, dim)
-        return ops.reduce(Op.SUM, self, dim, keepdim) / float(n) if n else \
-            ops.reduce(Op.SUM, self, dim, keepdim) * float("nan")
+        total = ops.reduce(Op.SUM, x, dim, keepdim)
+        return (total / float(n) if n else total * float("nan")).to(self.dtype)
 
     def amax(self, dim=None, keepdim=False):
         return ops.reduce(Op.MAX, self, dim, keepdim)
@@ -335,18 +337,23 @@ class Tensor:
         return ops.reduce(Op.ARGMIN, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
 
     def var(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
-        if not self.dtype.is_float:
-            raise DTypeError(f"var() needs a floating tensor, got {self.dtype.name}; call .float() first")
-        if correction is None:
-            correction = 1 if unbiased is None or unbiased else 0
-        n = ops.reduced_count(self, dim)
-        mean = self.mean(dim, keepdim=True)
-        d = self - mean
-        return (d * d).sum(dim, keepdim) / float(max(n - correction, 0)) if n - correction > 0 else \
-            (d * d).sum(dim, keepdim) * float("nan")
+        return self._opmath_var(dim, keepdim, correction, unbiased, "var").to(self.dtype)
 
     def std(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
-        return self.var(dim, keepdim, correction=correction, unbiased=unbiased).sqrt()
+        return self._opmath_var(dim, keepdim, correction, unbiased, "std").sqrt().to(self.dtype)
+
+    def _opmath_var(self, dim, keepdim, correction, unbiased, name):
+        """The variance in the opmath dtype (float32 for float16/bfloat16: torch's var and std
+        compute there and round once)."""
+        if not self.dtype.is_float:
+            raise DTypeError(f"{name}() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        if correction is None:
+            correction = 1 if unbiased is None or unbiased else 0
+        x = self.to(dt.opmath(self.dtype))
+        n = ops.reduced_count(x, dim)
+        d = x - x.mean(dim, keepdim=True)
+        total = (d * d).sum(dim, keepdim)
+        return total / float(n - correction) if n - correction > 0 else total * float("nan")
 
     def softmax(self, dim):
         from .nn import functional as F

@@ -13,6 +13,7 @@ _mode = _Mode()
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops on this thread record gradients (False inside ``lf.no_grad()``)."""
     return _mode.enabled
 
 

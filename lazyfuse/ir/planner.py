@@ -166,7 +166,7 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
-        elif n.op is not Op.CAST and _broadcast_read(nodes, cons, i, grp):
+        elif not _cast_of_stored(n) and _broadcast_read(nodes, cons, i, grp):
             new_group(i, "read broadcast: computed once, not once per broadcast element")
             continue
         grp.members.add(i)
@@ -185,6 +185,19 @@ def _can_join_as_epilogue(nodes, cons, i, grp: Group) -> bool:
     shape = nodes[i].shape
     return tuple(out.shape) == tuple(shape) and all(
         nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == shape for c in cons[i])
+
+
+def _cast_of_stored(n) -> bool:
+    """A cast of a value already in memory (through views): recomputed per broadcast element it
+    costs a load and a convert, and fusing it lets a small matmul read an operand widened
+    (``x.float() @ w``). A cast of a pending value is not exempt from the broadcast rule: it
+    would pull the computation behind it (a float16 softmax's float32 division) in as well."""
+    if n.op is not Op.CAST:
+        return False
+    src = n.srcs[0]
+    while src.kind is Kind.VIEW:
+        src = src.srcs[0]
+    return not src.is_pending
 
 
 def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
