@@ -166,7 +166,7 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
-        elif not _cast_of_stored(n) and _broadcast_read(nodes, cons, i, grp):
+        elif not _cheap_cast(n) and _broadcast_read(nodes, cons, i, grp):
             new_group(i, "read broadcast: computed once, not once per broadcast element")
             continue
         grp.members.add(i)
@@ -187,13 +187,15 @@ def _can_join_as_epilogue(nodes, cons, i, grp: Group) -> bool:
         nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == shape for c in cons[i])
 
 
-def _cast_of_stored(n) -> bool:
-    """A cast of a value already in memory (through views): recomputed per broadcast element it
-    costs a load and a convert, and fusing it lets a small matmul read an operand widened
-    (``x.float() @ w``). A cast of a pending value is not exempt from the broadcast rule: it
-    would pull the computation behind it (a float16 softmax's float32 division) in as well."""
+def _cheap_cast(n) -> bool:
+    """Casts skip the broadcast rule: recomputed per broadcast element they cost a convert, and
+    fusing one lets a small matmul read an operand widened (``x.float() @ w``). Not a cast to
+    float16/bfloat16 of a pending value: that is where a composite's float32 result is rounded
+    (a float16 softmax), and taking it in would pull the whole computation behind it along."""
     if n.op is not Op.CAST:
         return False
+    if n.dtype.name not in ("float16", "bfloat16"):
+        return True
     src = n.srcs[0]
     while src.kind is Kind.VIEW:
         src = src.srcs[0]
