@@ -329,11 +329,15 @@ def matmul(a, b):
 def _matmul_as_reduction(a, b):
     """A small matmul as sum(a[..., m, None, :] * b[..., None, :, :].mT, -1): a reduction like any
     other, so its prologue and epilogue (bias, activation, residual) fuse into one kernel, and a
-    launch costs a C call instead of a library dispatch. Large ones go to BLAS."""
+    launch costs a C call instead of a library dispatch. Large ones go to BLAS. float16/bfloat16
+    operands multiply and sum in float32, the result rounded once, as torch's matmul does."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    lhs = a.unsqueeze(-2).expand(a.shape[:-2] + (m, n, k))
-    rhs = b.transpose(-2, -1).unsqueeze(-3).expand(b.shape[:-2] + (m, n, k))
-    return reduce(Op.SUM, elementwise(Op.MUL, lhs, rhs), -1, False)
+    wide = dt.opmath(a.dtype)
+    # widened after the broadcast: a cast before it would pull an operand's producer (a
+    # softmax's division) into this kernel as a prologue rather than read its result
+    lhs = a.unsqueeze(-2).expand(a.shape[:-2] + (m, n, k)).to(wide)
+    rhs = b.transpose(-2, -1).unsqueeze(-3).expand(b.shape[:-2] + (m, n, k)).to(wide)
+    return reduce(Op.SUM, elementwise(Op.MUL, lhs, rhs), -1, False).to(a.dtype)
 
 
 def _matmul_operand(engine, t, dtype, shape) -> Node:

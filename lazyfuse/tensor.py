@@ -314,9 +314,11 @@ class Tensor:
         An empty reduction gives NaN."""
         if not self.dtype.is_float:
             raise DTypeError(f"mean() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        # float16/bfloat16: summed and divided in float32, rounded once (as torch)
+        x = self.to(dt.opmath(self.dtype))
         n = ops.reduced_count(self, dim)
-        return ops.reduce(Op.SUM, self, dim, keepdim) / float(n) if n else \
-            ops.reduce(Op.SUM, self, dim, keepdim) * float("nan")
+        total = ops.reduce(Op.SUM, x, dim, keepdim)
+        return (total / float(n) if n else total * float("nan")).to(self.dtype)
 
     def amax(self, dim=None, keepdim=False):
         """Largest value over ``dim`` (None, int or tuple); an empty reduced dim raises ShapeError."""
@@ -368,19 +370,24 @@ class Tensor:
     def var(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
         """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` means 0),
         as in torch; floating tensors only. NaN when there are no more elements than ``correction``."""
-        if not self.dtype.is_float:
-            raise DTypeError(f"var() needs a floating tensor, got {self.dtype.name}; call .float() first")
-        if correction is None:
-            correction = 1 if unbiased is None or unbiased else 0
-        n = ops.reduced_count(self, dim)
-        mean = self.mean(dim, keepdim=True)
-        d = self - mean
-        return (d * d).sum(dim, keepdim) / float(max(n - correction, 0)) if n - correction > 0 else \
-            (d * d).sum(dim, keepdim) * float("nan")
+        return self._opmath_var(dim, keepdim, correction, unbiased, "var").to(self.dtype)
 
     def std(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
         """The square root of ``var`` (same ``dim``, ``keepdim``, ``correction`` and ``unbiased``)."""
-        return self.var(dim, keepdim, correction=correction, unbiased=unbiased).sqrt()
+        return self._opmath_var(dim, keepdim, correction, unbiased, "std").sqrt().to(self.dtype)
+
+    def _opmath_var(self, dim, keepdim, correction, unbiased, name):
+        """The variance in the opmath dtype (float32 for float16/bfloat16: torch's var and std
+        compute there and round once)."""
+        if not self.dtype.is_float:
+            raise DTypeError(f"{name}() needs a floating tensor, got {self.dtype.name}; call .float() first")
+        if correction is None:
+            correction = 1 if unbiased is None or unbiased else 0
+        x = self.to(dt.opmath(self.dtype))
+        n = ops.reduced_count(x, dim)
+        d = x - x.mean(dim, keepdim=True)
+        total = (d * d).sum(dim, keepdim)
+        return total / float(n - correction) if n - correction > 0 else total * float("nan")
 
     def softmax(self, dim):
         """Softmax along ``dim`` (floating tensors), max-shifted for stability; one row-wise kernel."""

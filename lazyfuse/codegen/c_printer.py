@@ -2,7 +2,8 @@
 
 Every kernel becomes ``void NAME(char **args, const int64_t *meta)``: ``args`` are the bound
 buffers, ``meta`` the launch metadata (loop extents, then the runtime scalars as 64-bit
-words). float16 and bfloat16 are stored as such and computed in float32; float32
+words). float16 and bfloat16 are stored as such and computed in float32, every computed value
+rounded to its dtype as torch's ops round (``kernel.rounds_to_storage``); float32
 transcendentals call the vectorisable, NaN-correct functions of ``c_math.h`` instead of libm,
 so loops stay SIMD without ``-ffast-math``.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ir.dtypes import float32
 from ..ir.node import Op
 from .index import Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
@@ -99,16 +101,17 @@ def c_index(a: Affine) -> str:
 class _Scope(Scope):
     """C locals: ``T vN = ...;`` lines."""
 
-    def _emit(self, e) -> str:
-        if isinstance(e, Acc):
-            stage = self.p.k.stages[e.stage]
-            if stage.arg_index is not None:
-                return f"accidx{e.stage}"
-            # sums accumulate in double; read back in the compute type so the loop stays float
-            return f"(({COMPUTE[e.dtype.name]})acc{e.stage})"
+    def held(self, e) -> str | None:
+        if not isinstance(e, Acc):
+            return None
+        if self.p.k.stages[e.stage].arg_index is not None:
+            return f"accidx{e.stage}"
+        # sums accumulate in double; read back in the compute type so the loop stays float
+        return f"(({COMPUTE[e.dtype.name]})acc{e.stage})"
+
+    def local(self, value: str, dtype) -> str:
         name = f"v{self.p.fresh()}"
-        ctype = COMPUTE[e.dtype.name]
-        self.lines.append(f"{self.indent}{ctype} {name} = {self.p.rhs(e, self)};")
+        self.lines.append(f"{self.indent}{COMPUTE[dtype.name]} {name} = {value};")
         return name
 
 
@@ -123,6 +126,11 @@ class CPrinter:
         return self._n
 
     # -- values -------------------------------------------------------------------------------
+    @staticmethod
+    def rounded(value: str, dtype) -> str:
+        """A float32 ``value`` rounded to float16/bfloat16 ``dtype`` (and widened back)."""
+        return _cast(value, float32, dtype)
+
     def rhs(self, e, scope: _Scope) -> str:
         if isinstance(e, Load):
             raw = f"a{e.arg}[{c_index(e.index)}]"

@@ -145,6 +145,24 @@ class Kernel:
         return "reduce" if self.stages else "pointwise"
 
 
+HALF = frozenset({"float16", "bfloat16"})
+
+
+def rounds_to_storage(e: Expr) -> bool:
+    """Whether a printer rounds ``e`` through its 16-bit storage type where it is computed.
+
+    float16/bfloat16 values are computed in float32, but torch eager rounds every op's result
+    to the op's dtype, and fusion must not change what a program computes (a float16
+    ``8 ** 8`` is inf, so ``v - v`` is nan, not 0). Loads are exact, a CAST from another dtype
+    rounds by itself (one to the same dtype does not, and may hold a scalar: ``full``), and
+    runtime scalars stay float32 as torch's scalar operands do."""
+    if e.dtype.name not in HALF:
+        return False
+    if isinstance(e, Apply):
+        return e.op is not Op.CAST or e.srcs[0].dtype is e.dtype
+    return isinstance(e, (Acc, MatmulValue, Random))
+
+
 def walk(roots) -> list:
     """Every Expr reachable from ``roots``, sources first, each once (identity)."""
     order, seen = [], set()
@@ -194,4 +212,4 @@ def var_list(kernel: Kernel) -> tuple:
 
 
 __all__ = ["Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "MatmulValue", "Acc", "Stage", "Store",
-           "Matmul", "KernelArg", "Kernel", "Var", "Affine", "walk", "children", "affines", "var_list"]
+           "Matmul", "KernelArg", "Kernel", "Var", "Affine", "rounds_to_storage", "walk", "children", "affines", "var_list"]

@@ -2,7 +2,7 @@
 memoised within one block of generated code (a value used twice is computed once)."""
 from __future__ import annotations
 
-from .kernel import walk
+from .kernel import rounds_to_storage, walk
 
 
 class Scope:
@@ -23,4 +23,19 @@ class Scope:
         return self.names[id(e)]
 
     def _emit(self, e) -> str:
+        held = self.held(e)
+        if held is not None and not rounds_to_storage(e):
+            return held
+        value = self.p.rhs(e, self) if held is None else held
+        if rounds_to_storage(e):
+            value = self.p.rounded(value, e.dtype)
+        return self.local(value, e.dtype)
+
+    def held(self, e) -> str | None:
+        """The accumulator an ``Acc`` (or a matmul's product) is read from; None for values
+        computed by an expression."""
+        raise NotImplementedError
+
+    def local(self, value: str, dtype) -> str:
+        """Emit a new local holding ``value``; its name."""
         raise NotImplementedError

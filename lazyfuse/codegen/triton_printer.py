@@ -2,7 +2,7 @@
 
 Semantics follow ``c_printer`` op for op (NaN propagation in max/min/relu, floor division and
 modulo with a zero guard, float->int casts of NaN/out-of-range to INT_MIN, float16/bfloat16
-stored as such and computed in float32, argmax/argmin first occurrence with NaN as the max).
+stored as such and computed in float32 with every computed value rounded to its dtype, argmax/argmin first occurrence with NaN as the max).
 
 Layout of a generated kernel ``lf_<hash>(a0, a1, ..., meta, BLOCK[, BLOCK_R])``:
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
 from .index import Affine, Var, render
@@ -104,6 +105,24 @@ def lf_normal(seed, i):
     u1 = ((lf_mix(seed, 2 * i) >> 40).to(tl.float32) + 1.0) * 5.9604644775390625e-08
     u2 = (lf_mix(seed, 2 * i + 1) >> 40).to(tl.float32) * 5.9604644775390625e-08
     return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
+
+
+@triton.jit
+def lf_round_bf16(x):
+    u = x.to(tl.uint32, bitcast=True)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def lf_bf16_to_f32(h):
+    return (h.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def lf_f32_to_bf16(x):
+    bits = tl.where(x != x, 0x7FC00000, x.to(tl.uint32, bitcast=True))
+    return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 
 
 @triton.jit
@@ -391,13 +410,14 @@ class _Scope(Scope):
         """The shape every leaf value of this block is given (see ``TritonPrinter.rhs``)."""
         return {"point": "[BLOCK]", "tile": "[BLOCK_M, BLOCK_N]"}.get(self.ctx, "[BLOCK, 1]")
 
-    def _emit(self, e) -> str:
+    def held(self, e) -> str | None:
         if isinstance(e, Acc):
             return f"acc{e.stage}"
-        if isinstance(e, MatmulValue):
-            return "acc"
+        return "acc" if isinstance(e, MatmulValue) else None
+
+    def local(self, value: str, dtype) -> str:
         name = f"v{self.p.fresh()}"
-        self.lines.append(f"{self.indent}{name} = {self.p.rhs(e, self)}")
+        self.lines.append(f"{self.indent}{name} = {value}")
         return name
 
     def mask(self, a: Affine) -> str | None:
@@ -424,6 +444,11 @@ class TritonPrinter:
         return self._n
 
     # -- values -------------------------------------------------------------------------------
+    @staticmethod
+    def rounded(value: str, dtype) -> str:
+        """A float32 ``value`` rounded to float16/bfloat16 ``dtype`` (and widened back)."""
+        return _cast(value, float32, dtype)
+
     def rhs(self, e, scope: _Scope) -> str:
         """The right-hand side of the local holding ``e``.
 
@@ -441,7 +466,9 @@ class TritonPrinter:
             mask = scope.mask(e.index)
             ptr = f"a{e.arg} + {tl_index(e.index)}"
             raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.broadcast_to(tl.load({ptr}), {scope.shape})"
-            return f"{raw}.to(tl.float32)" if e.dtype.name in ("float16", "bfloat16") else raw
+            if e.dtype.name == "bfloat16":
+                return f"lf_bf16_to_f32({raw})"   # by bits: see ``_to_storage``
+            return f"{raw}.to(tl.float32)" if e.dtype.name == "float16" else raw
         if isinstance(e, IndexValue):
             if not e.index.terms:
                 return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})"
@@ -558,7 +585,7 @@ class TritonPrinter:
             elif not st.index.terms:
                 idx = f"({st.index.const} + {zero})"
             mask = {"point": "mask", "outer": "pmask", "inner": "mask", "tile": "mask"}[scope.ctx]
-            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {v}.to({STORAGE[dt.name]}), mask={mask})")
+            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {_to_storage(v, st.value, dt)}, mask={mask})")
         return lines
 
     def _pointwise(self, pid) -> list:
@@ -742,11 +769,24 @@ def _cast(x: str, src, dst) -> str:
         bits = 63 if dst.name == "int64" else 31
         return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
     if dst.name in ("float16", "bfloat16") and src is not dst:
-        # round through the storage type, as a store and reload would (via float32: Triton's
-        # interpreter converts only float32 to bfloat16 correctly)
+        # round through the storage type, as a store and reload would. bfloat16 rounds by its
+        # bits (to nearest even, overflowing to inf): Triton's interpreter truncates in
+        # ``.to(tl.bfloat16)``
         x = f"{x}.to(tl.float32)" if src.name not in ("float16", "bfloat16", "float32") else x
-        return f"{x}.to({STORAGE[dst.name]}).to(tl.float32)"
+        return f"lf_round_bf16({x})" if dst.name == "bfloat16" else f"{x}.to(tl.float16).to(tl.float32)"
     return f"{x}.to({COMPUTE[dst.name]})"
+
+
+def _to_storage(v: str, e, dt) -> str:
+    """Value ``v`` (of expression ``e``) converted for a store into a ``dt`` buffer. bfloat16
+    converts by bits, rounding first where ``e`` is not already a bfloat16 value (a scalar, an
+    index, another dtype): Triton's interpreter truncates in ``.to(tl.bfloat16)`` and garbles
+    subnormals both ways."""
+    if dt.name != "bfloat16":
+        return f"{v}.to({STORAGE[dt.name]})"
+    if e.dtype is not dt or isinstance(e, (Scalar, IndexValue)):
+        v = _cast(v, float32 if e.dtype is dt else e.dtype, dt)
+    return f"lf_f32_to_bf16({v})"
 
 
 def print_triton(kernel: Kernel, cfg: TritonConfig) -> tuple[str, str]:

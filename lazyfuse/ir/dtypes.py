@@ -105,6 +105,12 @@ def promote_types(a: DType, b: DType) -> DType:
     return a if a.itemsize >= b.itemsize else b
 
 
+def opmath(d: DType) -> DType:
+    """torch's opmath type: float16/bfloat16 composites (softmax, norms, mean, a matmul's dot
+    products) compute in float32 and round once at the end; other dtypes compute as they are."""
+    return float32 if d.name in ("float16", "bfloat16") else d
+
+
 def scalar_dtype(value) -> DType:
     """The dtype torch gives a wrapped Python scalar."""
     if isinstance(value, (bool, np.bool_)):

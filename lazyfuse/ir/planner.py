@@ -174,7 +174,7 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
-        elif n.op is not Op.CAST and _broadcast_read(nodes, cons, i, grp):
+        elif not _cheap_cast(n) and _broadcast_read(nodes, cons, i, grp):
             new_group(i, "read broadcast: computed once, not once per broadcast element")
             continue
         grp.members.add(i)
@@ -193,6 +193,21 @@ def _can_join_as_epilogue(nodes, cons, i, grp: Group) -> bool:
     shape = nodes[i].shape
     return tuple(out.shape) == tuple(shape) and all(
         nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == shape for c in cons[i])
+
+
+def _cheap_cast(n) -> bool:
+    """Casts skip the broadcast rule: recomputed per broadcast element they cost a convert, and
+    fusing one lets a small matmul read an operand widened (``x.float() @ w``). Not a cast to
+    float16/bfloat16 of a pending value: that is where a composite's float32 result is rounded
+    (a float16 softmax), and taking it in would pull the whole computation behind it along."""
+    if n.op is not Op.CAST:
+        return False
+    if n.dtype.name not in ("float16", "bfloat16"):
+        return True
+    src = n.srcs[0]
+    while src.kind is Kind.VIEW:
+        src = src.srcs[0]
+    return not src.is_pending
 
 
 def _broadcast_read(nodes, cons, i, grp: Group) -> bool:

@@ -5,6 +5,7 @@ import math
 
 from .. import ops
 from ..errors import DTypeError, ShapeError
+from ..ir.dtypes import opmath
 from ..ir.shapes import normalize_dim
 
 
@@ -41,14 +42,15 @@ def _float(x, name):
 
 
 def softmax(x, dim, dtype=None):
-    """Numerically stable: exp(x - max) / sum."""
+    """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch)."""
     if dtype is not None:
         x = x.to(dtype)
     _float(x, "softmax")
     dim = normalize_dim(dim, x.ndim)
+    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     # the max only stabilises: detached, it adds nothing to the gradient (which is exact without it)
     e = (x - x.detach().amax(dim, keepdim=True)).exp()
-    return e / e.sum(dim, keepdim=True)
+    return (e / e.sum(dim, keepdim=True)).to(out_dtype)
 
 
 def log_softmax(x, dim, dtype=None):
@@ -57,12 +59,14 @@ def log_softmax(x, dim, dtype=None):
         x = x.to(dtype)
     _float(x, "log_softmax")
     dim = normalize_dim(dim, x.ndim)
+    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     shifted = x - x.detach().amax(dim, keepdim=True)
-    return shifted - shifted.exp().sum(dim, keepdim=True).log()
+    return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel."""
+    """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
+    (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -71,6 +75,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                          f"{x.shape}")
     _float(x, "layer_norm")
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     mean = x.mean(dims, keepdim=True)
     d = x - mean
     var = (d * d).mean(dims, keepdim=True)
@@ -79,23 +84,25 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out
+    return out.to(out_dtype)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
-    """torch's rms_norm (``eps`` defaults to the dtype's machine epsilon, as in torch): one row-wise kernel."""
+    """torch's rms_norm: one row-wise kernel. float16/bfloat16 compute in float32, weight
+    included, rounded once, and ``eps`` defaults to the machine epsilon of that compute dtype,
+    as in torch."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     _float(x, "rms_norm")
+    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     if eps is None:
-        eps = {"float16": 9.765625e-04, "bfloat16": 7.8125e-03, "float64": 2.220446049250313e-16}.get(
-            x.dtype.name, 1.1920928955078125e-07)
+        eps = 2.220446049250313e-16 if x.dtype.name == "float64" else 1.1920928955078125e-07
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
     if weight is not None:
         out = out * weight
-    return out
+    return out.to(out_dtype)
 
 
 def linear(x, weight, bias=None):
