@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 N = 1 << 24
 TEST_TIMEOUT_S = 300
-GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py")
+GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py", "test_low_precision.py")
 
 
 def run_tests() -> dict:
