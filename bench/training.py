@@ -108,7 +108,9 @@ def main(argv=None) -> int:
     lines += ["", "captured: refresh the input with copy_, Graph.replay(), drain. GEMM floor: the step's GEMM FLOPs "
               "(forward, weight and input gradients) over torch's float32 GEMM rate on the step's shape, measured "
               "in this run.", ""]
-    publish("training", {"machine": info, "training_step": rows}, lines)
+    ratios = {f"train {r['batch']}x{r['width']} captured vs {peer}": r[key] for r in rows
+              for peer, key in (("eager", "replay_vs_eager"), ("torch.compile", "replay_vs_compile"))}
+    publish("training", {"machine": info, "training_step": rows}, lines, ratios)
     return 0
 
 
