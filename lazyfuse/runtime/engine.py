@@ -484,9 +484,22 @@ class Engine:
             # found in this drain's trace (walked only on failure): a cached plan's own graph holds
             # the nodes of the drain that built it (same positions, other objects)
             failed = trace(roots)[0][plan.steps[done].group.output]
+            ran = [k for k in range(len(roots)) if plan.root_steps[k] < done]
+            ran_nodes = {id(roots[k].current) for k in ran}
+            ran_bufs = {id(root_bufs[k]) for k in ran}
             for k, s in enumerate(roots):
-                if plan.root_steps[k] >= done and _depends_on(s.current, failed):
+                if plan.root_steps[k] < done:
+                    continue
+                if _depends_on(s.current, failed):
                     self.poison(s, e)
+                elif ran_nodes and _reads_overwritten(s.current, ran_nodes, ran_bufs):
+                    # it reads a value this drain realized, or a buffer it overwrote: run again at
+                    # the next drain, it would recompute that value from the buffer as it is now
+                    # (an in-place write applied twice, a read after its write) - refuse instead
+                    self.poison(s, DeviceError(
+                        f"not computed: a launch of its drain on {self.device.name} failed ({e!r}) after "
+                        "kernels that overwrote what it reads had run, so it can no longer be computed "
+                        "as recorded; recompute it"))
             raise
         finally:
             self.stats.kernels_launched += done
@@ -586,6 +599,19 @@ def _depends_on(node: Node, target: Node) -> bool:
     while stack:
         n = stack.pop()
         if n is target:
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.srcs)
+    return False
+
+
+def _reads_overwritten(node: Node, nodes: set, buffers: set) -> bool:
+    """Whether ``node`` reads one of ``nodes`` (by id) or a buffer leaf of one of ``buffers``."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in nodes or n.op is Op.BUFFER and id(n.arg) in buffers:
             return True
         if id(n) not in seen:
             seen.add(id(n))
