@@ -479,27 +479,27 @@ class Engine:
                     meta.write(step.header, step.bind_scalars(tape))
                 device.launch(step, step.bind(bound), meta)
                 done += 1
-        except Exception as e:
-            # only what needed the failed launch is lost; the rest stays pending for the next drain.
-            # found in this drain's trace (walked only on failure): a cached plan's own graph holds
+        except BaseException as e:
+            # only what needed the failed launch is lost; the rest stays pending for the next drain
+            # (after a KeyboardInterrupt nothing failed: all of it stays pending). The failed node
+            # is found in this drain's trace (walked only here): a cached plan's own graph holds
             # the nodes of the drain that built it (same positions, other objects)
-            failed = trace(roots)[0][plan.steps[done].group.output]
-            ran = [k for k in range(len(roots)) if plan.root_steps[k] < done]
-            ran_nodes = {id(roots[k].current) for k in ran}
-            ran_bufs = {id(root_bufs[k]) for k in ran}
+            failed = trace(roots)[0][plan.steps[done].group.output] if isinstance(e, Exception) else None
+            # roots whose in-place writes ran (their buffer existed before this drain)
+            written = [k for k in range(len(roots)) if plan.root_steps[k] < done and roots[k].buffer is not None]
+            written_nodes = {id(roots[k].current) for k in written}
+            written_bufs = {id(root_bufs[k]) for k in written}
             for k, s in enumerate(roots):
                 if plan.root_steps[k] < done:
                     continue
-                if _depends_on(s.current, failed):
+                if failed is not None and _depends_on(s.current, failed):
                     self.poison(s, e)
-                elif ran_nodes and _reads_overwritten(s.current, ran_nodes, ran_bufs):
-                    # it reads a value this drain realized, or a buffer it overwrote: run again at
-                    # the next drain, it would recompute that value from the buffer as it is now
-                    # (an in-place write applied twice, a read after its write) - refuse instead
+                elif written and _reads_overwritten(s.current, written_nodes, written_bufs):
+                    # run at the next drain, it would recompute that write from the buffer as it
+                    # is now (applying it twice) or read the buffer after it: refuse instead
                     self.poison(s, DeviceError(
-                        f"not computed: a launch of its drain on {self.device.name} failed ({e!r}) after "
-                        "kernels that overwrote what it reads had run, so it can no longer be computed "
-                        "as recorded; recompute it"))
+                        f"not computed: its drain on {self.device.name} stopped ({e!r}) after in-place "
+                        "writes it reads had run, so it can no longer be computed as recorded; recompute it"))
             raise
         finally:
             self.stats.kernels_launched += done
