@@ -425,3 +425,18 @@ def test_cpu_without_compiler_falls_back_to_interpreter(tmp_path):
     expected = np.exp(np.array([[1.0, -2.0], [3.0, 0.5]]) * 2).__add__(1).sum(1)
     np.testing.assert_allclose([float(v) for v in values.strip("[]").split(",")], expected, rtol=1e-5)
     assert z.strip("[]") == "0.0, 0.0], [2.0, 0.0"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pow_special_values_match_torch_including_the_sign_of_zero(dev, dtype):
+    """IEEE pow's special cases, as torch has them: -0.0 ** -1 is -inf (the sign bit counts, not
+    ``base < 0``), a negative base to a non-integer power is NaN, anything ** 0 is 1."""
+    bases = [-0.0, 0.0, float("-inf"), float("inf"), -2.0, 2.0, float("nan"), -1.0, 1.0, -0.5]
+    exps = [-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, float("inf"), float("-inf"), float("nan")]
+    b = torch.tensor(bases, dtype=dtype)[:, None].expand(len(bases), len(exps)).contiguous()
+    e = torch.tensor(exps, dtype=dtype)[None, :].expand(len(bases), len(exps)).contiguous()
+    want = (b ** e).numpy()
+    got = (lf.from_torch(b, device=dev) ** lf.from_torch(e, device=dev)).numpy()
+    number = ~np.isnan(want)   # a NaN's sign bit is not specified
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]))
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)

@@ -175,7 +175,8 @@ def lf_pow_f(a, b):
     r = tl.exp(b * tl.log(aa))
     b_int = tl.math.floor(b) == b
     b_odd = b_int & (tl.math.floor(b * 0.5) * 2.0 != b)
-    r = tl.where((a < 0) & b_odd, -r, r)
+    negative = a.to(tl.int64, bitcast=True) < 0   # the sign bit: -0.0 ** -1 is -inf, as IEEE pow
+    r = tl.where(negative & b_odd, -r, r)
     r = tl.where((a < 0) & (b_int == 0) & (aa != float("inf")), float("nan"), r)
     r = tl.where((aa == 1.0) & (tl.abs(b) == float("inf")), 1.0, r)
     return tl.where((b == 0) | (a == 1.0), 1.0, r)
