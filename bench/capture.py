@@ -17,18 +17,20 @@ import lazyfuse as lf
 from bench.common import compiled, machine, publish, timeit
 
 
-def make(hidden: int):
+def make(hidden: int, device: str = "cpu"):
+    """The decode step twice, for torch and for lazyfuse, on ``device`` ("cpu" or "cuda"; the GPU
+    check uses the latter), with the same weights."""
     g = torch.Generator().manual_seed(0)
-    w1 = torch.randn(4 * hidden, hidden, generator=g) / hidden ** 0.5
-    w2 = torch.randn(hidden, 4 * hidden, generator=g) / (4 * hidden) ** 0.5
-    x = torch.randn(1, hidden, generator=g)
+    w1 = (torch.randn(4 * hidden, hidden, generator=g) / hidden ** 0.5).to(device)
+    w2 = (torch.randn(hidden, 4 * hidden, generator=g) / (4 * hidden) ** 0.5).to(device)
+    x = torch.randn(1, hidden, generator=g).to(device)
     eps = torch.finfo(torch.float32).eps
 
     def step_torch(x):
         h = torch.nn.functional.rms_norm(x, (hidden,), eps=eps)
         return x + torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(h, w1)), w2)
 
-    lx, lw1, lw2 = lf.tensor(x), lf.tensor(w1), lf.tensor(w2)
+    lx, lw1, lw2 = (lf.from_torch(t, device=device) for t in (x, w1, w2))
     F = lf.nn.functional
 
     def step_lf():

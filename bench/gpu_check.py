@@ -9,7 +9,9 @@
    (a drain per call, and a captured graph replay), torch eager, and
    ``torch.compile(mode="max-autotune-no-cudagraphs")``; plus device copy bandwidth (torch's
    ``copy_`` and lazyfuse's copy kernel).
-3. Results go to ``bench/results/gpu_check-<date>.json`` and ``.md``.
+3. The decode step of ``bench/capture.py`` on cuda: ``Graph.replay()`` against torch eager and
+   ``torch.compile(mode="reduce-overhead")`` (issue 5's GPU comparison).
+4. Results go to ``bench/results/gpu_check-<date>.json`` and ``.md``.
 
 Everything is bounded to stay under ~8 minutes (the test run has its own timeout). Without a
 GPU it says so and exits with status 2.
@@ -127,6 +129,36 @@ def bench(skip_compile: bool, reps: int) -> dict:
     return out
 
 
+def decode_bench(skip_compile: bool, reps: int) -> list:
+    """Issue 5's GPU comparison: the decode step of bench/capture.py on cuda, ``Graph.replay()``
+    against torch eager and ``torch.compile(mode="reduce-overhead")`` (torch's CUDA graphs)."""
+    import torch
+    import lazyfuse as lf
+    from bench.capture import make
+
+    sync = torch.cuda.synchronize
+    rows = []
+    for hidden in (64, 256):
+        row = {"hidden": hidden}
+        try:
+            x, step_torch, _lx, step_lf, _wbytes = make(hidden, "cuda")
+            graph = lf.capture(lf.device("cuda"), step_lf)
+            row["is_hardware"] = graph.is_hardware
+            row["launches"] = graph.num_launches
+            row["max_err"] = float((graph.replay().torch() - step_torch(x)).abs().max())
+            row["replay_us"] = timed(graph.replay, sync, reps) * 1e3
+            row["eager_us"] = timed(lambda: step_torch(x), sync, reps) * 1e3
+            if not skip_compile:
+                cfn = torch.compile(step_torch, mode="reduce-overhead")
+                for _ in range(3):
+                    cfn(x)
+                row["reduce_overhead_us"] = timed(lambda: cfn(x), sync, reps) * 1e3
+        except Exception as e:  # noqa: BLE001 (a first GPU run: keep the rest of the report)
+            row["error"] = f"{type(e).__name__}: {e}"
+        rows.append(row)
+    return rows
+
+
 def markdown(report: dict) -> str:
     lines = [f"# gpu_check {report['date']}", "", f"- device: {report['device']}",
              f"- torch {report['torch']}, triton {report['triton']}, python {report['python']}", ""]
@@ -145,6 +177,15 @@ def markdown(report: dict) -> str:
         lines += ["", f"lazyfuse kernels per call: {b['lazyfuse_kernels_per_call']:.2f}; max abs error vs torch: "
                   f"{b['chain_max_abs_error_vs_torch']:.2e}; graph on hardware: {b['lazyfuse_graph_is_hardware']}", "",
                   f"copy bandwidth (256 MiB): torch {b['torch_copy_GBps']} GB/s, lazyfuse {b['lazyfuse_copy_GBps']} GB/s"]
+    decode = report.get("decode")
+    if decode:
+        lines += ["", "## decode step at batch 1 (bench/capture.py's, on cuda)", "",
+                  "| hidden | launches | replay us | eager us | reduce-overhead us | max err | error |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in decode:
+            cells = [r.get(k) for k in ("hidden", "launches", "replay_us", "eager_us", "reduce_overhead_us", "max_err")]
+            lines.append("| " + " | ".join("-" if c is None else f"{c:.4g}" if isinstance(c, float) else str(c)
+                                           for c in cells) + f" | {r.get('error', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -171,6 +212,8 @@ def main(argv=None) -> int:
         print(report["tests"]["tail"][-600:], flush=True)
     print("benchmarking ...", flush=True)
     report["bench"] = bench(args.skip_compile, 10 if args.quick else 50)
+    print("decode step vs reduce-overhead ...", flush=True)
+    report["decode"] = decode_bench(args.skip_compile, 20 if args.quick else 100)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"gpu_check-{datetime.date.today().isoformat()}"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
