@@ -46,7 +46,7 @@ def scalar_value(value, dtype: dt.DType):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise DTypeError(f"cannot convert {value} to {dtype.name}")
     value = int(value)
-    if not -2 ** 63 <= value < 2 ** 63:
+    if not -_I64 <= value < _I64:
         raise DTypeError(f"the scalar {value} does not fit in 64 bits (as in torch); use a float or a smaller int")
     return value
 
