@@ -492,9 +492,10 @@ class Engine:
             for k, s in enumerate(roots):
                 if plan.root_steps[k] < done:
                     continue
-                if failed is not None and _depends_on(s.current, failed):
+                if failed is not None and _first_reached(s.current, lambda n: n is failed) is not None:
                     self.poison(s, e)
-                elif written and _reads_overwritten(s.current, written_nodes, written_bufs):
+                elif written and _first_reached(s.current, lambda n: id(n) in written_nodes or (
+                        n.op is Op.BUFFER and id(n.arg) in written_bufs)) is not None:
                     # run at the next drain, it would recompute that write from the buffer as it
                     # is now (applying it twice) or read the buffer after it: refuse instead
                     self.poison(s, DeviceError(
@@ -594,42 +595,23 @@ def matmul_template(device) -> frozenset:
     return getattr(device.backend, "matmul_template", frozenset())
 
 
-def _depends_on(node: Node, target: Node) -> bool:
+def _first_reached(node: Node, hit):
+    """The first node ``hit`` accepts among ``node`` and everything it reads (None if none): the
+    failure paths' one graph walk (which input failed, what reads a failed or overwritten value)."""
     stack, seen = [node], set()
     while stack:
         n = stack.pop()
-        if n is target:
-            return True
-        if id(n) not in seen:
-            seen.add(id(n))
-            stack.extend(n.srcs)
-    return False
-
-
-def _reads_overwritten(node: Node, nodes: set, buffers: set) -> bool:
-    """Whether ``node`` reads one of ``nodes`` (by id) or a buffer leaf of one of ``buffers``."""
-    stack, seen = [node], set()
-    while stack:
-        n = stack.pop()
-        if id(n) in nodes or n.op is Op.BUFFER and id(n.arg) in buffers:
-            return True
-        if id(n) not in seen:
-            seen.add(id(n))
-            stack.extend(n.srcs)
-    return False
-
-
-def _failed_input(node: Node):
-    """The ERROR leaf ``node`` depends on, if any."""
-    stack, seen = [node], set()
-    while stack:
-        n = stack.pop()
-        if n.op is Op.ERROR:
+        if hit(n):
             return n
         if id(n) not in seen:
             seen.add(id(n))
             stack.extend(n.srcs)
     return None
+
+
+def _failed_input(node: Node):
+    """The ERROR leaf ``node`` depends on, if any."""
+    return _first_reached(node, lambda n: n.op is Op.ERROR)
 
 
 def _header(kernel) -> list:
