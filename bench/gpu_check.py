@@ -19,6 +19,7 @@ GPU it says so and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import datetime
 import json
 import os
@@ -39,6 +40,8 @@ GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_i
 def run_tests() -> dict:
     env = dict(os.environ, LAZYFUSE_TEST_DEVICE="cuda", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *[str(ROOT / "tests" / f) for f in GPU_TEST_FILES]]
+    if importlib.util.find_spec("xdist"):   # Triton's compiles are CPU-bound: spread them over the host's cores
+        cmd += ["-n", str(min(8, os.cpu_count() or 1))]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
