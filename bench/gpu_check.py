@@ -49,7 +49,7 @@ def run_tests() -> dict:
     except subprocess.TimeoutExpired as e:
         rc, out = "timeout", _text(e.stdout) + _text(e.stderr)
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", out)}
-    return {"returncode": rc, "seconds": round(time.perf_counter() - t0, 1), **counts, "tail": out[-4000:]}
+    return {"returncode": rc, "seconds": round(time.perf_counter() - t0, 1), **counts, "tail": out[-4000:], "output": out}
 
 
 def _text(data) -> str:
@@ -99,7 +99,7 @@ def bench(skip_compile: bool, reps: int) -> dict:
         return r
 
     ref = chain(tx, ty)
-    err = (lazy().torch() - ref).abs().max().item()
+    err = (lazy().torch() - ref.cpu()).abs().max().item()   # .torch() is a host copy
     out["chain_max_abs_error_vs_torch"] = err
     lf.reset_stats(dev)
     ms = timed(lazy, sync, reps)
@@ -148,7 +148,7 @@ def decode_bench(skip_compile: bool, reps: int) -> list:
             graph = lf.capture(lf.device("cuda"), step_lf)
             row["is_hardware"] = graph.is_hardware
             row["launches"] = graph.num_launches
-            row["max_err"] = float((graph.replay().torch() - step_torch(x)).abs().max())
+            row["max_err"] = float((graph.replay().torch() - step_torch(x).cpu()).abs().max())
             row["replay_us"] = timed(graph.replay, sync, reps) * 1e3
             row["eager_us"] = timed(lambda: step_torch(x), sync, reps) * 1e3
             if not skip_compile:
@@ -181,6 +181,9 @@ def markdown(report: dict) -> str:
                   f"{b['chain_max_abs_error_vs_torch']:.2e}; graph on hardware: {b['lazyfuse_graph_is_hardware']}", "",
                   f"copy bandwidth (256 MiB): torch {b['torch_copy_GBps']} GB/s, lazyfuse {b['lazyfuse_copy_GBps']} GB/s"]
     decode = report.get("decode")
+    for key in ("bench_error", "decode_error"):
+        if key in report:
+            lines += ["", f"{key}: {report[key]}"]
     if decode:
         lines += ["", "## decode step at batch 1 (bench/capture.py's, on cuda)", "",
                   "| hidden | launches | replay us | eager us | reduce-overhead us | max err | error |",
@@ -212,14 +215,21 @@ def main(argv=None) -> int:
     if not args.skip_tests:
         print("running tests/test_interpreter.py on cuda ...", flush=True)
         report["tests"] = run_tests()
-        print(report["tests"]["tail"][-600:], flush=True)
-    print("benchmarking ...", flush=True)
-    report["bench"] = bench(args.skip_compile, 10 if args.quick else 50)
-    print("decode step vs reduce-overhead ...", flush=True)
-    report["decode"] = decode_bench(args.skip_compile, 20 if args.quick else 100)
+        print(report["tests"]["tail"][-2500:], flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"gpu_check-{datetime.date.today().isoformat()}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    if "tests" in report:
+        stem.with_suffix(".tests.log").write_text(report["tests"].pop("output"))
+    sections = (("bench", "benchmarking ...", lambda: bench(args.skip_compile, 10 if args.quick else 50)),
+                ("decode", "decode step vs reduce-overhead ...", lambda: decode_bench(args.skip_compile, 20 if args.quick else 100)))
+    for key, banner, section in sections:
+        print(banner, flush=True)
+        try:
+            report[key] = section()
+        except Exception as e:  # noqa: BLE001 (one broken section must not lose the others' results)
+            report[f"{key}_error"] = f"{type(e).__name__}: {e}"
+            print(report[f"{key}_error"], file=sys.stderr, flush=True)
+        stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
     stem.with_suffix(".md").write_text(md)
     print(md)
