@@ -2,7 +2,8 @@
 
     python bench/gpu_check.py [--skip-tests] [--skip-compile] [--quick]
 
-1. ``pytest tests/test_interpreter.py`` with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
+1. ``pytest tests/test_interpreter.py`` (and ``test_capture_device.py``: capture and replay on
+   the GPU) with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
    tests written for the interpreter, run on compiled Triton kernels; and the files whose cuda
    cases run wherever torch sees a GPU (the matmul template and #4's ops, DLPack on GPU memory).
 2. The fused chain ``tanh(x*y+1)*exp(-x*x)+sigmoid(y)`` on 2^24 float32 elements: lazyfuse
@@ -34,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 N = 1 << 24
 TEST_TIMEOUT_S = 300
-GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py", "test_low_precision.py")
+GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py", "test_low_precision.py",
+                  "test_capture_device.py")
 
 
 def run_tests() -> dict:

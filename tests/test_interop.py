@@ -150,7 +150,7 @@ def test_export_drains_pending_work_and_shares_the_buffer(device):
 
 
 def test_exported_views_keep_their_strides_and_offset():
-    x = lf.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    x = lf.tensor(np.arange(24, dtype=np.float32).reshape(4, 6), device="cpu")   # numpy reads host memory
     v = x[1:, ::2].T
     n = np.from_dlpack(v)
     np.testing.assert_array_equal(n, np.arange(24, dtype=np.float32).reshape(4, 6)[1:, ::2].T)
@@ -159,12 +159,12 @@ def test_exported_views_keep_their_strides_and_offset():
 
 
 def test_an_exported_buffer_outlives_its_tensor_and_is_never_reused():
-    y = lf.full((512,), 3.0) * 1
+    y = lf.full((512,), 3.0, device="cpu") * 1
     t = torch.from_dlpack(y)
     del y
     gc.collect()
     for _ in range(4):                   # would overwrite t if the block went back to the pool
-        lf.full((512,), 9.0).numpy()
+        lf.full((512,), 9.0, device="cpu").numpy()
     assert torch.equal(t, torch.full((512,), 3.0))
 
 
@@ -198,7 +198,7 @@ def test_captured_graph_reads_an_imported_array_in_place():
 
 # -- np.asarray (numpy 2's __array__ protocol) -------------------------------------------------
 def test_asarray_copies_by_default_and_shares_with_copy_false():
-    x = lf.arange(6, dtype=lf.float32) + 1
+    x = lf.arange(6, dtype=lf.float32, device="cpu") + 1   # copy=False shares host memory only
     a = np.asarray(x)
     a[0] = 99
     assert x[0].item() == 1.0            # a copy

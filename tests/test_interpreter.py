@@ -427,6 +427,20 @@ def test_cpu_without_compiler_falls_back_to_interpreter(tmp_path):
     assert z.strip("[]") == "0.0, 0.0], [2.0, 0.0"
 
 
+@pytest.mark.parametrize("name", ["neg", "mod", "floordiv"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_zero_results_keep_torchs_sign(dev, name, dtype):
+    """-0.0 where torch gives -0.0: compiled Triton once printed -x as 0 - x and float % as a
+    frem that NVPTX lowers to a - b * trunc(a / b), both of which return +0.0 (found on an H200)."""
+    a, b = _binary_inputs(dtype)
+    fn = (lambda p, q: -p) if name == "neg" else BINARY[name]
+    want = fn(a, b).to(torch.float64).numpy()
+    got = fn(lft(a, dev), lft(b, dev)).torch().to(torch.float64).numpy()
+    zero = want == 0
+    assert zero.any()
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_pow_special_values_match_torch_including_the_sign_of_zero(dev, dtype):
     """IEEE pow's special cases, as torch has them: -0.0 ** -1 is -inf (the sign bit counts, not

@@ -149,9 +149,18 @@ def lf_mod_i(a, b):
 
 
 @triton.jit
+def lf_fmod(a, b):
+    # C fmod. This body is the interpreter's (numpy's fmod, exact). Compiled modules rebind the
+    # name to libdevice's fmod (runtime.triton_devices.load_kernel): Triton prints float `%` as
+    # LLVM frem, which NVPTX lowers to a - b * trunc(a / b), wrong for large quotients, NaN for
+    # an infinite b and +0.0 where fmod keeps the sign of a zero.
+    return a % b
+
+
+@triton.jit
 def lf_floordiv_f(a, b):
     # torch's div_floor_floating: exact where floor(a / b) would round across an integer
-    m = a % b
+    m = lf_fmod(a, b)
     d = (a - m) / b
     d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
     f = tl.math.floor(d)
@@ -162,7 +171,7 @@ def lf_floordiv_f(a, b):
 
 @triton.jit
 def lf_mod_f(a, b):
-    r = a % b
+    r = lf_fmod(a, b)
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
@@ -176,7 +185,7 @@ def lf_pow_f(a, b):
     b_int = tl.math.floor(b) == b
     b_odd = b_int & (tl.math.floor(b * 0.5) * 2.0 != b)
     negative = a.to(tl.int64, bitcast=True) < 0   # the sign bit: -0.0 ** -1 is -inf, as IEEE pow
-    r = tl.where(negative & b_odd, -r, r)
+    r = tl.where(negative & b_odd, r * -1.0, r)   # not -r: older Triton prints it 0 - r, losing -0.0
     r = tl.where((a < 0) & (b_int == 0) & (aa != float("inf")), float("nan"), r)
     r = tl.where((aa == 1.0) & (tl.abs(b) == float("inf")), 1.0, r)
     return tl.where((b == 0) | (a == 1.0), 1.0, r)
@@ -499,8 +508,8 @@ class TritonPrinter:
             return f"({x} {simple[op]} {a[1]})"
         if op is Op.NOT:
             return f"({x} == 0)" if boolean else f"(~{x})"
-        if op is Op.NEG:
-            return f"(-{x})"
+        if op is Op.NEG:   # floats times -1.0: Triton before 3.4 prints -x as 0 - x, and 0 - 0.0 is +0.0
+            return f"({x} * -1.0)" if fl else f"(-{x})"
         if op is Op.ABS:
             return f"tl.abs({x})"
         if op is Op.ISNAN:

@@ -61,6 +61,8 @@ def load_kernel(name: str, function_source: str, interpreted: bool):
             raise CompileError(f"generated Triton module {path} does not import: {e}") from e
         if interpreted:
             _interpret_module(module)
+        else:
+            _bind_device_math(module)
         fn = _loaded[key] = getattr(module, name)
         return fn
 
@@ -69,6 +71,12 @@ def load_kernel(name: str, function_source: str, interpreted: bool):
 # identity test); any other combine function runs element by element in Python, ~1000x slower.
 # The printer's reduction combiners compute exactly these, so interpreted modules bind them.
 _FAST_COMBINE = {"lf_add": "_sum_combine", "lf_maxnum": "_elementwise_max", "lf_minnum": "_elementwise_min"}
+
+
+def _bind_device_math(module) -> None:
+    """Compiled modules call the device library's exact ``fmod`` (see ``lf_fmod`` in PRELUDE)."""
+    from triton.language.extra import libdevice
+    module.lf_fmod = libdevice.fmod
 
 
 def _interpret_module(module) -> None:
@@ -379,15 +387,16 @@ class CudaGraph:
 class CudaDevice(Device):
     """Triton kernels on the current torch stream of one GPU (HIP through a ROCm torch build).
 
-    Graph capture runs on a side stream with a private torch graph pool; the launches of the
-    capture run are recorded by ``torch.cuda.CUDAGraph`` and replayed with one call."""
+    Graph capture runs on a side stream; the launches of the capture run are recorded by
+    ``torch.cuda.CUDAGraph`` and replayed with one call. Each graph gets torch's default, a
+    private memory pool of its own: a pool handle shared across captures is freed with the last
+    graph that used it, and torch asserts when a later capture names it (seen on an H200)."""
 
     kind = "cuda"
     supports_graphs = True
 
     def __init__(self, name, torch_device):
         self.index = torch_device.index
-        self._graph_pool = None
         self._graph = None
         self._stream_ctx = None
         super().__init__(name, torch_device)
@@ -408,14 +417,14 @@ class CudaDevice(Device):
     def graph_start_capture(self) -> None:
         super().graph_start_capture()
         try:
-            if self._graph_pool is None:
-                self._graph_pool = torch.cuda.graph_pool_handle()
             side = torch.cuda.Stream(self.torch_device)
             side.wait_stream(torch.cuda.current_stream(self.torch_device))
             self._stream_ctx = torch.cuda.stream(side)
             self._stream_ctx.__enter__()
-            self._graph = torch.cuda.CUDAGraph()
-            self._graph.capture_begin(pool=self._graph_pool, capture_error_mode="thread_local")
+            graph = torch.cuda.CUDAGraph()
+            graph.capture_begin(capture_error_mode="thread_local")
+            self._graph = graph   # only now is there a capture to end: ending one that never began
+            #                       raises a CUDA error that would hide why the begin failed
         except BaseException:
             self._end_capture()
             super().graph_abort()
