@@ -1,6 +1,6 @@
 """Issue 4's numbers: whole-program pieces against torch eager and warm torch.compile.
 
-    python -m bench.programs [--quick]
+    python -m bench.programs [--quick] [--only CASE ...]
 
 softmax and layer_norm over (4096, 1024) float32, linear+gelu (1024x1024 @ 1024x4096), and a
 pre-norm transformer block forward at batch 1 x 128 tokens x 512 wide; lazyfuse's steady state
@@ -87,10 +87,17 @@ def measure(name, ft, fl, inputs, reps: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="CASE",
+                    help="run only the cases whose name starts with one of these (softmax, transformer, ...)")
     args = ap.parse_args(argv)
     reps = 3 if args.quick else 7
-    rows = [measure(name, ft, fl, inputs, reps) for name, ft, fl, inputs in cases(args.quick)]
-    rows += [measure(name, ft, fl, inputs, reps * 3) for name, ft, fl, inputs in gpu_cases(args.quick)]
+
+    def chosen(name):
+        return not args.only or any(name.startswith(prefix) for prefix in args.only)
+
+    rows = [measure(name, ft, fl, inputs, reps) for name, ft, fl, inputs in cases(args.quick) if chosen(name)]
+    rows += [measure(name, ft, fl, inputs, reps * 3) for name, ft, fl, inputs in gpu_cases(args.quick)
+             if chosen(name)]
     info = machine()
     lines = [f"# lazyfuse whole-program benchmarks ({info['date']})", "",
              f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}", "",

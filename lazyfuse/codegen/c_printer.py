@@ -21,12 +21,15 @@ from ..ir.dtypes import float32
 from ..ir.node import Op
 from .index import Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
+from .row_cache import kept_values
 from .scope import Scope
 
 STORAGE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "_Float16",
            "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
 COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "float",
            "bfloat16": "float", "float32": "float", "float64": "double"}
+C_BYTES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
+C_BYTES = {name: C_BYTES[c] for name, c in COMPUTE.items()}   # bytes of a value in its compute type
 PARALLEL_THRESHOLD = 1 << 15   # elements of work below which threads cost more than they save
 
 PRELUDE = r"""
@@ -317,9 +320,11 @@ class CPrinter:
         nan = f" || ({v} != {v} && acc{j} == acc{j})" if fl else ""
         return f"if ({v} {cmp} acc{j}{nan}) {{ acc{j} = {v}; accidx{j} = {idx}; }}"
 
-    def _stage_loop(self, j, st, indent, pragma=None):
+    def _stage_loop(self, j, st, indent, pragma=None, kept=()):
         """The inner loop of one reduction stage. Sums are SIMD reductions; so are max/min, as a
-        plain max/min plus a NaN flag (torch propagates NaN, a SIMD max would drop it)."""
+        plain max/min plus a NaN flag (torch propagates NaN, a SIMD max would drop it).
+        ``kept`` (row-wise kernels, see ``row_cache``): values earlier stages left in row
+        buffers are read from them, and this stage's are stored to theirs."""
         k = self.k
         lines = []
         nan_flag = st.op in (Op.MAX, Op.MIN) and st.value.dtype.is_float
@@ -337,7 +342,10 @@ class CPrinter:
         if pragma:
             loops = [f"{indent}{pragma}"] + loops
         scope = _Scope(self, ind)
+        self._read_kept(scope, kept, j)
         v = scope.value(st.value)
+        flat = self._row_position()
+        scope.lines += [f"{ind}row{i}[{flat}] = {scope.value(e)};" for i, (s, e) in enumerate(kept) if s == j]
         idx = c_index(st.arg_index) if st.arg_index is not None else "0"
         if nan_flag:
             cmp = ">" if st.op is Op.MAX else "<"
@@ -357,18 +365,35 @@ class CPrinter:
         n = len(k.outer)
         pragma = f"#pragma omp parallel for collapse({n}) schedule(static){par}" if n and par is not None else None
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
-        body = []
+        kept = kept_values(k, lambda e: C_BYTES[e.dtype.name])
+        body = [f"{indent}{COMPUTE[e.dtype.name]} row{i}[{k.inner_numel}];" for i, (_, e) in enumerate(kept)]
         for j, st in enumerate(k.stages):
             body += self._acc_decl(j, st, indent)
-            body += self._stage_loop(j, st, indent)
+            body += self._stage_loop(j, st, indent, kept=kept)
         if k.inner_stores:
             row, ind = self._loops(k.inner, indent, None, simd_inner=True)
             scope = _Scope(self, ind)
+            self._read_kept(scope, kept, len(k.stages))
             stores = self._store(scope, k.inner_stores)
             body += row + scope.lines + stores + [indent + "}" for _ in k.inner]
         scope = _Scope(self, indent)
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
+
+    def _row_position(self) -> str:
+        """The flat position along the reduced extent (a row buffer's index)."""
+        flat, stride = [], 1
+        for v in reversed(self.k.inner):
+            flat.append(v.name if stride == 1 else f"{stride}*{v.name}")
+            stride *= v.extent
+        return " + ".join(reversed(flat)) or "0"
+
+    def _read_kept(self, scope: _Scope, kept, before: int) -> None:
+        """Bind the values stages before ``before`` kept in row buffers to their buffer reads."""
+        flat = self._row_position()
+        for i, (s, e) in enumerate(kept):
+            if s < before:
+                scope.names[id(e)] = f"row{i}[{flat}]"
 
     def _block_loops(self, par, W=None):
         """The parallel loops over the outer dims, the last one in blocks of ``tile`` outputs

@@ -163,9 +163,10 @@ def rounds_to_storage(e: Expr) -> bool:
     return isinstance(e, (Acc, MatmulValue, Random))
 
 
-def walk(roots) -> list:
-    """Every Expr reachable from ``roots``, sources first, each once (identity)."""
-    order, seen = [], set()
+def walk(roots, known=()) -> list:
+    """Every Expr reachable from ``roots``, sources first, each once (identity); nodes whose id
+    is in ``known`` (already emitted) are left out, and so are their sources."""
+    order, seen = [], set(known)
 
     def visit(e):
         stack = [(e, False)]

@@ -17,9 +17,8 @@ class Scope:
         name = self.names.get(id(e))
         if name is not None:
             return name
-        for x in walk([e]):
-            if id(x) not in self.names:
-                self.names[id(x)] = self._emit(x)
+        for x in walk([e], known=self.names):
+            self.names[id(x)] = self._emit(x)
         return self.names[id(e)]
 
     def _emit(self, e) -> str:
