@@ -80,7 +80,7 @@ class Lowering:
         n = self.nodes[i]
         if n.op is Op.BUFFER:
             return True
-        return i in self.producers and i != self.group.output
+        return i in self.producers and i not in self.group.outputs
 
     # -- evaluation -------------------------------------------------------------------------
     def load_flat(self, i, flat: Affine):
@@ -191,7 +191,10 @@ class Lowering:
         if value.dtype is not out.dtype:
             value = Apply(Op.CAST, (value,), out.dtype)
         store = Store(self.arg(self.slots[g.output], out.dtype, written=True), index, value)
-        stores, inner_stores = ((), (store,)) if self.row else ((store,), ())
+        # a multi-output kernel (planner: pointwise, every output stored whole at the loop index)
+        extra = tuple(Store(self.arg(self.slots[o], self.nodes[o].dtype, written=True), index, self.ev(o, outer_idx))
+                      for o in g.extra)
+        stores, inner_stores = ((), (store,)) if self.row else ((store,) + extra, ())
         k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
                    tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul)
