@@ -146,7 +146,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     nodes, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
     pos = {id(n): i for i, n in enumerate(nodes)}
-    from .codegen.lower import Lowering
+    from .codegen.lower import lower_group
 
     def lower(planned) -> list:
         producers = planned.producers()
@@ -158,7 +158,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
                 kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.outputs, grp.reason,
                                           _library_source(out.op.label)))
                 continue
-            kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
+            kernel, _ = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(kernels)}")
             kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.outputs, grp.reason,
                                       device.backend.preview(kernel)))
         return kernels

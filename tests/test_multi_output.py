@@ -1,7 +1,9 @@
-"""Multi-output kernels: a pointwise kernel that reads another pointwise kernel's output over the
-same iteration space, at its own index, computes it itself and stores both (an optimizer update:
-moments and parameter in one kernel), on the CPU and on Triton's interpreter, eagerly and
-captured; and the cases that must stay apart (a read at another index, a deep chain)."""
+"""Multi-output and foreach kernels, against torch, on the CPU and on Triton's interpreter, eagerly
+and captured. Multi-output: a pointwise kernel that reads another pointwise kernel's output over
+the same iteration space at its own index computes it itself and stores both (an optimizer
+update: moments and parameter in one kernel); a read at another index keeps them apart.
+Foreach: independent in-place updates of several buffers (an optimizer step over every
+parameter) are launched as one kernel; an update that reads what another overwrites is not."""
 from __future__ import annotations
 
 import numpy as np
@@ -113,3 +115,69 @@ def test_a_captured_multi_output_update_replays_every_step():
         _adam_like(tp, tg, tm, tv)
     for mine, ref in ((p, tp), (m, tm), (v, tv)):
         np.testing.assert_allclose(mine.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# -- foreach: independent in-place updates of several buffers in one launch -------------------------
+def _update_all(tensors, k=1.0):
+    for p, g, m, v in tensors:
+        _adam_like(p, g, m, v, lr=0.1 * k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@FEW
+@given(shapes=st.lists(st.lists(st.integers(1, 5), min_size=0, max_size=3).map(tuple), min_size=2, max_size=4),
+       seed=st.integers(0, 2 ** 16))
+def test_updates_of_several_buffers_are_one_foreach_kernel(device, shapes, seed):
+    dev = lf.device(device)
+    arrays = [_arrays(shape, seed + j) for j, shape in enumerate(shapes)]
+    mine = [[lf.tensor(a, device=dev) for a in group] for group in arrays]
+    ref = [[torch.tensor(a) for a in group] for group in arrays]
+    lf.sync(dev)
+    with count_launches(dev) as d:
+        _update_all(mine)
+        lf.sync(dev)
+    _update_all(ref)
+    assert d.kernels_launched == 1
+    for group, tgroup in zip(mine, ref):
+        for a, b in zip(group, tgroup):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_an_update_reading_a_buffer_another_overwrites_is_not_in_its_foreach():
+    """``b`` reads ``a`` transposed before ``a`` is overwritten: in one launch the two could run
+    at once (a GPU's programs), so ``b``'s kernel runs first, then ``a``'s."""
+    dev = lf.device("cpu")
+    a0, b0 = np.arange(9.0).reshape(3, 3), np.ones((3, 3))
+    a, b = lf.tensor(a0, device=dev), lf.tensor(b0, device=dev)
+    lf.sync(dev)
+    with count_launches(dev) as d:
+        b.copy_(b + a.T)
+        a.copy_(a * 2)
+        lf.sync(dev)
+    assert d.kernels_launched == 2
+    np.testing.assert_array_equal(b.numpy(), b0 + a0.T)
+    np.testing.assert_array_equal(a.numpy(), a0 * 2)
+
+
+def test_a_captured_foreach_update_replays_every_step():
+    dev = lf.device("cpu")
+    arrays = [_arrays(shape, j) for j, shape in enumerate([(3, 4), (4,), ()])]
+    mine = [[lf.tensor(a, device=dev) for a in group] for group in arrays]
+    ref = [[torch.tensor(a) for a in group] for group in arrays]
+
+    def step():
+        _update_all(mine)
+        return mine[0][0]
+    graph = lf.capture(dev, step)
+    assert graph.is_hardware and graph.num_launches == 1
+    for _ in range(4):                       # the warmup runs and the capture run
+        _update_all(ref)
+    for k in range(3):
+        for group, tgroup, a in zip(mine, ref, arrays):
+            group[1].copy_(a[1] * (k + 2))
+            tgroup[1].copy_(torch.tensor(a[1] * (k + 2)))
+        graph.replay()
+        _update_all(ref)
+    for group, tgroup in zip(mine, ref):
+        for a, b in zip(group, tgroup):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)

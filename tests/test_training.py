@@ -139,15 +139,15 @@ def test_kernel_counts_of_one_mlp_training_step():
       read again by backward), the output residual, the loss; the input gradient of each layer
       (gelu' fused into it), and one kernel per parameter gradient written straight into its
       ``.grad`` (weight gradients come out in the weight's layout, bias gradients are reductions);
-    * SGD with momentum: +1 per parameter (one multi-output kernel stores the momentum buffer
-      and the parameter) = 21;
-    * AdamW: +1 per parameter (one multi-output kernel stores the first moment, the second
-      moment and the parameter) and 1 shared (the device-side step count and its two bias
-      corrections, all 0-d: one kernel) = 22.
+    * SGD with momentum: +1 — one foreach kernel updates every parameter, each segment a
+      multi-output update storing the momentum buffer and the parameter = 16;
+    * AdamW: +2 — one foreach kernel (each segment stores the first moment, the second moment
+      and the parameter) and one for the device-side step count and its two bias corrections
+      (all 0-d: one multi-output kernel, which the foreach kernel reads) = 17.
     """
     assert _steady_step_kernels("none") == 15
-    assert _steady_step_kernels("sgd") == 21
-    assert _steady_step_kernels("adamw") == 22
+    assert _steady_step_kernels("sgd") == 16
+    assert _steady_step_kernels("adamw") == 17
 
 
 def test_captured_transformer_block_trains_like_torch():

@@ -67,6 +67,7 @@ class Group:
     matmul: int | None = None           # the matmul node a matmul-template kernel computes
     inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
     extra: list = field(default_factory=list)   # further nodes it stores (a multi-output kernel)
+    parts: list = field(default_factory=list)   # a foreach kernel: the pointwise Groups it launches as one
 
     @property
     def outputs(self) -> tuple:
@@ -398,7 +399,7 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
         slots, n_temps = _assign_slots(g, groups, must)
         fix = _repairs(g, groups, node_groups, slots)
         if not fix:
-            groups = _merge_pointwise(g, groups, slots)
+            groups = _merge_foreach(g, _merge_pointwise(g, groups, slots), slots)
             return Plan(_order(g, groups, node_groups, slots), slots, n_temps)
         for i, why in fix.items():
             forced.setdefault(i, why)
@@ -485,6 +486,53 @@ def _merge_pointwise(g: DrainGraph, groups: list, slots) -> list:
             if merged:
                 break
     return groups
+
+
+def _foreach(parts: list) -> Group:
+    members = set().union(*(p.members for p in parts))
+    outputs = [o for p in parts for o in p.outputs]
+    return Group(0, outputs[0], members, reason=f"foreach: in-place updates of {len(outputs)} buffers in one launch",
+                 extra=outputs[1:], parts=parts)
+
+
+def _merge_foreach(g: DrainGraph, groups: list, slots) -> list:
+    """Foreach kernels: pointwise kernels that only overwrite existing buffers (an optimizer
+    step: one kernel per parameter) and do not depend on each other are launched as one
+    kernel, each over its own iteration space.
+
+    The parts of one foreach kernel may run concurrently (a GPU's programs), so none may read
+    what another writes or overwrite what another reads: no dependency edge between two parts,
+    and none through other kernels (the contracted plan stays acyclic).
+    """
+    nodes = g.nodes
+    overwrites = {r for r, t in zip(g.roots, g.root_targets) if t is not None}
+    loose = [k for k, grp in enumerate(groups)
+             if _pointwise_space(nodes, grp) is not None and all(o in overwrites for o in grp.outputs)]
+    if len(loose) < 2:
+        return groups
+    dg, _ = _dependency_graph(g, groups, None, slots)
+    original = list(groups)
+    clusters: list[list[int]] = []
+
+    def contracted(cs) -> list:
+        inside = {k for c in cs if len(c) > 1 for k in c}
+        out = [grp for k, grp in enumerate(original) if k not in inside]
+        out += [_foreach([original[k] for k in c]) for c in cs if len(c) > 1]
+        for k, grp in enumerate(out):
+            grp.id = k
+        return out
+
+    for y in loose:
+        for c in clusters:
+            if any(dg.has_edge(x, y) or dg.has_edge(y, x) for x in c):
+                continue
+            trial = [c + [y] if other is c else other for other in clusters]
+            if nx.is_directed_acyclic_graph(_dependency_graph(g, contracted(trial), None, slots)[0]):
+                clusters = trial
+                break
+        else:
+            clusters.append([y])
+    return contracted(clusters)
 
 
 def _dependency_graph(g: DrainGraph, groups, node_groups, slots):

@@ -424,7 +424,7 @@ class Engine:
         return plan, (leaves, scalars)
 
     def _lower(self, nodes, planned) -> list:
-        from ..codegen.lower import Lowering
+        from ..codegen.lower import lower_group
         pos = {id(n): i for i, n in enumerate(nodes)}
         scalar_pos = {}
         for i, n in enumerate(nodes):
@@ -438,8 +438,7 @@ class Engine:
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 steps.append(self._extern_step(nodes, pos, grp, planned.slots))
                 continue
-            low = Lowering(nodes, pos, grp, planned.slots, producers)
-            kernel = low.kernel(f"k{len(steps)}")
+            kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
             rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
             steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
