@@ -29,7 +29,7 @@ class KernelInfo:
     name: str
     kind: str          # pointwise | reduce | matmul | gather
     nodes: list        # node indices computed inside
-    output: int
+    outputs: tuple     # the nodes it stores (several: a multi-output kernel)
     reason: str        # why its output is materialized (the group boundary)
     source: str
     config: str = ""   # the launch config the autotuner (or the heuristic default) chose
@@ -53,7 +53,7 @@ class Explanation:
             source = st.source if st.kind == "kernel" else _library_source(st.kind)
             config = st.config.label() if st.config is not None else ""
             kernels.append(KernelInfo(st.name, st.kernel.kind if st.kind == "kernel" else st.kind, members,
-                                      grp.output, grp.reason, source, config))
+                                      grp.outputs, grp.reason, source, config))
         return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
 
     def _owners(self) -> dict:
@@ -74,7 +74,8 @@ class Explanation:
             lines.append(f"  %{i} = {n.op.label}({srcs}){arg} : {n.dtype.name}{list(n.shape)}{where}")
         for k, info in enumerate(self.kernels):
             config = f", config {info.config}" if info.config else ""
-            lines += ["", f"kernel {k} ({info.kind}{config}) writes %{info.output} — boundary: {info.reason}",
+            writes = ", ".join(f"%{o}" for o in info.outputs)
+            lines += ["", f"kernel {k} ({info.kind}{config}) writes {writes} — boundary: {info.reason}",
                       info.source]
         return "\n".join(lines)
 
@@ -145,20 +146,20 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     nodes, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
     pos = {id(n): i for i, n in enumerate(nodes)}
-    from .codegen.lower import Lowering
+    from .codegen.lower import lower_group
 
     def lower(planned) -> list:
-        producers = {g.output: g.id for g in planned.groups}
+        producers = planned.producers()
         kernels = []
         for grp in planned.groups:
             out = nodes[grp.output]
             members = sorted(i for i in grp.members if nodes[i].is_pending)
             if out.kind is Kind.EXTERN and grp.matmul is None:
-                kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.output, grp.reason,
+                kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.outputs, grp.reason,
                                           _library_source(out.op.label)))
                 continue
-            kernel = Lowering(nodes, pos, grp, planned.slots, producers).kernel(f"k{len(kernels)}")
-            kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.output, grp.reason,
+            kernel, _ = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(kernels)}")
+            kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.outputs, grp.reason,
                                       device.backend.preview(kernel)))
         return kernels
 

@@ -1,9 +1,11 @@
 """``lf.optim``: SGD and AdamW whose updates are in-place writes into the parameter buffers.
 
 Each ``step()`` records, under ``no_grad``, one value per state buffer and writes it with
-``copy_``: the update of a parameter fuses into few kernels (AdamW: three per parameter —
-the first moment, the second moment, the parameter, since a kernel writes one buffer — plus
-one for the shared step counter). State is created lazily on the first step, as in torch.
+``copy_``. The planner makes the whole step one kernel per parameter group: the update of one
+parameter is a multi-output kernel (the moments and the parameter each read the others' new
+values at the same index), and the updates of all parameters, independent of each other, are
+one foreach kernel. AdamW adds one kernel for its shared step counter and bias corrections.
+State is created lazily on the first step, as in torch.
 
 The step counter lives on the device (a 0-d float64 tensor incremented in place) and the
 bias corrections are computed from it, so a captured training step replays with the right

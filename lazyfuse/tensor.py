@@ -720,6 +720,9 @@ class Tensor:
         elif ops.is_scalar(src):
             node = ops.expand_node(ops.scalar_node(src, self.dtype), self.shape)
         elif isinstance(src, (np.ndarray, torch.Tensor, list, tuple)):
+            if not isinstance(src, (list, tuple)) and self._view == self._storage.view \
+                    and self.device.engine.write_host_data(self._storage, src):
+                return self
             from .creation import tensor as make_tensor
             return self.copy_(make_tensor(src, dtype=self.dtype, device=self.device))
         else:

@@ -333,7 +333,8 @@ def test_a_launch_failing_after_a_write_ran_never_applies_it_twice(monkeypatch, 
     lf.sync()
     a.add_(1.0)                        # an in-place write: one kernel
     f = (z * 3.0).sum()                # independent of it: another
-    b = a * 2.0                        # reads the write: a third
+    b = a.reshape(10, 100).T * 2.0     # reads the write at other indices: a third (one reading it at
+    #                                    its own index would be the same multi-output kernel)
     real = CPU.launch
     calls = {"n": 0}
 

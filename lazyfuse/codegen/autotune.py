@@ -35,6 +35,8 @@ def size_class(n: int) -> int:
 
 def signature(kernel: Kernel) -> str:
     """The kernel's structure with extents rounded to powers of two."""
+    if kernel.segments:
+        return "foreach[" + ";".join(signature(seg) for seg in kernel.segments) + "]"
     values = [s.value for s in kernel.stores] + [s.value for s in kernel.stages]
     parts = [kernel.kind,
              ",".join(str(size_class(v.extent)) for v in kernel.outer),

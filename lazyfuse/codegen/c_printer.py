@@ -225,18 +225,32 @@ class CPrinter:
             word = f"meta[{base + i}]"
             val = f"lf_word2f64({word})" if dt.is_float else word
             lines.append(f"    const {COMPUTE[dt.name]} s{i} = ({COMPUTE[dt.name]}){val};")
-        threads = self.cfg.threads
-        nt = f" num_threads({threads})" if threads else ""
-        work = k.outer_numel * max(k.inner_numel, 1)
-        # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
-        par = nt if work >= PARALLEL_THRESHOLD else None
-        if not k.stages:
+        par = self._parallel(k)
+        if k.segments:
+            lines += self._segments()
+        elif not k.stages:
             lines += self._pointwise(par)
         else:
             strategy = self.strategy()
             lines += {"rows": self._rows, "split": self._split, "tile": self._tile}[strategy](par)
         lines.append("}")
         return "\n".join(lines)
+
+    def _parallel(self, k: Kernel):
+        """The ``num_threads`` clause of ``k``'s parallel loop, None for no parallel region."""
+        threads = self.cfg.threads
+        nt = f" num_threads({threads})" if threads else ""
+        work = k.outer_numel * max(k.inner_numel, 1)
+        # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
+        return nt if work >= PARALLEL_THRESHOLD else None
+
+    def _segments(self) -> list:
+        """A foreach kernel: each segment's pointwise loops in turn, each in a block of its own
+        (so the locals of one never meet another's), threaded by its own size."""
+        lines = []
+        for seg in self.k.segments:
+            lines += ["    {"] + CPrinter(seg, self.cfg)._pointwise(self._parallel(seg)) + ["    }"]
+        return lines
 
     def strategy(self) -> str:
         k, s = self.k, self.cfg.strategy

@@ -7,7 +7,10 @@ random numbers, and ``Acc`` — the result of one reduction ``Stage``. A matmul-
 (``matmul`` set, Triton devices only) computes one tiled ``a @ b`` per output tile and runs
 its ``stores`` as the fused epilogue, reading the product as ``MatmulValue``. Stages run in order
 for each outer index (a later stage may read an earlier one's result: variance reads the
-mean); ``stores`` then write outer-context values. Nothing here knows about devices.
+mean); ``stores`` then write outer-context values. A *foreach* kernel (``segments`` set) is
+several pointwise kernels over their own iteration spaces launched as one (an optimizer step
+over every parameter): its segments share its arguments and runtime scalars, and it has no
+loops or stores of its own. Nothing here knows about devices.
 """
 from __future__ import annotations
 
@@ -123,9 +126,13 @@ class Kernel:
     # every stage, reading the stages' results (the reduced values broadcast along the row)
     inner_stores: tuple = ()
     matmul: Matmul | None = None   # a matmul template kernel: ``stores`` are its epilogue
+    segments: tuple = ()           # a foreach kernel: pointwise Kernels with this one's args and scalars
 
     @property
     def outer_numel(self) -> int:
+        """Output elements (a foreach kernel: of all its segments together)."""
+        if self.segments:
+            return sum(seg.outer_numel for seg in self.segments)
         n = 1
         for v in self.outer:
             n *= v.extent
@@ -142,6 +149,8 @@ class Kernel:
     def kind(self) -> str:
         if self.matmul is not None:
             return "matmul"
+        if self.segments:
+            return "foreach"
         return "reduce" if self.stages else "pointwise"
 
 
@@ -198,6 +207,8 @@ def children(e: Expr) -> tuple:
 
 def affines(kernel: Kernel) -> list:
     """Every index expression of the kernel (for loop merging and hazard checks)."""
+    if kernel.segments:
+        return [a for seg in kernel.segments for a in affines(seg)]
     out = [s.index for s in kernel.stores + kernel.inner_stores]
     out += [st.arg_index for st in kernel.stages if st.arg_index is not None]
     if kernel.matmul is not None:

@@ -8,6 +8,8 @@ value used twice at the same index is computed once.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.node import Kind, Op
 from ..ir.shapes import contiguous_strides
 from . import index as ix
@@ -24,17 +26,37 @@ class Unfusable(Exception):
         self.reason = reason
 
 
+def lower_group(nodes, pos, group, slots, producers, name: str):
+    """``(kernel, lowering)`` of one planned group: the lowering holds the kernel's argument
+    and scalar bindings. A foreach group (``group.parts``) becomes one kernel whose segments
+    are its parts, lowered with shared bindings."""
+    if not group.parts:
+        low = Lowering(nodes, pos, group, slots, producers)
+        return low.kernel(name), low
+    first = None
+    segments = []
+    for j, part in enumerate(group.parts):
+        low = Lowering(nodes, pos, part, slots, producers, shared=first)
+        first = first or low
+        segments.append(low.kernel(f"{name}_s{j}"))
+    args = tuple(KernelArg(d, w) for d, w in zip(first.arg_dtypes, first.arg_written))
+    scalars = tuple(nodes[i].dtype for i in first.scalar_nodes)
+    segments = tuple(dataclasses.replace(k, args=args, scalars=scalars) for k in segments)
+    return Kernel(name, (), (), (), (), args, scalars, segments=segments), first
+
+
 class Lowering:
-    def __init__(self, nodes, pos, group, slots, producers):
+    def __init__(self, nodes, pos, group, slots, producers, shared: "Lowering | None" = None):
         self.nodes = nodes
         self.pos = pos
         self.group = group
         self.slots = slots
         self.producers = producers  # node index -> group id, for materialized nodes
-        self.arg_slots: list = []
-        self.arg_written: list = []
-        self.arg_dtypes: list = []
-        self.scalar_nodes: list = []
+        # a foreach kernel's segments bind one argument and scalar list (``shared``'s)
+        self.arg_slots: list = shared.arg_slots if shared else []
+        self.arg_written: list = shared.arg_written if shared else []
+        self.arg_dtypes: list = shared.arg_dtypes if shared else []
+        self.scalar_nodes: list = shared.scalar_nodes if shared else []
         self.memo: dict = {}
         self.stages: list = []
         self.stage_of: dict = {}
@@ -80,7 +102,7 @@ class Lowering:
         n = self.nodes[i]
         if n.op is Op.BUFFER:
             return True
-        return i in self.producers and i != self.group.output
+        return i in self.producers and i not in self.group.outputs
 
     # -- evaluation -------------------------------------------------------------------------
     def load_flat(self, i, flat: Affine):
@@ -191,7 +213,10 @@ class Lowering:
         if value.dtype is not out.dtype:
             value = Apply(Op.CAST, (value,), out.dtype)
         store = Store(self.arg(self.slots[g.output], out.dtype, written=True), index, value)
-        stores, inner_stores = ((), (store,)) if self.row else ((store,), ())
+        # a multi-output kernel (planner: pointwise, every output stored whole at the loop index)
+        extra = tuple(Store(self.arg(self.slots[o], self.nodes[o].dtype, written=True), index, self.ev(o, outer_idx))
+                      for o in g.extra)
+        stores, inner_stores = ((), (store,)) if self.row else ((store,) + extra, ())
         k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
                    tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul)
@@ -284,4 +309,4 @@ def coalesce(kernel: Kernel) -> Kernel:
     return map_affines(kernel, rewrite, tuple(outer), tuple(inner))
 
 
-__all__ = ["Lowering", "Unfusable", "coalesce"]
+__all__ = ["Lowering", "Unfusable", "coalesce", "lower_group"]

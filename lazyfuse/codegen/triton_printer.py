@@ -559,11 +559,39 @@ class TritonPrinter:
                 val = f"{word}.to({COMPUTE[dt.name]})"
             lines.append(f"    s{i} = {val}")
         pid = "tl.program_id(0).to(tl.int64)" if self._wide() else "tl.program_id(0)"
+        if k.segments:
+            return self._segment_functions(params) + "\n".join(lines + self._segments(pid)) + "\n"
         if k.matmul is not None:
             lines += self._matmul(pid)
         else:
             lines += self._reduce(pid) if k.stages else self._pointwise(pid)
         return "\n".join(lines) + "\n"
+
+    def _segment_params(self) -> list:
+        return [f"a{i}" for i in range(len(self.k.args))] + [f"s{i}" for i in range(len(self.k.scalars))]
+
+    def _segment_functions(self, params) -> str:
+        """A foreach kernel's segments, each a jit function of its own (its locals stay its own):
+        the pointwise program of that segment, given its program index."""
+        out = []
+        for j, seg in enumerate(self.k.segments):
+            sub = TritonPrinter(seg, self.cfg)
+            head = f"def lf_segment{j}({', '.join(self._segment_params() + ['pid', 'BLOCK: tl.constexpr'])}):"
+            out.append("\n".join(["@triton.jit", head] + sub._pointwise("pid")) + "\n\n\n")
+        return "".join(out)
+
+    def _segments(self, pid) -> list:
+        """The foreach program: segment ``j`` takes the ``ceil(numel_j / BLOCK)`` programs after
+        those of the segments before it (constexpr arithmetic on BLOCK; the grid is their sum)."""
+        lines = [f"    pid = {pid}"]
+        args = ", ".join(self._segment_params())
+        first = "0"
+        for j, seg in enumerate(self.k.segments):
+            end = f"{first} + ({seg.outer_numel} + BLOCK - 1) // BLOCK" if j else f"({seg.outer_numel} + BLOCK - 1) // BLOCK"
+            cond = f"pid < {end}" if not j else f"(pid >= {first}) & (pid < {end})"
+            lines += [f"    if {cond}:", f"        lf_segment{j}({args}, pid - ({first}), BLOCK)"]
+            first = end
+        return lines
 
     def _wide(self) -> bool:
         k = self.k

@@ -66,6 +66,13 @@ class Group:
     reason: str = ""                    # why this node is a kernel boundary
     matmul: int | None = None           # the matmul node a matmul-template kernel computes
     inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
+    extra: list = field(default_factory=list)   # further nodes it stores (a multi-output kernel)
+    parts: list = field(default_factory=list)   # a foreach kernel: the pointwise Groups it launches as one
+
+    @property
+    def outputs(self) -> tuple:
+        """Every node the kernel stores: ``output`` first, then those merged into it."""
+        return (self.output, *self.extra)
 
 
 @dataclass
@@ -73,6 +80,10 @@ class Plan:
     groups: list          # Group, in execution order
     slots: dict           # node index -> ("leaf", i) | ("root", k) | ("temp", j)
     n_temps: int
+
+    def producers(self) -> dict:
+        """Node index -> id of the group that stores it, for every materialized node."""
+        return {o: grp.id for grp in self.groups for o in grp.outputs}
 
 
 def _consumers(nodes, pos):
@@ -331,7 +342,7 @@ def _readers(g: DrainGraph, groups, node_groups, i) -> set:
     out = set()
     pos = g_pos(g)
     for grp in groups:
-        if grp.output == i:
+        if i in grp.outputs:
             continue
         for m in grp.members:
             if any(pos[id(s)] == i for s in g.nodes[m].srcs):
@@ -366,7 +377,7 @@ def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
         n = nodes[m]
         for s in n.srcs:
             si = pos[id(s)]
-            if si not in old_versions or (m == grp.output and n.kind is Kind.WRITE and s is n.srcs[0]):
+            if si not in old_versions or (m in grp.outputs and n.kind is Kind.WRITE and s is n.srcs[0]):
                 continue
             if grp.reduce is not None or fused_views:
                 bad.add(m)
@@ -388,17 +399,147 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
         slots, n_temps = _assign_slots(g, groups, must)
         fix = _repairs(g, groups, node_groups, slots)
         if not fix:
+            groups = _merge_foreach(g, _merge_pointwise(g, groups, slots), slots)
             return Plan(_order(g, groups, node_groups, slots), slots, n_temps)
         for i, why in fix.items():
             forced.setdefault(i, why)
     raise AssertionError("fusion planner did not converge")  # each round forces one more node: unreachable
 
 
+def _pointwise_space(nodes, grp: Group):
+    """The shape a kernel iterates over when it is pointwise and stores each of its outputs
+    whole and contiguous at its loop index (an elementwise result; a covering ``copy_`` is a
+    cast); None for any other kernel."""
+    if grp.reduce is not None or grp.matmul is not None:
+        return None
+    spaces = {tuple(nodes[o].shape) for o in grp.outputs}
+    if len(spaces) != 1 or any(nodes[o].kind is not Kind.ELEMENTWISE for o in grp.outputs):
+        return None
+    return spaces.pop()
+
+
+def _reads_at_own_index(g: DrainGraph, members, values) -> bool:
+    """Whether the nodes ``members`` read ``values`` only at the index they are computed at:
+    through elementwise ops and identity views, never a view that moves indices."""
+    pos = g_pos(g)
+    tainted = set(values)
+    for m in sorted(members):   # node indices are topological
+        n = g.nodes[m]
+        if m in tainted or not any(pos[id(s)] in tainted for s in n.srcs):
+            continue
+        if n.kind is Kind.VIEW and not (n.arg == View.contiguous(n.shape) and n.srcs[0].shape == n.shape):
+            return False
+        if n.kind not in (Kind.ELEMENTWISE, Kind.VIEW):
+            return False
+        tainted.add(m)
+    return True
+
+
+def _height(g: DrainGraph, members) -> int:
+    """The longest chain of values computed inside a kernel (what lowering recurses through)."""
+    pos = g_pos(g)
+    h = {}
+    for m in sorted(members):
+        h[m] = 1 + max((h.get(pos[id(s)], 0) for s in g.nodes[m].srcs), default=0)
+    return max(h.values(), default=0)
+
+
+def _merge_pointwise(g: DrainGraph, groups: list, slots) -> list:
+    """Multi-output kernels: a pointwise kernel that reads another pointwise kernel's output over
+    the same iteration space, at its own index, computes that output itself and stores it too
+    (an optimizer update: the moments and the parameter in one kernel, not one per buffer).
+
+    A merge is kept only when the merged plan has no hazard and no cycle (the rules of
+    ``_repairs``): a kernel between the two, or an in-place write the other one must precede,
+    keeps them apart; so does the inline bound (``MAX_INLINE_DEPTH``) on the merged kernel.
+    """
+    nodes = g.nodes
+    pos = g_pos(g)
+    merged = True
+    while merged:
+        merged = False
+        producer = {o: grp for grp in groups for o in grp.outputs}
+        for y in groups:
+            space = _pointwise_space(nodes, y)
+            if space is None:
+                continue
+            read = {pos[id(s)] for m in y.members for s in nodes[m].srcs}
+            for gid in dict.fromkeys(producer[i].id for i in sorted(read) if i in producer and producer[i] is not y):
+                x = groups[gid]
+                if _pointwise_space(nodes, x) != space or not _reads_at_own_index(g, y.members, x.outputs) \
+                        or _height(g, x.members) + _height(g, y.members) > MAX_INLINE_DEPTH:
+                    continue
+                both = Group(y.id, y.output, y.members | x.members, reason=y.reason,
+                             extra=[*y.extra, *x.outputs])
+                trial = [both if grp is y else grp for grp in groups if grp is not x]
+                for k, grp in enumerate(trial):
+                    grp.id = k
+                try:
+                    ok = not _repairs(g, trial, None, slots)
+                except AssertionError:   # an unrepairable cycle: the two must stay apart
+                    ok = False
+                if ok:
+                    groups, merged = trial, True
+                    break
+                for k, grp in enumerate(groups):
+                    grp.id = k
+            if merged:
+                break
+    return groups
+
+
+def _foreach(parts: list) -> Group:
+    members = set().union(*(p.members for p in parts))
+    outputs = [o for p in parts for o in p.outputs]
+    return Group(0, outputs[0], members, reason=f"foreach: in-place updates of {len(outputs)} buffers in one launch",
+                 extra=outputs[1:], parts=parts)
+
+
+def _merge_foreach(g: DrainGraph, groups: list, slots) -> list:
+    """Foreach kernels: pointwise kernels that only overwrite existing buffers (an optimizer
+    step: one kernel per parameter) and do not depend on each other are launched as one
+    kernel, each over its own iteration space.
+
+    The parts of one foreach kernel may run concurrently (a GPU's programs), so none may read
+    what another writes or overwrite what another reads: no dependency edge between two parts,
+    and none through other kernels (the contracted plan stays acyclic).
+    """
+    nodes = g.nodes
+    overwrites = {r for r, t in zip(g.roots, g.root_targets) if t is not None}
+    loose = [k for k, grp in enumerate(groups)
+             if _pointwise_space(nodes, grp) is not None and all(o in overwrites for o in grp.outputs)]
+    if len(loose) < 2:
+        return groups
+    dg, _ = _dependency_graph(g, groups, None, slots)
+    original = list(groups)
+    clusters: list[list[int]] = []
+
+    def contracted(cs) -> list:
+        inside = {k for c in cs if len(c) > 1 for k in c}
+        out = [grp for k, grp in enumerate(original) if k not in inside]
+        out += [_foreach([original[k] for k in c]) for c in cs if len(c) > 1]
+        for k, grp in enumerate(out):
+            grp.id = k
+        return out
+
+    for y in loose:
+        for c in clusters:
+            if any(dg.has_edge(x, y) or dg.has_edge(y, x) for x in c):
+                continue
+            trial = [c + [y] if other is c else other for other in clusters]
+            if nx.is_directed_acyclic_graph(_dependency_graph(g, contracted(trial), None, slots)[0]):
+                clusters = trial
+                break
+        else:
+            clusters.append([y])
+    return contracted(clusters)
+
+
 def _dependency_graph(g: DrainGraph, groups, node_groups, slots):
     pos = g_pos(g)
     dg = nx.DiGraph()
     dg.add_nodes_from(grp.id for grp in groups)
-    producer = {grp.output: grp.id for grp in groups}
+    producer = {o: grp.id for grp in groups for o in grp.outputs}
     for grp in groups:
         inputs = []
         for m in sorted(grp.members):
@@ -427,7 +568,7 @@ def _repairs(g: DrainGraph, groups, node_groups, slots) -> dict:
     pos = g_pos(g)
     fix = {}
     chains = _versions(g, slots)
-    producer = {grp.output: grp for grp in groups}
+    producer = {o: grp for grp in groups for o in grp.outputs}
     for chain in chains:
         for k in range(1, len(chain)):
             writer = producer.get(chain[k])
@@ -447,7 +588,7 @@ def _repairs(g: DrainGraph, groups, node_groups, slots) -> dict:
         if reader in in_cycle and writer in in_cycle:
             grp = groups[reader]
             for m in sorted(grp.members):
-                if m != grp.output and any(pos[id(s)] == older for s in g.nodes[m].srcs):
+                if m not in grp.outputs and any(pos[id(s)] == older for s in g.nodes[m].srcs):
                     fix[m] = "reads an old version of a buffer written in place later"
                     return fix
     raise AssertionError(f"unrepairable cycle between kernels: {cycle}")

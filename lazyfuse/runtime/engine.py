@@ -39,6 +39,8 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import CaptureError, DeviceError
 from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
@@ -270,6 +272,38 @@ class Engine:
     def release_from_capture(self) -> None:
         self.__dict__.pop("record", None)
 
+    def write_host_data(self, storage: Storage, data) -> bool:
+        """Copy host data (a numpy array or CPU torch tensor of the storage's own shape and
+        dtype) straight into its buffer, when that is exactly what a recorded ``copy_`` would do
+        at the next drain: the buffer lives in host memory, the storage is realized, no pending
+        op reads the buffer (it must see the old value, SPEC 9), and no capture is under way —
+        inside one the copy is recorded as a launch, so every replay repeats it, and so it is in
+        the capture's warmup, which must run the very plans the capture run records (from
+        ``graph_prepare`` to the end of ``lf.capture``). Returns False where the copy must be
+        recorded. The input refresh of a replayed step (SPEC 8) then costs one
+        memcpy instead of an upload and a one-kernel drain.
+        """
+        buf = storage.buffer
+        node = storage.current
+        if node.op is not Op.BUFFER or node.arg is not buf or self.executed_keys is not None:
+            return False
+        if isinstance(data, np.ndarray):
+            if data.dtype != storage.dtype.numpy or data.shape != storage.shape:
+                return False
+        elif data.dtype != storage.dtype.torch or tuple(data.shape) != storage.shape or data.device.type != "cpu":
+            return False
+        flat = buf.tensor
+        if flat.device.type != "cpu":
+            return False
+        with self.lock:
+            if id(buf) in self.leaf_first:   # pending work reads this buffer: record the copy after it
+                return False
+            if isinstance(data, np.ndarray):
+                np.copyto(flat.numpy().reshape(data.shape), data, casting="no")
+            else:
+                flat.copy_(data.detach().reshape(-1))
+        return True
+
     def count_extra_ops(self, n: int) -> None:
         """Ops recorded as inner nodes of one API call (var, softmax...) also count."""
         with self.lock:
@@ -375,7 +409,7 @@ class Engine:
             if slot[0] == "temp":
                 temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
         n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
-        step_of = {st.group.output: j for j, st in enumerate(steps)}
+        step_of = {o: j for j, st in enumerate(steps) for o in st.group.outputs}
         # where the steady state finds what this drain binds: every node of the trace is on the
         # tape, whose length, like each node's position, is the same for every drain of this key
         n_tape = len(self.tape)
@@ -390,13 +424,13 @@ class Engine:
         return plan, (leaves, scalars)
 
     def _lower(self, nodes, planned) -> list:
-        from ..codegen.lower import Lowering
+        from ..codegen.lower import lower_group
         pos = {id(n): i for i, n in enumerate(nodes)}
         scalar_pos = {}
         for i, n in enumerate(nodes):
             if n.op is Op.SCALAR:
                 scalar_pos[i] = len(scalar_pos)
-        producers = {grp.output: grp.id for grp in planned.groups}
+        producers = planned.producers()
         rng_offsets = {pos[id(n.srcs[1])] for n in nodes if n.op in (Op.RAND, Op.RANDN)}
         steps = []
         for grp in planned.groups:
@@ -404,8 +438,7 @@ class Engine:
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 steps.append(self._extern_step(nodes, pos, grp, planned.slots))
                 continue
-            low = Lowering(nodes, pos, grp, planned.slots, producers)
-            kernel = low.kernel(f"k{len(steps)}")
+            kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
             rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
             steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
@@ -484,7 +517,8 @@ class Engine:
             # (after a KeyboardInterrupt nothing failed: all of it stays pending). The failed node
             # is found in this drain's trace (walked only here): a cached plan's own graph holds
             # the nodes of the drain that built it (same positions, other objects)
-            failed = trace(roots)[0][plan.steps[done].group.output] if isinstance(e, Exception) else None
+            failed = {id(trace(roots)[0][o]) for o in plan.steps[done].group.outputs} if isinstance(e, Exception) \
+                else None
             # roots whose in-place writes ran (their buffer existed before this drain)
             written = [k for k in range(len(roots)) if plan.root_steps[k] < done and roots[k].buffer is not None]
             written_nodes = {id(roots[k].current) for k in written}
@@ -492,7 +526,7 @@ class Engine:
             for k, s in enumerate(roots):
                 if plan.root_steps[k] < done:
                     continue
-                if failed is not None and _first_reached(s.current, lambda n: n is failed) is not None:
+                if failed is not None and _first_reached(s.current, lambda n: id(n) in failed) is not None:
                     self.poison(s, e)
                 elif written and _first_reached(s.current, lambda n: id(n) in written_nodes or (
                         n.op is Op.BUFFER and id(n.arg) in written_bufs)) is not None:

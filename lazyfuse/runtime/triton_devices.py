@@ -161,7 +161,8 @@ def launch_params(kernel, cfg, interpreted: bool):
         kwargs = {"BLOCK": cfg.block, "num_warps": cfg.num_warps}
         if kernel.stages:
             kwargs["BLOCK_R"] = cfg.block_r
-        grid = (-(-kernel.outer_numel // cfg.block),)
+        # a foreach kernel's segments each start at a program of their own
+        grid = (sum(-(-seg.outer_numel // cfg.block) for seg in kernel.segments or (kernel,)),)
     if cfg.num_stages and not interpreted:
         kwargs["num_stages"] = cfg.num_stages
     return grid, kwargs
