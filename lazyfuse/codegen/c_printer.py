@@ -66,6 +66,15 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
     int64_t r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
 }
+/* float pow as torch's CPU kernel computes it: x*x for an exponent of 2 (exactly, not powf's
+   rounding), x for 1, sqrt for 0.5, x*x*x, 1/x, 1/(x*x), 1/sqrt(x) for 3, -1, -2, -0.5. With a
+   loop-invariant exponent (a scalar) gcc unswitches the loop on the first tests, so x ** 2 (a
+   squared error, say) vectorises instead of calling powf per element */
+#define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
+    return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
+        y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
+LF_POW_F(lf_powf, float, sqrtf, powf)
+LF_POW_F(lf_pow, double, sqrt, pow)
 /* torch's div_floor_floating: floor(a / b) would be off by one where a / b rounds to an integer */
 #define LF_FLOORDIV_F(NAME, T, FMOD, FLOOR, COPYSIGN) static inline T NAME(T a, T b) { \
     if (b == 0) return a / b; \
@@ -191,7 +200,9 @@ class CPrinter:
             return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_mod_i({x}, {a[1]})"
         if op is Op.POW:
-            return (f"powf({x}, {a[1]})" if f32 else f"pow({x}, {a[1]})") if fl else \
+            # torch special-cases float32/float64 exponents only; half types call pow
+            fn = {"float32": "lf_powf", "float64": "lf_pow"}.get(src_dt.name, "powf")
+            return f"{fn}({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_pow_i({x}, {a[1]})"
         if op is Op.RELU:
             return f"(({x} != {x} || {x} > 0) ? {x} : 0)" if fl else f"({x} > 0 ? {x} : 0)"
