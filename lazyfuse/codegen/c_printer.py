@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..ir.dtypes import float32
 from ..ir.node import Op
+from . import c_parallel
 from .index import Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
 from .scope import Scope
@@ -27,7 +28,6 @@ STORAGE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16":
            "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
 COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "float",
            "bfloat16": "float", "float32": "float", "float64": "double"}
-PARALLEL_THRESHOLD = 1 << 15   # elements of work below which threads cost more than they save
 
 PRELUDE = r"""
 #include <stdint.h>
@@ -235,9 +235,8 @@ class CPrinter:
             lines.append(f"    const {COMPUTE[dt.name]} s{i} = ({COMPUTE[dt.name]}){val};")
         threads = self.cfg.threads
         nt = f" num_threads({threads})" if threads else ""
-        work = k.outer_numel * max(k.inner_numel, 1)
         # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
-        par = nt if work >= PARALLEL_THRESHOLD else None
+        par = nt if c_parallel.parallel(k) else None
         if not k.stages:
             lines += self._pointwise(par)
         else:
@@ -474,7 +473,7 @@ class CPrinter:
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
             body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
-            if par is not None:
+            if par is not None and c_parallel.parallel_stage(k, st):   # a region per stage and output
                 body.append(f"{indent}#pragma omp parallel{par}")
             body.append(f"{indent}{{")
             ind = indent + "    "
