@@ -1,18 +1,20 @@
 """When a C kernel gets an OpenMP parallel region: a cost estimate of its loops against a threshold.
 
 A parallel region costs ~1.3 us to fork and join on an idle 2-core Zen 1 (a kernel's worker
-waits at the closing barrier), and far more when another process holds the other core, so a
-small kernel gets none at all, not a disabled one. Counting elements alone misjudges both
+waits at the closing barrier), and milliseconds when another process holds the other core, so
+a small kernel gets none at all, not a disabled one. Counting elements alone misjudges both
 ends: 2048 gelus take 12 us on one core (a region makes that ~8), while 4096 additions take
-1.4 us (a region makes them slower). So the estimate is in *units* of roughly 0.05-0.1 ns of
-one core: each loaded element, each simple op and each reduction step is 1, the c_math.h
-functions what their loops measure per element (exp/tanh/sigmoid/log/sin/cos ~1.5 ns, silu
-~2, erf ~4, gelu ~6; a division or square root ~0.6; a libm call ~15), times how often the
-loops evaluate them: the reduced extent once per reduction stage, a row-wise kernel's stores
-once more along the row. The default threshold, 65536 units (3-6 us of one core), is about
-where a region starts to pay for itself on an idle core (measured per kernel of the captured
-training step: 2048 outputs of 64 MACs 12 -> 7.4 us, 2048 gelus 12 -> 8 us, 4096 AdamW updates
-6.3 -> 4.4 us, 4096 additions 1.4 -> 1.9 us, 64x32 MACs 0.8 -> 2.1 us).
+1.4 us (a region makes them slower). So the estimate is in *units* of roughly 0.07 ns of one
+core (what a simple elementwise kernel costs per loaded element or op): each load, simple op
+and reduction step is 1, the c_math.h functions what their loops measure per element
+(exp/tanh/sigmoid/log/sin/cos ~1.5 ns, silu ~2, gelu ~6; a division or square root ~0.6; a
+libm call ~15), times how often the loops evaluate them: the reduced extent once per
+reduction stage, a row-wise kernel's stores once more along the row. Reductions run faster
+per unit than that (a matmul's multiply-add, 4 units, takes ~0.1 ns), so the default
+threshold, 131072 units, keeps 16k-MAC matrix-vector products (a hidden-64 decode step's,
+~2 us) serial and gives the captured 32x64 training step's 2048-output matmuls, gelus and
+4096-element AdamW updates a region (per kernel on an idle core: 12 -> 7.4 us, 12 -> 8 us,
+6.3 -> 4.4 us; 4096 additions would go 1.4 -> 1.9 us and 64x32 MACs 0.8 -> 2.1 us).
 
 ``LAZYFUSE_PARALLEL_THRESHOLD`` (units) moves the line: a huge value turns every kernel serial
 (a machine shared with other busy processes, where a worker thread may wait milliseconds for a
@@ -26,12 +28,12 @@ from ..errors import CompileError
 from ..ir.node import Op
 from .kernel import Apply, Kernel, Load, Random, walk
 
-DEFAULT_THRESHOLD = 1 << 16
+DEFAULT_THRESHOLD = 1 << 17
 
-_F32_COST = {Op.GELU: 64, Op.EXP: 16, Op.LOG: 16, Op.TANH: 16, Op.SIGMOID: 16, Op.SIN: 20, Op.COS: 20,
-             Op.SILU: 20, Op.DIV: 6, Op.SQRT: 6, Op.RSQRT: 6, Op.RECIPROCAL: 6,
+_F32_COST = {Op.GELU: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24,
+             Op.SILU: 30, Op.DIV: 8, Op.SQRT: 8, Op.RSQRT: 8, Op.RECIPROCAL: 8,
              Op.POW: 8}   # pow: its exponent is a runtime scalar, most often 2 (x * x, see lf_powf)
-_LIBM = 150   # a scalar call per element: fmod (floor division, %), float64 transcendentals
+_LIBM = 200   # a scalar call per element: fmod (floor division, %), float64 transcendentals
 _LIBM_ALWAYS = frozenset({Op.FLOORDIV, Op.MOD})
 _LIBM_F64 = frozenset({Op.GELU, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.SILU, Op.POW})
 
