@@ -18,7 +18,7 @@ import torch
 import lazyfuse as lf
 
 DEVICES = ["cpu", "interpreter"]
-N = 1 << 15          # past the C printer's parallel threshold, several Triton blocks
+N = 1 << 18          # past the C kernels' parallel threshold (a copy: 1 unit an element), several Triton blocks
 
 
 def ref(n=N, seed=0):

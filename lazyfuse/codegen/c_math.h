@@ -272,30 +272,30 @@ static inline float lf_erff(float x)
     return lf__withsign(r, x);
 }
 
-/* gelu(x) = 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2) */
+/* gelu(x) = 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2).  Beyond
+ * |x| = 14.5 gelu is x or -0 in float (|gelu(-14.33)| < 2^-150 already):
+ * that is a select at the end, not a clamp of the exp argument.  A clamp
+ * deep enough to zero exp(-x^2/2)*2^64 lets gcc evaluate the exp on both
+ * sides of it, and the clamped side underflows through denormals on every
+ * element (a microcode assist per lane: 2.5x slower loops on Zen 1). */
 static inline float lf_geluf(float x)
 {
     float ax = fabsf(x);
     float t = ax * 0.707106781186547524f;           /* |x|/sqrt2 */
-    float axc = ax < 20.0f ? ax : 20.0f;
+    float axc = ax < 14.5f ? ax : 14.5f;            /* exp(-14.5^2/2)*2^64 is normal */
     float hi, lo;
     lf__sqr2(axc, &hi, &lo);                        /* x^2 = hi + lo */
-    /* exp(-x^2/2) * 2^64 (scaled so the far tail keeps full precision). The clamp bound
-     * keeps even the clamped value normal (exp(-130) * 2^64 = 6.5e-38): with -150, gcc 12's
-     * vectorised loop raised an underflow in every iteration whatever the input (MXCSR UE
-     * flag, inputs in [-12, 12]), a denormal result that costs a microcode assist per
-     * vector: the loop ran 2.4x slower on Zen 1. Where the clamp acts (|x| > 16.1), e2 is
-     * taken as 0: gelu(x) there is 2x or below 1e-57, 0 in float, and gelu(-inf) stays
-     * -inf * 0 = nan as in torch. */
-    float arg = -0.5f * hi;
-    float e2 = arg < -130.0f ? 0.0f : lf__exp_core(lf__clamp_lo(arg, -130.0f), 0.5f * lo, 64);
+    /* exp(-x^2/2) * 2^64 (scaled so the far tail keeps full precision) */
+    float e2 = lf__exp_core(-0.5f * hi, 0.5f * lo, 64);
     float tc = t < 10.5f ? t : 10.5f;
     float cs = lf__erfc_tail(tc, e2);               /* erfc(t) * 2^64 */
     float a = lf__erf_small(t);                     /* erf(t), t < 0.75 */
     float hx = 0.5f * x;
     float pos = t < 0.75f ? 1.0f + a : 2.0f - cs * 0x1p-64f;
     float neg = t < 0.75f ? hx * (1.0f - a) : (hx * cs) * 0x1p-64f;
-    float r = x >= 0.0f ? hx * pos : neg;           /* gelu(-inf) = nan */
+    float r = x >= 0.0f ? hx * pos : neg;
+    float far = x >= 0.0f ? x : (x == -INFINITY ? NAN : -0.0f);   /* gelu(-inf) = nan */
+    r = ax < 14.5f ? r : far;
     return x != x ? x : r;
 }
 

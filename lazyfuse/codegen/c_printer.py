@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..ir.dtypes import float32
 from ..ir.node import Op
+from . import c_parallel
 from .index import Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
 from .row_cache import kept_values
@@ -30,7 +31,6 @@ COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16":
            "bfloat16": "float", "float32": "float", "float64": "double"}
 C_BYTES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
 C_BYTES = {name: C_BYTES[c] for name, c in COMPUTE.items()}   # bytes of a value in its compute type
-PARALLEL_THRESHOLD = 1 << 15   # elements of work below which threads cost more than they save
 
 PRELUDE = r"""
 #include <stdint.h>
@@ -69,6 +69,15 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
     int64_t r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
 }
+/* float pow as torch's CPU kernel computes it: x*x for an exponent of 2 (exactly, not powf's
+   rounding), x for 1, sqrt for 0.5, x*x*x, 1/x, 1/(x*x), 1/sqrt(x) for 3, -1, -2, -0.5. With a
+   loop-invariant exponent (a scalar) gcc unswitches the loop on the first tests, so x ** 2 (a
+   squared error, say) vectorises instead of calling powf per element */
+#define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
+    return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
+        y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
+LF_POW_F(lf_powf, float, sqrtf, powf)
+LF_POW_F(lf_pow, double, sqrt, pow)
 /* torch's div_floor_floating: floor(a / b) would be off by one where a / b rounds to an integer */
 #define LF_FLOORDIV_F(NAME, T, FMOD, FLOOR, COPYSIGN) static inline T NAME(T a, T b) { \
     if (b == 0) return a / b; \
@@ -194,7 +203,9 @@ class CPrinter:
             return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_mod_i({x}, {a[1]})"
         if op is Op.POW:
-            return (f"powf({x}, {a[1]})" if f32 else f"pow({x}, {a[1]})") if fl else \
+            # torch special-cases float32/float64 exponents only; half types call pow
+            fn = {"float32": "lf_powf", "float64": "lf_pow"}.get(src_dt.name, "powf")
+            return f"{fn}({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_pow_i({x}, {a[1]})"
         if op is Op.RELU:
             return f"(({x} != {x} || {x} > 0) ? {x} : 0)" if fl else f"({x} > 0 ? {x} : 0)"
@@ -240,9 +251,8 @@ class CPrinter:
         """The ``num_threads`` clause of ``k``'s parallel loop, None for no parallel region."""
         threads = self.cfg.threads
         nt = f" num_threads({threads})" if threads else ""
-        work = k.outer_numel * max(k.inner_numel, 1)
         # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
-        return nt if work >= PARALLEL_THRESHOLD else None
+        return nt if c_parallel.parallel(k) else None
 
     def _segments(self) -> list:
         """A foreach kernel: each segment's pointwise loops in turn, each in a block of its own
@@ -502,7 +512,7 @@ class CPrinter:
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
             body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
-            if par is not None:
+            if par is not None and c_parallel.parallel_stage(k, st):   # a region per stage and output
                 body.append(f"{indent}#pragma omp parallel{par}")
             body.append(f"{indent}{{")
             ind = indent + "    "

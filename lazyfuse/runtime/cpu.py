@@ -9,8 +9,8 @@ import functools
 import numpy as np
 import torch
 
-from ..codegen import autotune, c_compile
-from ..codegen.c_printer import PARALLEL_THRESHOLD, PRELUDE, CConfig, print_c
+from ..codegen import autotune, c_compile, c_parallel
+from ..codegen.c_printer import PRELUDE, CConfig, print_c
 from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
@@ -86,7 +86,7 @@ class CpuBackend:
         """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
         configs = [CConfig()]
         if autotune.enabled():
-            if kernel.outer_numel * max(kernel.inner_numel, 1) >= PARALLEL_THRESHOLD:
+            if c_parallel.parallel(kernel):
                 configs.append(CConfig(threads=1))
             if kernel.stages:
                 configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]

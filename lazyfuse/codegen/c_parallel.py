@@ -1,0 +1,93 @@
+"""When a C kernel gets an OpenMP parallel region: a cost estimate of its loops against a threshold.
+
+A parallel region costs ~1.3 us to fork and join on an idle 2-core Zen 1 (a kernel's worker
+waits at the closing barrier), and milliseconds when another process holds the other core, so
+a small kernel gets none at all, not a disabled one. Counting elements alone misjudges both
+ends: 2048 gelus take 12 us on one core (a region makes that ~8), while 4096 additions take
+1.4 us (a region makes them slower). So the estimate is in *units* of roughly 0.07 ns of one
+core (what a simple elementwise kernel costs per loaded element or op): each load, simple op
+and reduction step is 1, the c_math.h functions what their loops measure per element
+(exp/tanh/sigmoid/log/sin/cos ~1.5 ns, silu ~2, gelu ~6; a division or square root ~0.6; a
+libm call ~15), times how often the loops evaluate them: the reduced extent once per
+reduction stage, a row-wise kernel's stores once more along the row. Reductions run faster
+per unit than that (a matmul's multiply-add, 4 units, takes ~0.1 ns), so the default
+threshold, 131072 units, keeps 16k-MAC matrix-vector products (a hidden-64 decode step's,
+~2 us) serial and gives the captured 32x64 training step's 2048-output matmuls, gelus and
+4096-element AdamW updates a region (per kernel on an idle core: 12 -> 7.4 us, 12 -> 8 us,
+6.3 -> 4.4 us; 4096 additions would go 1.4 -> 1.9 us and 64x32 MACs 0.8 -> 2.1 us).
+
+``LAZYFUSE_PARALLEL_THRESHOLD`` (units) moves the line: a huge value turns every kernel serial
+(a machine shared with other busy processes, where a worker thread may wait milliseconds for a
+core), 0 gives every kernel with a loop a region.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import CompileError
+from ..ir.node import Op
+from .kernel import Apply, Kernel, Load, Random, walk
+
+DEFAULT_THRESHOLD = 1 << 17
+
+_F32_COST = {Op.GELU: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24,
+             Op.SILU: 30, Op.DIV: 8, Op.SQRT: 8, Op.RSQRT: 8, Op.RECIPROCAL: 8,
+             Op.POW: 8}   # pow: its exponent is a runtime scalar, most often 2 (x * x, see lf_powf)
+_LIBM = 200   # a scalar call per element: fmod (floor division, %), float64 transcendentals
+_LIBM_ALWAYS = frozenset({Op.FLOORDIV, Op.MOD})
+_LIBM_F64 = frozenset({Op.GELU, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.SILU, Op.POW})
+
+
+def _op_cost(e) -> int:
+    if isinstance(e, Load):
+        return 1
+    if isinstance(e, Random):
+        return 40 if e.normal else 4
+    if not isinstance(e, Apply):
+        return 0   # scalars, index values, accumulators: registers
+    if e.op in _LIBM_ALWAYS or (e.op in _LIBM_F64 and any(s.dtype.name == "float64" for s in e.srcs)):
+        return _LIBM
+    return _F32_COST.get(e.op, 1)
+
+
+def cost(exprs) -> int:
+    """Units one evaluation of ``exprs`` costs (shared subexpressions once, as the C computes them)."""
+    return sum(_op_cost(e) for e in walk(list(exprs)))
+
+
+def _stage_cost(stage) -> int:
+    return cost([stage.value]) + 1   # + the step that combines the value into the accumulator
+
+
+def work(k: Kernel) -> int:
+    """Units the whole kernel's loops cost on one core (a foreach kernel: all its segments)."""
+    if k.segments:
+        return sum(work(seg) for seg in k.segments)
+    along_row = sum(_stage_cost(st) for st in k.stages) + cost(s.value for s in k.inner_stores)
+    return k.outer_numel * (max(k.inner_numel, 1) * along_row + cost(s.value for s in k.stores))
+
+
+def threshold() -> int:
+    """``LAZYFUSE_PARALLEL_THRESHOLD``, read when a kernel is printed (the build path)."""
+    raw = os.environ.get("LAZYFUSE_PARALLEL_THRESHOLD", "").strip()
+    if not raw:
+        return DEFAULT_THRESHOLD
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise CompileError(f"LAZYFUSE_PARALLEL_THRESHOLD={raw!r} is not a whole number of work units: set it to "
+                           f"one (default {DEFAULT_THRESHOLD}; a huge value makes every C kernel serial) or unset it")
+    return value
+
+
+def parallel(k: Kernel) -> bool:
+    """Whether ``k``'s outer loops get a parallel region."""
+    return work(k) >= threshold()
+
+
+def parallel_stage(k: Kernel, stage) -> bool:
+    """Whether one reduction stage of a ``split`` kernel (each stage of each output its own
+    region, the reduced extent split across threads) is worth a region of its own."""
+    return max(k.inner_numel, 1) * _stage_cost(stage) >= threshold()
