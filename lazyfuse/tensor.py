@@ -7,6 +7,7 @@ returns a new storage (SPEC semantics 1 and 9). Host reads drain the device.
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 import torch
@@ -28,6 +29,23 @@ def result_tensor(device, node: Node) -> "Tensor":
     so a hook that must see each result (say, autograd) has a single place to attach."""
     st = Storage(device.engine, node)
     return Tensor(st, st.view, device)
+
+
+def atomic_in_place(method):
+    """Run an in-place method under its device's engine lock (re-entrant; recording takes it too).
+
+    An in-place write reads the storage's current value (``x.add_(1)`` reads ``x``; a write
+    through a partial view reads the rest of the base) and records the node that replaces it:
+    two steps. Between them another thread's write to the same storage would be overwritten —
+    a lost update. Under the lock the pair is one step for every other in-place write and drain
+    on the device, so concurrent in-place writes to one tensor all land, in some order
+    (README, Reliability: Threads). Ops that don't write in place never take this lock twice.
+    """
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.device.engine.lock:
+            return method(self, *args, **kwargs)
+    return locked
 
 
 class Tensor:
@@ -663,22 +681,26 @@ class Tensor:
                              f"{self.shape}; the other operand must broadcast to it")
         return res
 
+    @atomic_in_place
     def add_(self, other, *, alpha=1):
         """In place ``self += alpha * other`` (``other`` broadcast to this shape), written through this
         view into its base storage; returns ``self``. DTypeError if the result type can't be cast to
         this tensor's dtype (torch's rule: an int tensor can't take a float result)."""
         return self.copy_(self._inplace_value(other, Op.ADD, alpha))
 
+    @atomic_in_place
     def sub_(self, other, *, alpha=1):
         """In place ``self -= alpha * other``, written through this view into its base; returns ``self``
         (the dtype rule of ``add_``)."""
         return self.copy_(self._inplace_value(other, Op.SUB, alpha))
 
+    @atomic_in_place
     def mul_(self, other):
         """In place ``self *= other``, written through this view into its base; returns ``self``
         (the dtype rule of ``add_``)."""
         return self.copy_(self._inplace_value(other, Op.MUL))
 
+    @atomic_in_place
     def div_(self, other):
         """In place true division, written through this view into its base; returns ``self``. Integer
         tensors raise DTypeError: the float quotient can't be cast back (as in torch)."""
@@ -697,6 +719,7 @@ class Tensor:
             return self.copy_(value.reshape(()))
         return self.copy_(value)
 
+    @atomic_in_place
     def copy_(self, src):
         """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view,
         and so into its base storage; returns ``self``. Ops recorded earlier still read the old value."""
