@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import numbers
 
 import numpy as np
 import torch
@@ -227,7 +228,7 @@ class Tensor:
         return ops.elementwise(Op.MOD, o, self)
 
     def __pow__(self, o):
-        return ops.elementwise(Op.POW, self, o)
+        return ops.power(self, o)
 
     def __rpow__(self, o):
         return ops.elementwise(Op.POW, o, self)
@@ -292,7 +293,7 @@ class Tensor:
 
     def pow(self, exponent):
         """Elementwise ``self ** exponent`` (a Tensor or Python number), with torch's promotion."""
-        return ops.elementwise(Op.POW, self, exponent)
+        return ops.power(self, exponent)
 
     def maximum(self, other):
         """Elementwise maximum with ``other`` (a Tensor or number), with torch's promotion and broadcasting."""
@@ -671,6 +672,11 @@ class Tensor:
         if ct.category > self.dtype.category:
             raise DTypeError(f"result type {ct.name} of {op.label}_ can't be cast to the tensor's dtype "
                              f"{self.dtype.name}; use an out-of-place op")
+        if isinstance(alpha, (bool, np.bool_)) and not ct.is_bool:
+            raise DTypeError(f"{op.label}_: a bool alpha needs a bool result, this one is {ct.name} (as in torch)")
+        if not isinstance(alpha, (numbers.Integral, np.bool_)) and not ct.is_float:
+            raise DTypeError(f"{op.label}_: alpha={alpha!r} on {ct.name} tensors must be an integer, not a float "
+                             "(as in torch); use an out-of-place op on a float tensor")
         if alpha != 1:
             # as in torch, ``alpha`` scales ``other`` in the dtype of (self, other): it never promotes
             other = ops.elementwise(Op.MUL, other, alpha, compute_dtype=ct) if isinstance(other, Tensor) \
