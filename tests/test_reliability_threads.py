@@ -258,8 +258,16 @@ def test_an_op_reading_a_value_another_thread_drained_meanwhile_raises(monkeypat
     run_threads(lambda k: np.testing.assert_array_equal((y * k).numpy(), (a * 2 + 1) * k), 2)
 
 
-def test_recording_from_another_thread_during_a_capture_is_refused():
+FOREIGN_OPS = {"x + 1": lambda x: x + 1, "x.add_(1)": lambda x: x.add_(1), "x.fill_(5)": lambda x: x.fill_(5),
+               "x[1:] = 7": lambda x: x.__setitem__(slice(1, None), 7)}
+
+
+@pytest.mark.parametrize("op", list(FOREIGN_OPS))
+def test_recording_from_another_thread_during_a_capture_is_refused(op):
+    """Refused before anything is recorded: a refused in-place write leaves ``x`` as it was, for
+    its reads and for the ops that read it (a write through a view as much as a whole one)."""
     x = lf.tensor([1.0, 2.0, 3.0])
+    lf.sync()
     inside, release = threading.Event(), threading.Event()
     outcome = {}
 
@@ -275,7 +283,7 @@ def test_recording_from_another_thread_during_a_capture_is_refused():
             release.set()
             return
         try:
-            outcome["value"] = x + 1
+            FOREIGN_OPS[op](x)
         except lf.CaptureError as e:
             outcome["error"] = e
         finally:
@@ -288,6 +296,7 @@ def test_recording_from_another_thread_during_a_capture_is_refused():
         join_all([t])
     assert "error" in outcome and "another thread" in str(outcome["error"])
     assert g.replay().tolist() == [2.0, 4.0, 6.0]
+    assert x.tolist() == [1.0, 2.0, 3.0]
     assert (x + 1).tolist() == [2.0, 3.0, 4.0]         # after the capture, every thread records again
     run_threads(lambda k: np.testing.assert_allclose((x * k).numpy(), [k, 2 * k, 3 * k]), 2)
 
