@@ -28,6 +28,7 @@ COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
 _I64 = 2 ** 63   # Python ints outside [-2^63, 2^63) do not fit a launch's 64-bit scalar word
 BOOL_UNSUPPORTED = {Op.ABS, Op.RELU, Op.FLOORDIV, Op.MOD, Op.POW}  # torch has no bool kernel for these
+FLOAT_ONLY = {Op.GELU, Op.SILU}   # torch has no integer or bool kernel (exp, tanh... promote to float32)
 
 
 def is_scalar(x) -> bool:
@@ -139,8 +140,8 @@ UNARY_DOCS = {
     Op.TANH: "Elementwise hyperbolic tangent; integer and bool tensors give float32, as in torch.",
     Op.SIGMOID: "Elementwise ``1 / (1 + e**-x)``; integer and bool tensors give float32, as in torch.",
     Op.RELU: "Elementwise ``max(x, 0)``, keeping the dtype (bool tensors raise DTypeError, as in torch).",
-    Op.GELU: "Elementwise exact (erf) GELU, ``x * Phi(x)``; integer and bool tensors give float32.",
-    Op.SILU: "Elementwise ``x * sigmoid(x)`` (SiLU); integer and bool tensors give float32.",
+    Op.GELU: "Elementwise exact (erf) GELU, ``x * Phi(x)``; integer and bool tensors raise DTypeError (as torch).",
+    Op.SILU: "Elementwise ``x * sigmoid(x)`` (SiLU); integer and bool tensors raise DTypeError (as torch).",
     Op.RECIPROCAL: "Elementwise ``1 / x``; integer and bool tensors give float32, as in torch.",
     Op.NOT: "``~x``: logical not of a bool tensor, bitwise not of an integer one (floats raise DTypeError).",
 }
@@ -229,6 +230,8 @@ def _elementwise_types(op: Op, signature: tuple, out_dtype, compute_dtype) -> tu
     scalars = [d for d, shape in signature if shape is None]
     ct = compute_dtype or dt.result_type(dims, zeros, scalars)
     shape = broadcast_shapes(*(shape for _, shape in signature if shape is not None))
+    if op in FLOAT_ONLY and not ct.is_float:
+        raise DTypeError(f"{op.label} is not implemented for {ct.name} tensors (as in torch); call .float() first")
     if op in FLOAT_UNARY or op is Op.DIV:
         if not ct.is_float:
             ct = dt.DEFAULT_FLOAT
@@ -243,6 +246,17 @@ def _elementwise_types(op: Op, signature: tuple, out_dtype, compute_dtype) -> tu
     if op is Op.NOT and ct.is_float:
         raise DTypeError("~ needs a bool or integer tensor")
     return ct, shape, out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
+
+
+def power(base, exponent):
+    """``base ** exponent`` with torch's promotion. An integer or bool tensor to a negative Python
+    int raises DTypeError, as in torch (it sees the scalar at the call); a tensor exponent
+    follows torch's rule for one (1 -> 1, -1 -> +-1, else 0)."""
+    if isinstance(base, _t.Tensor) and not base.dtype.is_float and isinstance(exponent, numbers.Integral) \
+            and exponent < 0:
+        raise DTypeError(f"{base.dtype.name} tensor ** {exponent}: integers to negative integer powers are not "
+                         "allowed (as in torch); use a float exponent or .float() first")
+    return elementwise(Op.POW, base, exponent)
 
 
 def where(cond, a, b):
@@ -300,7 +314,10 @@ def matmul(a, b):
     dev = common_device((a, b))
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul of a 0-d tensor: use * for scalar products")
-    ct = dt.promote_types(a.dtype, b.dtype)
+    if a.dtype is not b.dtype:
+        raise DTypeError(f"matmul needs operands of one dtype, got {a.dtype.name} @ {b.dtype.name} (torch refuses "
+                         "mixed ones too); cast one with .to(...)")
+    ct = a.dtype
     if ct.is_bool:
         raise DTypeError("matmul of bool tensors is not supported; cast to int or float first")
     a2 = a.unsqueeze(0) if a.ndim == 1 else a

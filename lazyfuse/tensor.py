@@ -7,6 +7,7 @@ returns a new storage (SPEC semantics 1 and 9). Host reads drain the device.
 from __future__ import annotations
 
 import collections
+import numbers
 
 import numpy as np
 import torch
@@ -209,7 +210,7 @@ class Tensor:
         return ops.elementwise(Op.MOD, o, self)
 
     def __pow__(self, o):
-        return ops.elementwise(Op.POW, self, o)
+        return ops.power(self, o)
 
     def __rpow__(self, o):
         return ops.elementwise(Op.POW, o, self)
@@ -274,7 +275,7 @@ class Tensor:
 
     def pow(self, exponent):
         """Elementwise ``self ** exponent`` (a Tensor or Python number), with torch's promotion."""
-        return ops.elementwise(Op.POW, self, exponent)
+        return ops.power(self, exponent)
 
     def maximum(self, other):
         """Elementwise maximum with ``other`` (a Tensor or number), with torch's promotion and broadcasting."""
@@ -653,6 +654,12 @@ class Tensor:
         if ct.category > self.dtype.category:
             raise DTypeError(f"result type {ct.name} of {op.label}_ can't be cast to the tensor's dtype "
                              f"{self.dtype.name}; use an out-of-place op")
+        if alpha.__class__ is not int:   # (the default 1 needs no check)
+            if isinstance(alpha, (bool, np.bool_)) and not ct.is_bool:
+                raise DTypeError(f"{op.label}_: a bool alpha needs a bool result, this one is {ct.name} (as in torch)")
+            if not isinstance(alpha, (numbers.Integral, np.bool_)) and not ct.is_float:
+                raise DTypeError(f"{op.label}_: alpha={alpha!r} on {ct.name} tensors must be an integer, not a float "
+                                 "(as in torch); use an out-of-place op on a float tensor")
         if alpha != 1:
             # as in torch, ``alpha`` scales ``other`` in the dtype of (self, other): it never promotes
             other = ops.elementwise(Op.MUL, other, alpha, compute_dtype=ct) if isinstance(other, Tensor) \
@@ -663,26 +670,31 @@ class Tensor:
                              f"{self.shape}; the other operand must broadcast to it")
         return res
 
+    def _apply_in_place(self, other, op: Op, alpha=1) -> "Tensor":
+        """``self = self <op> alpha * other``, atomic: see ``copy_``."""
+        with self.device.engine.lock:
+            return self._copy(self._inplace_value(other, op, alpha))
+
     def add_(self, other, *, alpha=1):
         """In place ``self += alpha * other`` (``other`` broadcast to this shape), written through this
         view into its base storage; returns ``self``. DTypeError if the result type can't be cast to
         this tensor's dtype (torch's rule: an int tensor can't take a float result)."""
-        return self.copy_(self._inplace_value(other, Op.ADD, alpha))
+        return self._apply_in_place(other, Op.ADD, alpha)
 
     def sub_(self, other, *, alpha=1):
         """In place ``self -= alpha * other``, written through this view into its base; returns ``self``
         (the dtype rule of ``add_``)."""
-        return self.copy_(self._inplace_value(other, Op.SUB, alpha))
+        return self._apply_in_place(other, Op.SUB, alpha)
 
     def mul_(self, other):
         """In place ``self *= other``, written through this view into its base; returns ``self``
         (the dtype rule of ``add_``)."""
-        return self.copy_(self._inplace_value(other, Op.MUL))
+        return self._apply_in_place(other, Op.MUL)
 
     def div_(self, other):
         """In place true division, written through this view into its base; returns ``self``. Integer
         tensors raise DTypeError: the float quotient can't be cast back (as in torch)."""
-        return self.copy_(self._inplace_value(other, Op.DIV))
+        return self._apply_in_place(other, Op.DIV)
 
     def zero_(self):
         """In place fill with 0, written through this view into its base; returns ``self``."""
@@ -699,7 +711,18 @@ class Tensor:
 
     def copy_(self, src):
         """Write ``src`` (a Tensor, numpy array, torch tensor or scalar, broadcastable) into this view,
-        and so into its base storage; returns ``self``. Ops recorded earlier still read the old value."""
+        and so into its base storage; returns ``self``. Ops recorded earlier still read the old value.
+
+        Atomic, like every in-place method: a write reads the storage's current value (a write
+        through a partial view keeps the rest of it; ``add_`` reads its target) and records the
+        node that replaces it. Between the two, another thread's write to the storage would be
+        overwritten — a lost update — so both run under the device's engine lock (re-entrant;
+        recording takes it anyway): concurrent in-place writes to one tensor all land, in some
+        order (README, Reliability: Threads). Ops that don't write in place don't take it."""
+        with self.device.engine.lock:
+            return self._copy(src)
+
+    def _copy(self, src) -> "Tensor":
         if self._ag is not None and self._ag.requires_grad and autograd.is_grad_enabled():
             what = "a leaf Variable" if self._ag.is_leaf else "a tensor"
             raise autograd.AutogradError(
@@ -724,7 +747,7 @@ class Tensor:
                     and self.device.engine.write_host_data(self._storage, src):
                 return self
             from .creation import tensor as make_tensor
-            return self.copy_(make_tensor(src, dtype=self.dtype, device=self.device))
+            return self._copy(make_tensor(src, dtype=self.dtype, device=self.device))
         else:
             raise DTypeError(f"copy_: src of type {type(src).__name__} is not a Tensor, array or scalar")
         return self._write(node)

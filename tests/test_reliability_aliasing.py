@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lazyfuse as lf
 
@@ -62,6 +64,59 @@ def test_copy_into_an_overlapping_view_of_itself_reads_the_source_first(device, 
     same(x, want)
     with pytest.raises(RuntimeError, match="single memory location"):
         t[shift:].copy_(t[:-shift])        # what torch does instead
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("live", ["sum", "none"])
+def test_partial_writes_then_a_covering_write_of_the_same_tensor(device, live):
+    """Two partial writes, then a ``copy_`` of the whole tensor from a value reading them, in one
+    drain: the partial writes land in the tensor's own buffer (they were once computed into a
+    temporary holding only their region: the rest of it was uninitialized memory)."""
+    t = ref(4096)
+    x = lf.tensor(t, device=device)
+    lf.sync(device)
+    x[3::4] = x[:1024] * 2
+    x[3::4] = x[3::4] + 1          # the second write reads the first
+    s = x + 4                      # reads the partial writes; kept live or dropped
+    x.copy_(s if live == "sum" else x + 4)
+    want = t.clone()
+    want[3::4] = want[:1024] * 2
+    want[3::4] += 1
+    want_s = want + 4
+    if live == "none":
+        del s
+    else:
+        same(s, want_s)
+    same(x, want_s)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.sampled_from(["fill", "add", "copy_all", "copy_view"]),
+                                 st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=6),
+       keep=st.booleans())
+def test_random_chains_of_in_place_writes_to_one_tensor_match_torch(writes, keep):
+    """Partial writes through strided views and covering writes, in any order, in one drain."""
+    t = ref(64)
+    x = lf.tensor(t, device="cpu")
+    lf.sync("cpu")
+    want = t.clone()
+    kept = []
+    for what, start, step in writes:
+        for target in (x, want):
+            view = target[start::step]
+            if what == "fill":
+                view.fill_(float(start - step))
+            elif what == "add":
+                view.add_(target[: view.shape[0]] * 0.5)
+            elif what == "copy_all":
+                target.copy_(target * 2 - 1)
+            else:
+                view.copy_(target[-view.shape[0]:] + 1)
+        if keep:
+            kept.append((x[::2] * 1, want[::2].clone()))
+    same(x, want)
+    for got, w in kept:
+        same(got, w)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -234,12 +234,16 @@ def test_integer_division_and_modulo_by_zero_give_zero(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_integer_to_a_negative_integer_power(device):
-    """torch computes it for a tensor exponent (1 -> 1, -1 -> +-1, else 0) and refuses a scalar
-    exponent; lazyfuse applies the tensor rule to both."""
+    """torch computes it for a tensor exponent (1 -> 1, -1 -> +-1, else 0) and refuses a negative
+    Python int exponent; so does lazyfuse (DTypeError)."""
     a = torch.tensor([2, 1, -1, -1, 0, 3, -3])
     e = torch.tensor([-1, -3, -3, -2, 2, -2, 3])
     same(lf.tensor(a, device=device) ** lf.tensor(e, device=device), a ** e)
-    same(lf.tensor(a, device=device) ** -2, a ** torch.full_like(a, -2))
+    same(lf.tensor(a, device=device) ** lf.tensor(-2, device=device), a ** torch.tensor(-2))
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        a ** -2
+    with pytest.raises(lf.DTypeError, match="negative integer powers"):
+        lf.tensor(a, device=device) ** -2
 
 
 @pytest.mark.parametrize("device", DEVICES)

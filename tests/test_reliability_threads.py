@@ -5,15 +5,18 @@ may share a device when every section that records, drains or reads on it runs u
 the threads share (``with lock: y = f(x); v = y.numpy()``); the values are then each thread's
 own, whatever the interleaving of sections. Enforced where breaking it would compute a wrong
 value: an op that read a pending tensor while another thread's drain realized it raises a
-DeviceError (re-running the op on buffers written since would be silently wrong). Refused with
-a CaptureError: recording from another thread while a capture is open on the device, and
-replaying one Graph from two threads at once.
+DeviceError (re-running the op on buffers written since would be silently wrong). An in-place
+method (``add_``... ``copy_``, ``t[k] = v``) is atomic: it reads its target and records the
+write under the engine lock, so in-place writes to one tensor from unlocked threads all land.
+Refused with a CaptureError: recording from another thread while a capture is open on the
+device, and replaying one Graph from two threads at once.
 
 Every test joins its threads and fails if one is still alive: a straggler recording on the
 shared ``cpu`` device would corrupt the next test's values or counters.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import threading
@@ -91,20 +94,120 @@ def test_threads_recording_and_draining_on_one_device_get_their_own_values(devic
     np.testing.assert_array_equal(shared.numpy(), shared_values)
 
 
-def test_threads_sharing_one_accumulator_serialised_by_the_user():
-    """In-place writes to one shared tensor from several threads, each under the user's lock,
-    add up exactly (the engine never loses or repeats a write)."""
+@pytest.mark.parametrize("user_lock", [True, False], ids=["user lock", "no lock"])
+def test_threads_sharing_one_accumulator(user_lock):
+    """In-place writes to one shared tensor from several threads add up exactly (the engine
+    never loses or repeats a write), with or without the user's lock: in-place methods are
+    atomic. (Whether this run hits the race is luck; the test below forces it.)"""
+    iters = 40   # (interleavings make new plans: each compiles a kernel)
     acc = lf.zeros(8, dtype=lf.int64)
-    lock = threading.Lock()
+    lock = threading.Lock() if user_lock else contextlib.nullcontext()
 
     def add(k):
-        for i in range(200):
+        for i in range(iters):
             with lock:
                 acc.add_(lf.full((8,), k + 1, dtype=lf.int64))
-                if i % 50 == 0:
+                acc[k::4] += 1   # a write through a partial view (it reads the rest of the base)
+                if i % 10 == 0:
                     lf.sync()
     run_threads(add, 4)
-    assert acc.tolist() == [200 * (1 + 2 + 3 + 4)] * 8
+    assert acc.tolist() == [iters * (1 + 2 + 3 + 4) + iters] * 8
+
+
+class WatchedLock:
+    """The engine's lock, telling when the thread ``watched`` blocks on it: it sets ``contended``
+    and then ``signal``."""
+
+    def __init__(self, lock, signal: threading.Event):
+        self.lock = lock
+        self.signal = signal
+        self.watched = None
+        self.contended = False
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self.lock.acquire(blocking=False):
+            return True
+        if threading.get_ident() == self.watched:
+            self.contended = True
+            self.signal.set()
+        return self.lock.acquire(blocking, timeout)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+# (name, write(t, k) for writer k in 1, 2, the same on a torch tensor): each reads its target
+IN_PLACE_WRITES = {
+    "add_": lambda t, k: t.add_(k),
+    "mul_ through a view": lambda t, k: t[1::2].mul_(k + 1),
+    "sub_ with alpha": lambda t, k: t.sub_(k, alpha=2),
+    "div_": lambda t, k: t.div_(k + 1),
+    "fill_ of disjoint slices": lambda t, k: t[k::3].fill_(10 * k),
+    "setitem of disjoint slices": lambda t, k: t.__setitem__(slice(k, None, 3), t[:1] + k),
+    "copy_ of a view into the base": lambda t, k: t[: 3 * k].copy_(t[3:3 + 3 * k] * k),
+    "iadd": lambda t, k: t.__iadd__(k),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("write", list(IN_PLACE_WRITES))
+def test_an_in_place_write_racing_another_on_the_same_tensor_is_not_lost(monkeypatch, device, write):
+    """The lost update, forced with events: writer A has read its target and is about to record
+    the value that replaces it (paused in ``Storage.update``); writer B then writes the same
+    storage. Without atomicity B's write lands and A's, computed from the old value, overwrites
+    it. Here B blocks on the engine lock until A's write is recorded (the test waits until B
+    either finished or blocked), then writes on top of it: the result is A's then B's, as
+    torch computes it in that order. Nothing waits on a timer."""
+    do = IN_PLACE_WRITES[write]
+    dev = lf.device(device)
+    a = np.arange(1.0, 10.0, dtype=np.float32)
+    x = lf.tensor(a, device=dev)
+    x.mul_(1)   # pending, so A's read is of a pending value (the harder case)
+    engine_module = importlib.import_module("lazyfuse.runtime.engine")
+    real_update = engine_module.Storage.update
+    a_reads, go, b_blocked_or_done = threading.Event(), threading.Event(), threading.Event()
+    watched = WatchedLock(dev.engine.lock, b_blocked_or_done)
+    monkeypatch.setattr(dev.engine, "lock", watched)
+    writer_a = []
+
+    def update_paused_in_a(storage, node):
+        if storage is x._storage and threading.get_ident() in writer_a and not a_reads.is_set():
+            a_reads.set()
+            assert go.wait(JOIN_S)
+        real_update(storage, node)
+    monkeypatch.setattr(engine_module.Storage, "update", update_paused_in_a)
+
+    def first():
+        writer_a.append(threading.get_ident())
+        do(x, 1)
+
+    def second():
+        watched.watched = threading.get_ident()
+        try:
+            do(x, 2)
+        finally:
+            b_blocked_or_done.set()
+    threads = [start_thread(first)]
+    try:
+        assert a_reads.wait(JOIN_S)
+        threads.append(start_thread(second))
+        assert b_blocked_or_done.wait(JOIN_S)
+    finally:
+        go.set()
+        join_all(threads)
+    assert watched.contended, "B wrote while A was between its read and its write"
+    monkeypatch.undo()
+    want = torch.from_numpy(a.copy())
+    do(want, 1)
+    do(want, 2)
+    np.testing.assert_allclose(x.numpy(), want.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -155,8 +258,16 @@ def test_an_op_reading_a_value_another_thread_drained_meanwhile_raises(monkeypat
     run_threads(lambda k: np.testing.assert_array_equal((y * k).numpy(), (a * 2 + 1) * k), 2)
 
 
-def test_recording_from_another_thread_during_a_capture_is_refused():
+FOREIGN_OPS = {"x + 1": lambda x: x + 1, "x.add_(1)": lambda x: x.add_(1), "x.fill_(5)": lambda x: x.fill_(5),
+               "x[1:] = 7": lambda x: x.__setitem__(slice(1, None), 7)}
+
+
+@pytest.mark.parametrize("op", list(FOREIGN_OPS))
+def test_recording_from_another_thread_during_a_capture_is_refused(op):
+    """Refused before anything is recorded: a refused in-place write leaves ``x`` as it was, for
+    its reads and for the ops that read it (a write through a view as much as a whole one)."""
     x = lf.tensor([1.0, 2.0, 3.0])
+    lf.sync()
     inside, release = threading.Event(), threading.Event()
     outcome = {}
 
@@ -172,7 +283,7 @@ def test_recording_from_another_thread_during_a_capture_is_refused():
             release.set()
             return
         try:
-            outcome["value"] = x + 1
+            FOREIGN_OPS[op](x)
         except lf.CaptureError as e:
             outcome["error"] = e
         finally:
@@ -185,6 +296,7 @@ def test_recording_from_another_thread_during_a_capture_is_refused():
         join_all([t])
     assert "error" in outcome and "another thread" in str(outcome["error"])
     assert g.replay().tolist() == [2.0, 4.0, 6.0]
+    assert x.tolist() == [1.0, 2.0, 3.0]
     assert (x + 1).tolist() == [2.0, 3.0, 4.0]         # after the capture, every thread records again
     run_threads(lambda k: np.testing.assert_allclose((x * k).numpy(), [k, 2 * k, 3 * k]), 2)
 

@@ -281,7 +281,9 @@ def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
     # An in-place write only stores its region, so its old version must live in the buffer the
     # write updates. A write that no live tensor holds (its tensor was dropped, but a live
     # result reads it) still needs one: a temporary the old version is computed into, or the
-    # dropped storage's own buffer when the old version is already realized.
+    # dropped storage's own buffer when the old version is already realized — found at the
+    # bottom of the chain of writes (as ``_versions`` orders them: ``x[a] = u; x[b] = v;
+    # x.copy_(w)`` writes u and v into x's buffer, not into a temporary that holds only them).
     n_temps = 0
     for i in range(len(nodes) - 1, -1, -1):
         n = nodes[i]
@@ -289,8 +291,11 @@ def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
             continue
         j = pos[id(n.srcs[0])]
         if i not in slots:
-            if nodes[j].op is Op.BUFFER:
-                slots[i] = ("leaf", j)
+            base = j
+            while nodes[base].kind is Kind.WRITE:
+                base = pos[id(nodes[base].srcs[0])]
+            if nodes[base].op is Op.BUFFER:
+                slots[i] = ("leaf", base)
             else:
                 slots[i] = ("temp", n_temps)
                 n_temps += 1

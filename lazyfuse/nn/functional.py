@@ -5,7 +5,7 @@ import math
 
 from .. import ops
 from ..errors import DTypeError, ShapeError
-from ..ir.dtypes import opmath
+from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
 from ..ir.shapes import normalize_dim
 
 
@@ -15,8 +15,11 @@ def relu(x):
 
 
 def gelu(x, approximate="none"):
-    """GELU as in torch: the exact erf form, or ``approximate="tanh"``."""
+    """GELU as in torch: the exact erf form, or ``approximate="tanh"``; floating tensors only."""
+    if approximate not in ("none", "tanh"):
+        raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh":
+        _float(x, "gelu")
         return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
     return x.gelu()
 
@@ -38,7 +41,7 @@ def tanh(x):
 
 def _float(x, name):
     if not x.dtype.is_float:
-        raise DTypeError(f"{name} needs a floating tensor, got {x.dtype.name}")
+        raise DTypeError(f"{name} needs a floating tensor, got {x.dtype.name} (as in torch); call .float() first")
 
 
 def softmax(x, dim, dtype=None):
@@ -74,6 +77,11 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise ShapeError(f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims "
                          f"{x.shape}")
     _float(x, "layer_norm")
+    params = [p.dtype for p in (weight, bias) if p is not None]
+    mixed_ok = x.dtype in (float16, bfloat16) and all(d is float32 for d in params)   # torch's one mixed case
+    if any(d is not x.dtype for d in params) and not mixed_ok:
+        raise DTypeError(f"layer_norm: weight and bias must have the input's dtype {x.dtype.name} (or all be "
+                         f"float32 for a float16/bfloat16 input, as in torch), got {[d.name for d in params]}")
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     mean = x.mean(dims, keepdim=True)
@@ -109,6 +117,9 @@ def linear(x, weight, bias=None):
     """x @ weight.T + bias; the bias and any elementwise consumer fuse as the epilogue."""
     out = x @ weight.T
     if bias is not None:
+        if bias.dtype is not out.dtype:
+            raise DTypeError(f"linear: bias dtype {bias.dtype.name} differs from the input's {out.dtype.name} "
+                             "(torch refuses it too); cast the bias with .to(...)")
         out = out + bias
     return out
 
@@ -125,9 +136,12 @@ def dropout(x, p=0.5, training=False):
         raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
     if not training or p == 0.0:
         return x
+    if p == 1.0:
+        return (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
+    _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
     from ..creation import rand
     keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
-    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0) if p < 1.0 else x * 0.0
+    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -135,6 +149,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys."""
     if causal is not None:
         is_causal = causal
+    if not (query.dtype.is_float and query.dtype is key.dtype is value.dtype):
+        raise DTypeError("scaled_dot_product_attention needs query, key and value of one floating dtype, got "
+                         f"{query.dtype.name}, {key.dtype.name}, {value.dtype.name} (as in torch)")
+    if attn_mask is not None and attn_mask.dtype not in (bool_, float32, query.dtype):
+        raise DTypeError(f"scaled_dot_product_attention: attn_mask must be bool, float32 or the query's dtype "
+                         f"{query.dtype.name} (as in torch), got {attn_mask.dtype.name}")
     d = query.shape[-1]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
     scores = (query @ key.transpose(-2, -1)) * scale
@@ -149,7 +169,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.dtype.is_bool:
             scores = ops.where(attn_mask, scores, float("-inf"))
         else:
-            scores = scores + attn_mask
+            scores = (scores + attn_mask).to(scores.dtype)   # a float32 mask keeps a float16 query's dtype
     attn = softmax(scores, -1)
     if dropout_p:
         attn = dropout(attn, dropout_p, training=True)

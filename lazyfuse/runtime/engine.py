@@ -90,9 +90,16 @@ class Storage:
         return self.view.numel
 
     def update(self, node: Node) -> None:
-        """A new version (an in-place write): recorded like any op."""
-        self.current = node
-        self.engine.record(self)
+        """A new version (an in-place write): recorded like any op. A recording refused before
+        the node was entered (another thread's, during a capture) leaves the old version: the
+        write never happened, for reads and for the ops that read this storage alike."""
+        old, self.current = self.current, node
+        try:
+            self.engine.record(self)
+        except BaseException:
+            if node.tape is None:
+                self.current = old
+            raise
 
 
 @dataclass
