@@ -36,7 +36,7 @@ RESULTS = ROOT / "bench" / "results"
 N = 1 << 24
 TEST_TIMEOUT_S = 300
 GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py", "test_low_precision.py",
-                  "test_capture_device.py")
+                  "test_capture_device.py", "test_multi_output.py")
 
 
 def run_tests() -> dict:

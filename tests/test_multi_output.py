@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import lazyfuse as lf
 from lazyfuse.testing import count_launches
 
-DEVICES = ["cpu", "interpreter"]
+DEVICES = ["cpu", "interpreter"] + (["cuda"] if torch.cuda.is_available() else [])   # gpu_check runs this file
 FEW = settings(max_examples=8, deadline=None, derandomize=True)
 
 
