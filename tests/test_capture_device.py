@@ -3,8 +3,9 @@
 CI runs these on the cpu host graph; ``bench/gpu_check.py`` runs this file with
 ``LAZYFUSE_TEST_DEVICE=cuda``, where the graphs are ``torch.cuda.CUDAGraph`` captures. The
 rules here are the ones a GPU run broke: a capture after an earlier graph was dropped (torch's
-graph memory pool must not be shared with a graph that no longer exists), and live graphs
-replayed in any order.
+graph memory pool must not be shared with a graph that no longer exists), live graphs replayed
+in any order, and the capture run taking effect (a CUDA capture records kernels without running
+them; the cpu's host graph runs them).
 """
 import gc
 import os
@@ -61,3 +62,19 @@ def test_live_graphs_replay_in_any_order():
     assert a.is_hardware and b.is_hardware, (a.fallback_reason, b.fallback_reason)
     for i, (graph, lx, ref) in enumerate([(b, b_x, b_ref), (a, a_x, a_ref), (a, a_x, a_ref), (b, b_x, b_ref)]):
         _check_replay(graph, lx, ref, seed=20 + i)
+
+
+def test_the_capture_run_takes_effect_like_every_warmup():
+    """SPEC 6 runs the closure warmup_iters + 1 times before capture returns, on every device:
+    its in-place writes land and the output holds the capture run's value."""
+    counter = lf.zeros((4,), device=DEVICE)
+
+    def step():
+        counter.add_(1)
+        return counter * 2
+
+    graph = lf.capture(DEVICE, step, warmup_iters=3)
+    np.testing.assert_array_equal(counter.numpy(), np.full(4, 4.0))
+    np.testing.assert_array_equal(graph.output.numpy(), np.full(4, 8.0))
+    graph.replay()
+    np.testing.assert_array_equal(graph.output.numpy(), np.full(4, 10.0))
