@@ -334,7 +334,11 @@ class Tensor:
             return ops.elementwise(Op.MAXIMUM if op is Op.MAX else Op.MINIMUM, self, dim)
         if dim is None or isinstance(dim, (tuple, list)):
             return ops.reduce(op, self, dim, keepdim)
-        return MaxMin(ops.reduce(op, self, dim, keepdim), ops.reduce(arg_op, self, dim, keepdim, out_dtype=dt.int64))
+        values = ops.reduce(op, self, dim, keepdim)
+        indices = ops.reduce(arg_op, self, dim, keepdim, out_dtype=dt.int64)
+        if self._ag is not None and autograd.is_grad_enabled():
+            values = autograd.rules.record_max_along(self, normalize_dim(dim, self.ndim), keepdim, values, indices)
+        return MaxMin(values, indices)
 
     def max(self, dim=None, keepdim=False):
         """``max()``: the largest value; ``max(dim)``: (values, indices); ``max(tensor)``: elementwise."""

@@ -355,3 +355,17 @@ def test_gradients_through_the_triton_kernels_on_the_interpreter():
     TF.layer_norm(TF.gelu(TF.linear(ts[0], ts[1], ts[2])), (5,)).softmax(-1)[:, 0].sum().backward()
     for x, t in zip(xs, ts):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_along_a_dim_sends_the_gradient_to_the_returned_index_only(device, name, keepdim):
+    """torch's max(dim)/min(dim): ties do not split the gradient (amax/amin and the full max do)."""
+    xv = [[1.0, 3.0, 3.0, -2.0], [2.0, 2.0, 0.0, 2.0], [5.0, -1.0, 5.0, -1.0]]
+    weights = [[1.0], [2.0], [3.0]] if keepdim else [1.0, 2.0, 3.0]
+    x = lf.tensor(xv, device=device).requires_grad_()
+    (getattr(x, name)(1, keepdim=keepdim).values * lf.tensor(weights, device=device)).sum().backward()
+    t = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    (getattr(t, name)(1, keepdim=keepdim).values * torch.tensor(weights, dtype=torch.float64)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())

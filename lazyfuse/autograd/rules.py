@@ -162,6 +162,20 @@ def record_reduce(op, x, axes, out_keep):
     return out_keep
 
 
+def record_max_along(x, dim: int, keepdim: bool, values, indices):
+    """``max(dim)``/``min(dim)``: the gradient goes to the returned index alone, as torch's (the
+    full reductions, amax and amin split it between ties instead: ``record_reduce``)."""
+    def vjp(g):
+        from ..creation import arange
+        from ..ops import where
+        shape = [1] * x.ndim
+        shape[dim] = x.shape[dim]
+        position = arange(x.shape[dim], device=x.device).reshape(tuple(shape))
+        gk, ik = (g, indices) if keepdim else (g.unsqueeze(dim), indices.unsqueeze(dim))
+        return where(position == ik, gk, 0.0).to(x.dtype)
+    return attach(values, "max_along", [(x, vjp)])
+
+
 def record_cast(x, out):
     return attach(out, "cast", [(x, lambda g: g.to(x.dtype))])
 
