@@ -56,3 +56,15 @@ def test_tensor_exponent_and_squared_error_gradient():
     ((lx - 1.0) ** 2).mean().backward()
     ((tx - 1.0) ** 2).mean().backward()
     torch.testing.assert_close(lx.grad.torch(), tx.grad, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("exponent", [2.0, 1.0, 0.5, 3.0, -1.0, -2.0, -0.5])
+def test_tensor_exponents_take_pow_not_the_scalar_shortcuts(dtype, exponent):
+    """torch's shortcuts are for a Python-scalar exponent only: with a tensor exponent (even a
+    0-d one) it calls pow, so -inf ** 0.5 is inf there but sqrt's nan for ``x ** 0.5`` (found by
+    the random program test)."""
+    x = torch.tensor(SPECIAL, dtype=dtype)
+    for e in (torch.full_like(x, exponent), torch.tensor(exponent, dtype=dtype)):
+        got = (lf.tensor(x, device="cpu") ** lf.tensor(e, device="cpu")).torch()
+        assert _same(got, x ** e), (exponent, got, x ** e)

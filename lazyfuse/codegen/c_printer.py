@@ -93,6 +93,13 @@ static inline double lf_fmod_floor(double a, double b) {
 """
 
 
+def _is_python_scalar(e) -> bool:
+    """A kernel scalar argument (a Python number recorded into the op), through casts."""
+    while isinstance(e, Apply) and e.op is Op.CAST:
+        e = e.srcs[0]
+    return isinstance(e, Scalar)
+
+
 @dataclass(frozen=True)
 class CConfig:
     threads: int = 0          # 0: all the machine's cores
@@ -203,8 +210,11 @@ class CPrinter:
             return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_mod_i({x}, {a[1]})"
         if op is Op.POW:
-            # torch special-cases float32/float64 exponents only; half types call pow
-            fn = {"float32": "lf_powf", "float64": "lf_pow"}.get(src_dt.name, "powf")
+            # torch special-cases a Python-scalar exponent of float32/float64 only (so
+            # -inf ** 0.5 is sqrt's nan there, pow's inf for a tensor exponent); half types call pow
+            special = _is_python_scalar(e.srcs[1])
+            fn = {"float32": "lf_powf" if special else "powf",
+                  "float64": "lf_pow" if special else "pow"}.get(src_dt.name, "powf")
             return f"{fn}({x}, {a[1]})" if fl else \
                 f"({COMPUTE[dt.name]})lf_pow_i({x}, {a[1]})"
         if op is Op.RELU:
