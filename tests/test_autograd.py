@@ -369,3 +369,35 @@ def test_max_along_a_dim_sends_the_gradient_to_the_returned_index_only(device, n
     t = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
     (getattr(t, name)(1, keepdim=keepdim).values * torch.tensor(weights, dtype=torch.float64)).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_an_in_place_write_to_a_value_the_gradient_needs_raises_as_in_torch(device):
+    """torch's version-counter rule: a tensor saved for backward and then written in place would
+    give a gradient of the new value; backward() raises instead, naming the op."""
+    x = lf.tensor([1.0, 2.0, 3.0], device=device).requires_grad_()
+    w = lf.tensor([1.0, 1.0, 1.0], device=device)
+    loss = (x * w).sum()
+    w.mul_(5)
+    with pytest.raises(lf.AutogradError, match="mul's gradient needs was modified by an in-place"):
+        loss.backward()
+    tx = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    tw = torch.ones(3)
+    tloss = (tx * tw).sum()
+    tw.mul_(5)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        tloss.backward()
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_writes_after_backward_or_to_unsaved_tensors_are_fine(device):
+    x = lf.tensor([1.0, 2.0, 3.0], device=device).requires_grad_()
+    w = lf.tensor([2.0, 2.0, 2.0], device=device)
+    unrelated = lf.tensor([0.0], device=device)
+    loss = (x * w).sum()
+    unrelated.add_(1)
+    loss.backward()
+    w.mul_(5)                      # after backward: the graph is gone
+    with lf.no_grad():
+        x.sub_(x.grad)             # an optimizer step
+    np.testing.assert_array_equal(x.numpy(), [-1.0, 0.0, 1.0])

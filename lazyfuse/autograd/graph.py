@@ -27,13 +27,46 @@ class Leaf:
 class GradFn:
     """How to send a result's gradient to its inputs: ``edges`` is ((input _ag, vjp), ...)."""
 
-    __slots__ = ("name", "edges")
+    __slots__ = ("name", "edges", "saved")
     is_leaf = False
     requires_grad = True
 
     def __init__(self, name: str, edges: tuple):
         self.name = name
         self.edges = edges
+        self.saved = _saved_versions(edges)
+
+    def check_saved(self) -> None:
+        """torch's version-counter rule: a tensor this gradient reads was written in place after
+        the op used it, so its value is no longer the one the gradient needs."""
+        for storage, version in self.saved:
+            if storage.version != version:
+                raise AutogradError(
+                    f"a tensor that {self.name}'s gradient needs was modified by an in-place operation "
+                    f"after the forward used it (version {storage.version}, expected {version}): the "
+                    "gradient would use the new value. Clone it before writing in place, or write "
+                    "after backward()")
+
+
+def _saved_versions(edges) -> tuple:
+    """(storage, version) of every tensor the edges' vjp closures hold: what backward will read.
+    (A closure that holds a tensor only for its shape is checked too: stricter than torch, never
+    a silently wrong gradient.)"""
+    from ..tensor import Tensor
+    saved, seen = {}, set()
+    functions = [vjp for _, vjp in edges]
+    while functions:   # vjps wrap rule closures (a cast to the input's dtype around g * b): look inside
+        fn = functions.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for cell in getattr(fn, "__closure__", None) or ():
+            value = cell.cell_contents
+            if isinstance(value, Tensor):
+                saved.setdefault(id(value._storage), (value._storage, value._storage.version))
+            elif callable(value):
+                functions.append(value)
+    return tuple(saved.values())
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -129,6 +162,7 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
             g = grads.pop(id(fn), None)
             if g is None:
                 continue
+            fn.check_saved()
             for dst, vjp in fn.edges:
                 gi = vjp(g)
                 if dst.is_leaf:
@@ -138,7 +172,7 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
                     prev = grads.get(id(dst))
                     grads[id(dst)] = gi if prev is None else prev + gi
             if not retain_graph:
-                fn.edges = None
+                fn.edges, fn.saved = None, ()   # the saved storages go with the closures that read them
         _accumulate_leaves(leaves, root)
 
 

@@ -73,7 +73,7 @@ class Storage:
     captured graph and every view see in-place writes.
     """
 
-    __slots__ = ("engine", "dtype", "shape", "view", "current", "buffer", "__weakref__")
+    __slots__ = ("engine", "dtype", "shape", "view", "current", "buffer", "version", "__weakref__")
 
     def __init__(self, engine, node: Node):
         self.engine = engine
@@ -82,6 +82,7 @@ class Storage:
         self.view = contiguous_view(node.shape)   # how a tensor reads the whole storage
         self.current = node
         self.buffer = None
+        self.version = 0   # in-place writes so far: autograd checks the values it saved are unchanged
         if node.op.pending:
             engine.record(self)
 
@@ -100,6 +101,9 @@ class Storage:
             if node.tape is None:
                 self.current = old
             raise
+        finally:
+            if self.current is node:
+                self.version += 1
 
 
 @dataclass
