@@ -427,6 +427,21 @@ def test_cpu_without_compiler_falls_back_to_interpreter(tmp_path):
     assert z.strip("[]") == "0.0, 0.0], [2.0, 0.0"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("exponent", [2.0, 1.0, 0.5, 3.0, -1.0, -2.0, -0.5, 2.5])
+def test_python_scalar_exponents_take_torchs_shortcuts_and_tensor_ones_pow(dev, dtype, exponent):
+    """torch computes ``x ** 0.5`` (a Python number) as sqrt, ``x ** 2`` as x * x...; with a
+    tensor exponent it calls pow: -inf ** 0.5 is nan one way and inf the other."""
+    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0, 3e-39, -2.5, 1e20, 7.0],
+                     dtype=dtype)
+    for got, want in ((lft(x, dev) ** exponent, x ** exponent),
+                      (lft(x, dev) ** lft(torch.full_like(x, exponent), dev), x ** torch.full_like(x, exponent))):
+        g = got.torch()
+        nan = g.isnan() & want.isnan()
+        close = torch.isclose(g, want, rtol=TOL[dtype][0], atol=0.0)   # pow is exp(b log a) here
+        assert bool((nan | close & (g.signbit() == want.signbit())).all()), (exponent, g, want)
+
+
 @pytest.mark.parametrize("name", ["neg", "mod", "floordiv"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_zero_results_keep_torchs_sign(dev, name, dtype):

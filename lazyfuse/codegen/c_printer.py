@@ -21,7 +21,7 @@ from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import c_parallel
 from .index import Affine, render
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, walk
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .row_cache import kept_values
 from .scope import Scope
 
@@ -91,13 +91,6 @@ static inline double lf_fmod_floor(double a, double b) {
     double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 """
-
-
-def _is_python_scalar(e) -> bool:
-    """A kernel scalar argument (a Python number recorded into the op), through casts."""
-    while isinstance(e, Apply) and e.op is Op.CAST:
-        e = e.srcs[0]
-    return isinstance(e, Scalar)
 
 
 @dataclass(frozen=True)
@@ -212,7 +205,7 @@ class CPrinter:
         if op is Op.POW:
             # torch special-cases a Python-scalar exponent of float32/float64 only (so
             # -inf ** 0.5 is sqrt's nan there, pow's inf for a tensor exponent); half types call pow
-            special = _is_python_scalar(e.srcs[1])
+            special = is_python_scalar(e.srcs[1])
             fn = {"float32": "lf_powf" if special else "powf",
                   "float64": "lf_pow" if special else "pow"}.get(src_dt.name, "powf")
             return f"{fn}({x}, {a[1]})" if fl else \

@@ -38,6 +38,14 @@ class Scalar(Expr):
     dtype: DType
 
 
+def is_python_scalar(e: Expr) -> bool:
+    """A kernel scalar argument (a Python number recorded into the op), through casts: torch
+    computes ``x ** 2`` with a Python 2 by shortcuts (x * x), with a tensor 2 by pow."""
+    while isinstance(e, Apply) and e.op is Op.CAST:
+        e = e.srcs[0]
+    return isinstance(e, Scalar)
+
+
 @dataclass(frozen=True, eq=False)
 class IndexValue(Expr):
     """An index expression used as a value (arange)."""

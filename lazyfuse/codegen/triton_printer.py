@@ -47,7 +47,7 @@ from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
 from .index import Affine, Var, render
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines
+from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -189,6 +189,20 @@ def lf_pow_f(a, b):
     r = tl.where((a < 0) & (b_int == 0) & (aa != float("inf")), float("nan"), r)
     r = tl.where((aa == 1.0) & (tl.abs(b) == float("inf")), 1.0, r)
     return tl.where((b == 0) | (a == 1.0), 1.0, r)
+
+
+@triton.jit
+def lf_pow_scalar_f(a, b):
+    # torch's shortcuts for a Python-number exponent (its CPU and CUDA kernels alike): products,
+    # quotients and square roots, not pow; so -inf ** 0.5 is sqrt's nan and x ** 2 is x * x
+    r = lf_pow_f(a, b).to(a.dtype)
+    r = tl.where(b == 2.0, a * a, r)
+    r = tl.where(b == 1.0, a, r)
+    r = tl.where(b == 0.5, tl.sqrt(a), r)
+    r = tl.where(b == 3.0, a * a * a, r)
+    r = tl.where(b == -1.0, 1.0 / a, r)
+    r = tl.where(b == -2.0, 1.0 / (a * a), r)
+    return tl.where(b == -0.5, 1.0 / tl.sqrt(a), r)
 
 
 @triton.jit
@@ -523,7 +537,10 @@ class TritonPrinter:
         if op is Op.MOD:
             return f"lf_mod_f({x}, {a[1]})" if fl else f"lf_mod_i({x}, {a[1]})"
         if op is Op.POW:
-            return f"lf_pow_f({x}, {a[1]}).to({COMPUTE[dt.name]})" if fl else f"lf_pow_i({x}, {a[1]})"
+            if not fl:
+                return f"lf_pow_i({x}, {a[1]})"
+            shortcut = src.name in ("float32", "float64") and is_python_scalar(e.srcs[1])   # as the C printer
+            return f"{'lf_pow_scalar_f' if shortcut else 'lf_pow_f'}({x}, {a[1]}).to({COMPUTE[dt.name]})"
         if op is Op.RELU:
             return f"tl.where(({x} != {x}) | ({x} > 0), {x}, 0)"
         if op is Op.RECIPROCAL:
