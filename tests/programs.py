@@ -419,11 +419,15 @@ def op_cast(p: Program):
     def f(ns, t):
         return t.to(ns.dt(target)) if method == "to" else getattr(t, method)()
 
+    same = target == x.T.dtype   # torch returns the tensor itself, an alias (so does lazyfuse)
+
     def shadow(v):
         if not target.is_floating_point:
             return v.T.to(target)
+        if same:
+            return v.S
         return v.S.clone() if v.is_float else v.T.double()
-    p.run(f"{x.name}.{method}({target if method == 'to' else ''})", f, [x], shadow=shadow)
+    p.run(f"{x.name}.{method}({target if method == 'to' else ''})", f, [x], shadow=shadow, view=same)
 
 
 def draw_dim(p: Program, ndim: int, allow_tuple=True, allow_none=True):

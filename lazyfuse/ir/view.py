@@ -52,8 +52,9 @@ class View:
         return self.offset == 0 and self.numel == numel and self.is_contiguous()
 
     def has_overlap(self) -> bool:
-        """True when two indices map to one element (an expanded dim): not writable."""
-        return any(st == 0 and s > 1 for st, s in zip(self.strides, self.shape))
+        """True when two indices map to one element (an expanded dim): not writable. A view with
+        no elements has no two indices (torch lets an empty expanded view be written)."""
+        return 0 not in self.shape and any(st == 0 and s > 1 for st, s in zip(self.strides, self.shape))
 
     def permute(self, order) -> "View":
         return View(tuple(self.shape[o] for o in order), tuple(self.strides[o] for o in order), self.offset)
