@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import machine, publish
+from bench.common import heading, machine, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,8 +65,7 @@ def main(argv=None) -> int:
                      "gain": default["ms"] / tuned["ms"], "tuned_configs": tuned["configs"],
                      "default_configs": default["configs"]})
     info = machine()
-    lines = [f"# lazyfuse autotuning on the CPU ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; {info.get('cc', '')}", "",
+    lines = heading("autotuning on the CPU", info, "cc") + [
              "Steady-state time of each drained program, heuristic default vs tuned config (fresh process and "
              "cache each), median of 15:", "",
              "| case | elements | default ms | tuned ms | gain | tuned config |", "|---|---|---|---|---|---|"]

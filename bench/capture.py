@@ -14,7 +14,7 @@ import sys
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, publish, timeit
+from bench.common import compiled, heading, machine, publish, timeit
 
 
 def make(hidden: int, device: str = "cpu"):
@@ -85,8 +85,7 @@ def main(argv=None) -> int:
     rows = [bench(h, reps) for h in (64, 256)]
     overhead = launch_overhead(reps)
     info = machine()
-    lines = [f"# lazyfuse capture benchmarks ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}", "",
+    lines = heading("capture benchmarks", info, "torch") + [
              "Decode step of a pre-norm block at batch 1 (rms_norm, linear+silu, linear, residual), median:", "",
              "| hidden | launches | replay us | lazy us | eager us | compile us | replay vs eager | replay vs compile "
              "| replay us / launch | weight floor us | max err |",

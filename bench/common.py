@@ -62,6 +62,14 @@ def machine() -> dict:
     return info
 
 
+def heading(title: str, info: dict, *details: str) -> list:
+    """The first lines of every results page: the title with the date, then the machine and the
+    ``details`` named ("torch": its version, "cc": the C compiler's banner)."""
+    named = {"torch": f"torch {info['torch']}", "cc": info.get("cc", "")}
+    machine_line = "; ".join([f"Machine: {info['cpu']}, {info['cores']} cores"] + [named[d] for d in details])
+    return [f"# lazyfuse {title} ({info['date']})", "", machine_line, ""]
+
+
 def publish(name: str, payload: dict, lines: list, ratios: dict | None = None) -> Path:
     """Print the Markdown report and write it, with the raw JSON, under the output folder
     (bench/results/ unless ``configure`` chose another); ``ratios`` (label -> how many times

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, publish, timeit
+from bench.common import compiled, heading, machine, publish, timeit
 
 
 def chain_torch(x, y):
@@ -78,8 +78,7 @@ def main(argv=None) -> int:
     chains = [bench_chain(n, reps) for n in sizes]
     over = bench_overhead(50 if args.quick else 300)
     info = machine()
-    lines = [f"# lazyfuse core benchmarks ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}; {info.get('cc', '')}", "",
+    lines = heading("core benchmarks", info, "torch", "cc") + [
              "`tanh(x*y+1)*exp(-x*x)+sigmoid(y)`, float32, median of repeats, one process:", "",
              "| n | lazyfuse ms | torch eager ms | torch.compile ms | lazyfuse vs eager | lazyfuse / compile | max err |",
              "|---|---|---|---|---|---|---|"]

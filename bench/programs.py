@@ -17,7 +17,7 @@ import sys
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, publish, timeit
+from bench.common import compiled, heading, machine, publish, timeit
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "examples"))
 from transformer_block import block_lf, block_torch, make_weights  # noqa: E402
@@ -99,8 +99,7 @@ def main(argv=None) -> int:
     rows += [measure(name, ft, fl, inputs, reps * 3) for name, ft, fl, inputs in gpu_cases(args.quick)
              if chosen(name)]
     info = machine()
-    lines = [f"# lazyfuse whole-program benchmarks ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}", "",
+    lines = heading("whole-program benchmarks", info, "torch") + [
              "| case | lazyfuse kernels | lazyfuse ms | eager ms | torch.compile ms | speed vs compile | vs eager | max err |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import lazyfuse as lf
-from bench.common import machine, publish
+from bench.common import heading, machine, publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from programs import ALL_DTYPES, run_program  # noqa: E402
@@ -82,8 +82,7 @@ def main(argv=None) -> int:
     runs = [stress_device(d, args.seconds * shares[d], args.seed) for d in devices]
     info = machine()
     total = sum(len(r["mismatches"]) for r in runs)
-    lines = [f"# lazyfuse stress run ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}; {info.get('cc', '')}", "",
+    lines = heading("stress run", info, "torch", "cc") + [
              f"Random programs of tests/programs.py (every dtype, seed {args.seed} + batch, {BATCH} per batch), "
              "each compared with torch eager.", "",
              "| device | seconds | programs | mismatches | pool peak live MB | pool cached MB | peak RSS MB |",

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, machine, publish, timeit
+from bench.common import compiled, heading, machine, publish, timeit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import train_mlp  # noqa: E402
@@ -95,8 +95,7 @@ def main(argv=None) -> int:
     reps = 20 if args.quick else 200
     rows = [bench(b, w, reps) for b, w in CONFIGS]
     info = machine()
-    lines = [f"# lazyfuse training-step benchmarks ({info['date']})", "",
-             f"Machine: {info['cpu']}, {info['cores']} cores; torch {info['torch']}", "",
+    lines = heading("training-step benchmarks", info, "torch") + [
              "One MLP training step (3 linear layers, gelu, MSE loss, backward, AdamW), float32, median:", "",
              "| batch x width | launches | lazy us | captured us | torch eager us | torch.compile us | captured vs eager "
              "| captured vs compile | GEMM floor us | captured / floor |",
