@@ -13,7 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import lazyfuse as lf

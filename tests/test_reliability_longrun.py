@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import lazyfuse as lf
 from lazyfuse.runtime import engine as engine_module
