@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 import lazyfuse as lf
 
@@ -259,3 +260,15 @@ def test_fused_in_place_update_is_one_kernel():
     out, d = drained(run)
     np.testing.assert_allclose(out, a * 2 + 1, rtol=1e-6)
     assert d.kernels_launched == 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_fused_float_to_int_to_float_cast_gives_plus_zero(device):
+    """-0.5 -> int 0 -> float is +0.0 as in torch (gcc under -fno-trapping-math folds the two
+    casts into truncf, which gave -0.0 and so 1 / x = -inf: found by the random program test)."""
+    x = torch.tensor([[-0.5, 0.5, -3.7, -0.2]], dtype=torch.bfloat16)
+    got = lf.tensor(x, device=device).int().reciprocal().torch()
+    want = x.int().reciprocal()
+    assert torch.equal(got, want), (got, want)
+    back = lf.tensor(x, device=device).long().float().torch()
+    assert not back.signbit()[back == 0].any()

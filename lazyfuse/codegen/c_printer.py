@@ -611,6 +611,15 @@ def _acc_init(st) -> str:
 
 
 def _cast(x: str, src, dst) -> str:
+    if src.is_int and dst.is_float:
+        # an integer zero is +0.0, but under -fno-trapping-math gcc folds (float)(int)f into
+        # truncf(f), which keeps the sign (-0.5 -> int 0 -> -0.0); `+ 0` it drops, this it keeps
+        r = _convert(x, src, dst)
+        return f"({r} == 0 ? 0 : {r})"
+    return _convert(x, src, dst)
+
+
+def _convert(x: str, src, dst) -> str:
     if dst.is_bool:
         return f"(uint8_t)({x} != 0)"
     if src.is_float and dst.is_int:
