@@ -7,6 +7,7 @@ returns a new storage (SPEC semantics 1 and 9). Host reads drain the device.
 from __future__ import annotations
 
 import collections
+import functools
 import numbers
 
 import numpy as np
@@ -29,6 +30,26 @@ def result_tensor(device, node: Node) -> "Tensor":
     so a hook that must see each result (say, autograd) has a single place to attach."""
     st = Storage(device.engine, node)
     return Tensor(st, st.view, device)
+
+
+@functools.lru_cache(maxsize=4096)
+def _inferred_shape(have: tuple, shape: tuple) -> tuple:
+    """The shape a reshape of a ``have``-shaped tensor to ``shape`` (ints, one may be -1) gives,
+    validated. Memoized (programs reshape the same shapes over and over; errors are never cached),
+    so only for plain ints: a float equal to one (3.0) hashes like it, and must still be refused."""
+    numel = prod(have)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"shape {shape} has more than one -1")
+    if -1 in shape:
+        known = prod(s for s in shape if s != -1)
+        if known == 0 or numel % known:
+            raise ShapeError(f"cannot reshape a tensor of shape {have} into {shape}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    check_shape(shape)
+    if prod(shape) != numel:
+        raise ShapeError(f"cannot reshape a tensor of shape {have} ({numel} elements) into "
+                         f"{shape} ({prod(shape)} elements)")
+    return shape
 
 
 class Tensor:
@@ -506,19 +527,9 @@ class Tensor:
     def _infer_shape(self, shape) -> tuple:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
             shape = tuple(shape[0])
-        shape = tuple(as_int(s, "shape") for s in shape)
-        if shape.count(-1) > 1:
-            raise ShapeError(f"shape {shape} has more than one -1")
-        if -1 in shape:
-            known = prod(s for s in shape if s != -1)
-            if known == 0 or self.numel() % known:
-                raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {shape}")
-            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-        check_shape(shape)
-        if prod(shape) != self.numel():
-            raise ShapeError(f"cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) into "
-                             f"{shape} ({prod(shape)} elements)")
-        return shape
+        if all(type(s) is int for s in shape):
+            return _inferred_shape(self.shape, shape)   # the common case, memoized
+        return _inferred_shape.__wrapped__(self.shape, tuple(as_int(s, "shape") for s in shape))
 
     def reshape(self, *shape):
         """The elements in ``shape`` (one dim may be -1): a view of the same storage where strides

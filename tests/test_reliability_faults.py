@@ -293,6 +293,26 @@ def interrupt_at(monkeypatch, obj, name, n):
     monkeypatch.setattr(obj, name, wrapper)
 
 
+def fail_launch(monkeypatch, n, error, when="run"):
+    """Make the ``n``-th launch of a drain on CPU raise ``error`` when it runs, or ``when="made"``
+    while its call is made (the engine makes every launch's call before it runs the first)."""
+    real = CPU.call
+    made = {"n": 0}
+
+    def call(*args, **kwargs):
+        made["n"] += 1
+        if made["n"] == n and when == "made":
+            raise error("injected failure making a launch")
+        run = real(*args, **kwargs)
+        if made["n"] != n:
+            return run
+
+        def failing():
+            raise error("injected launch failure")
+        return failing
+    monkeypatch.setattr(CPU, "call", call)
+
+
 @pytest.mark.parametrize("where", ["launch 1", "launch 2", "launch 3", "compile"])
 def test_keyboard_interrupt_during_a_drain_leaves_pending_state_consistent(monkeypatch, where):
     a = np.arange(12, dtype=np.float64).reshape(3, 4) / 7
@@ -308,7 +328,7 @@ def test_keyboard_interrupt_during_a_drain_leaves_pending_state_consistent(monke
         CPU.engine.plans.clear()                       # the next drain takes the build path
         interrupt_at(monkeypatch, CPU.backend, "compile_plan", 1)
     else:
-        interrupt_at(monkeypatch, CPU, "launch", int(where.split()[1]))
+        fail_launch(monkeypatch, int(where.split()[1]), KeyboardInterrupt)
     y = (x - 1).sum(1)
     with pytest.raises(KeyboardInterrupt):
         lf.sync()
@@ -322,9 +342,10 @@ def test_keyboard_interrupt_during_a_drain_leaves_pending_state_consistent(monke
     assert (x * 0).sum().item() == 0.0
 
 
+@pytest.mark.parametrize("when", ["run", "made"])
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 @pytest.mark.parametrize("fail_at", [1, 2, 3])
-def test_a_launch_failing_after_a_write_ran_never_applies_it_twice(monkeypatch, fail_at, error):
+def test_a_launch_failing_after_a_write_ran_never_applies_it_twice(monkeypatch, fail_at, error, when):
     """A drain that fails partway realizes the roots whose kernels ran. A root still pending that
     reads one of them (or the buffer it overwrote) must not be recomputed from the buffer as it
     is now — that would apply the write again — so it raises instead; everything else keeps its
@@ -335,15 +356,7 @@ def test_a_launch_failing_after_a_write_ran_never_applies_it_twice(monkeypatch, 
     f = (z * 3.0).sum()                # independent of it: another
     b = a.reshape(10, 100).T * 2.0     # reads the write at other indices: a third (one reading it at
     #                                    its own index would be the same multi-output kernel)
-    real = CPU.launch
-    calls = {"n": 0}
-
-    def failing(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == fail_at:
-            raise error("injected launch failure")
-        return real(*args, **kwargs)
-    monkeypatch.setattr(CPU, "launch", failing)
+    fail_launch(monkeypatch, fail_at, error, when)
     with pytest.raises(error):
         lf.sync()
     monkeypatch.undo()

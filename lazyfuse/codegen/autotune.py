@@ -64,9 +64,9 @@ class Tuner:
         self.backend_id = backend_id   # device name + toolchain versions
         self.folder = None
 
-    def key(self, kernel: Kernel) -> str:
+    def key(self, signature: str) -> str:
         from .. import __version__
-        raw = f"{__version__}|{self.backend_id}|{signature(kernel)}"
+        raw = f"{__version__}|{self.backend_id}|{signature}"
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
     def _path(self, key: str):
@@ -104,11 +104,13 @@ def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
     return best
 
 
-def choose(tuner: Tuner, kernel: Kernel, labels: list, runners: list, stats) -> int:
-    """Index of the best candidate: from the cache, or by benchmarking ``runners`` (None = failed)."""
+def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> int:
+    """Index of the best candidate for the work ``signature`` describes (a kernel's
+    ``signature``, or a library call's): from the cache, or by benchmarking ``runners``
+    (None = failed)."""
     if len(labels) == 1 or not enabled():
         return 0
-    key = tuner.key(kernel)
+    key = tuner.key(signature)
     hit = tuner.lookup(key, labels)
     if hit is not None and runners[hit] is not None:
         return hit

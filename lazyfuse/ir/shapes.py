@@ -1,6 +1,7 @@
 """Shape arithmetic shared by the Tensor API and the planner: broadcasting, dims, strides."""
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -20,6 +21,12 @@ def contiguous_strides(shape) -> tuple:
 
 
 def broadcast_shapes(*shapes) -> tuple:
+    """The shape ``shapes`` (tuples of ints) broadcast to, as torch's (memoized)."""
+    return _broadcast(shapes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast(shapes: tuple) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -60,9 +67,18 @@ def normalize_dims(dim, ndim: int, argname: str = "dim") -> tuple:
     if dim is None:
         return tuple(range(ndim))
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if all(type(d) is int for d in dims):
+        return _normalized_dims(dims, ndim, argname)   # the common case, memoized
+    return _normalized_dims.__wrapped__(dims, ndim, argname)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized_dims(dims: tuple, ndim: int, argname: str) -> tuple:
+    """Sorted, non-negative and checked ``dims``. Memoized for plain ints only (errors are never
+    cached; a bool or float equal to an int hashes like it and must still be refused)."""
     out = tuple(sorted(normalize_dim(d, ndim, argname) for d in dims))
     if len(set(out)) != len(out):
-        raise ShapeError(f"{argname}={dim!r} names a dim more than once")
+        raise ShapeError(f"{argname}={dims!r} names a dim more than once")
     return out
 
 

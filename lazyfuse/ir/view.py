@@ -57,9 +57,15 @@ class View:
         return 0 not in self.shape and any(st == 0 and s > 1 for st, s in zip(self.strides, self.shape))
 
     def permute(self, order) -> "View":
+        return _permuted(self, tuple(order))
+
+    def _permute(self, order: tuple) -> "View":
         return View(tuple(self.shape[o] for o in order), tuple(self.strides[o] for o in order), self.offset)
 
     def expand(self, shape) -> "View":
+        return _expanded(self, tuple(shape))
+
+    def _expand(self, shape: tuple) -> "View":
         lead = len(shape) - len(self.shape)
         strides = [0] * lead
         for i, (old, new) in enumerate(zip(self.shape, shape[lead:])):
@@ -84,7 +90,11 @@ class View:
 
     def reshape(self, shape) -> "View | None":
         """torch's ``computeStride``: the view's strides for ``shape``, or None if a copy is needed."""
-        shape = tuple(shape)
+        return _reshaped(self, tuple(shape))
+
+    def _reshape(self, shape: tuple) -> "View | None":
+        if self.offset == 0 and self.numel and self.is_contiguous():
+            return contiguous_view(shape)   # the shared instance: a tensor reading it whole takes a fast path
         if self.numel == 0 or self.is_contiguous():
             return View(shape, contiguous_strides(shape), self.offset)
         new_strides = [0] * len(shape)
@@ -107,6 +117,23 @@ class View:
         if view_d != -1:
             return None
         return View(shape, tuple(new_strides), self.offset)
+
+
+# Views are immutable and a program makes the same few over and over (each op's recording
+# reshapes, transposes or broadcasts its operands): the derived views are memoized.
+@functools.lru_cache(maxsize=4096)
+def _reshaped(view: View, shape: tuple) -> View | None:
+    return view._reshape(shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _permuted(view: View, order: tuple) -> View:
+    return view._permute(order)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expanded(view: View, shape: tuple) -> View:
+    return view._expand(shape)
 
 
 @functools.lru_cache(maxsize=4096)

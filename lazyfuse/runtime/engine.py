@@ -516,19 +516,23 @@ class Engine:
             while len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
-        done = 0
+        done = at = 0   # steps run; the step being prepared or run
         try:
-            for step, meta in zip(plan.steps, metas):
-                if step.kind == "kernel":
-                    meta.write(step.header, step.bind_scalars(tape))
-                device.launch(step, step.bind(bound), meta)
-                done += 1
+            with device.launching():
+                calls = []
+                for at, (step, meta) in enumerate(zip(plan.steps, metas)):
+                    if step.kind == "kernel":
+                        meta.write(step.header, step.bind_scalars(tape))
+                    calls.append(device.call(step, step.bind(bound), meta))
+                for at, call in enumerate(calls):
+                    call()
+                    done += 1
         except BaseException as e:
             # only what needed the failed launch is lost; the rest stays pending for the next drain
             # (after a KeyboardInterrupt nothing failed: all of it stays pending). The failed node
             # is found in this drain's trace (walked only here): a cached plan's own graph holds
             # the nodes of the drain that built it (same positions, other objects)
-            failed = {id(trace(roots)[0][o]) for o in plan.steps[done].group.outputs} if isinstance(e, Exception) \
+            failed = {id(trace(roots)[0][o]) for o in plan.steps[at].group.outputs} if isinstance(e, Exception) \
                 else None
             # roots whose in-place writes ran (their buffer existed before this drain)
             written = [k for k in range(len(roots)) if plan.root_steps[k] < done and roots[k].buffer is not None]

@@ -40,7 +40,7 @@ def size_class(nbytes: int) -> int:
 
 
 class Block:
-    __slots__ = ("nbytes", "usage", "data", "ptr", "epoch")
+    __slots__ = ("nbytes", "usage", "data", "ptr", "epoch", "views")
 
     def __init__(self, nbytes, usage, data):
         self.nbytes = nbytes
@@ -48,6 +48,7 @@ class Block:
         self.data = data  # a 1-D uint8 torch tensor on the device
         self.ptr = data.data_ptr()
         self.epoch = 0    # the persistent segment it was handed out in (0: none)
+        self.views = {}   # (dtype, View) -> torch view of ``data`` (library calls: runtime/cpu.typed_view)
 
 
 class Buffer:
@@ -174,6 +175,16 @@ class MemoryPool:
     def buffer(self, dtype, numel: int, usage: str = DATA, requester: str = "?", cause=None) -> Buffer:
         block = self.alloc(max(numel, 1) * dtype.itemsize, usage, requester, cause)
         return Buffer(self, block, dtype, numel)
+
+    def scratch_copies(self, bufs, requester: str) -> list:
+        """Copies of ``bufs`` for autotuning: tuning never touches live data (an in-place
+        kernel run N times would apply its update N times)."""
+        copies = []
+        for b in bufs:
+            c = self.buffer(b.dtype, b.numel, SCRATCH, requester)
+            c.tensor.copy_(b.tensor)
+            copies.append(c)
+        return copies
 
     def release(self, block: Block) -> None:
         with self.lock:

@@ -265,7 +265,7 @@ class TritonBackend:
         labels = [c.label() for c in cands]
         if not self.interpreted and torch.cuda.is_current_stream_capturing():
             # no benchmarking inside a capture (a sync would invalidate it): a cached choice or the default
-            hit = tuner.lookup(tuner.key(st.kernel), labels) if autotune.enabled() else None
+            hit = tuner.lookup(tuner.key(autotune.signature(st.kernel)), labels) if autotune.enabled() else None
             return hit if hit is not None and built[hit] is not None else 0
         device_ctx = contextlib.nullcontext() if self.interpreted else torch.cuda.device(torch_device)
         with device_ctx, self._scratch(bufs, st, scalars) as args:
@@ -277,18 +277,13 @@ class TritonBackend:
                 grid, kwargs = launch_params(st.kernel, cfg, self.interpreted)
                 run = self._launcher(b[0], grid, kwargs, args)
                 runners.append(run if self.interpreted else _synchronized(run, torch_device))
-            return autotune.choose(tuner, st.kernel, labels, runners, stats)
+            return autotune.choose(tuner, autotune.signature(st.kernel), labels, runners, stats)
 
     @contextlib.contextmanager
     def _scratch(self, bufs, step, scalars):
-        """Copies of a kernel's bound buffers and metadata, from the device pool: tuning never
-        touches live data (an in-place kernel run N times would apply its update N times)."""
+        """Copies of a kernel's bound buffers and metadata, from the device pool."""
         pool = bufs[0].pool
-        copies = []
-        for b in bufs:
-            c = pool.buffer(b.dtype, b.numel, SCRATCH, f"autotune scratch for {step.name}")
-            c.tensor.copy_(b.tensor)
-            copies.append(c)
+        copies = pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
         meta = self.new_meta(pool, step.meta_words, SCRATCH, f"autotune metadata of {step.name}", None)
         meta.write(step.header, [scalars[i] for i in step.scalars])
         try:
@@ -409,11 +404,10 @@ class CudaDevice(Device):
     def raise_deferred_errors(self) -> None:
         self.index_check.raise_if_set(self.name)
 
-    def launch(self, step, bufs, meta) -> None:
+    def launching(self):
         if torch.cuda.current_device() != self.index:
-            with torch.cuda.device(self.index):
-                return super().launch(step, bufs, meta)
-        super().launch(step, bufs, meta)
+            return torch.cuda.device(self.index)
+        return contextlib.nullcontext()
 
     def graph_start_capture(self) -> None:
         super().graph_start_capture()
