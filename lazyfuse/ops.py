@@ -32,6 +32,8 @@ FLOAT_ONLY = {Op.GELU, Op.SILU}   # torch has no integer or bool kernel (exp, ta
 
 
 def is_scalar(x) -> bool:
+    if type(x) in (float, int, bool):   # the common case, without the ABC check of numbers.Number
+        return True
     return isinstance(x, (bool, numbers.Number, np.bool_)) and not isinstance(x, complex)
 
 
@@ -92,9 +94,9 @@ def expand_node(node: Node, shape) -> Node:
 def binary_method(op: Op, reflected: bool = False):
     """``Tensor.__<op>__`` (``reflected``: ``__r<op>__``) with a fast path for the common case.
 
-    A tensor of the same dtype and shape on the same device, or a Python float/int the
-    tensor's dtype takes as is (torch's promotion keeps the tensor's dtype), needs no
-    promotion, broadcasting or validation: the node is recorded directly. Anything else goes
+    A tensor of the same dtype on the same device (broadcast if its shape differs), or a
+    Python float/int the tensor's dtype takes as is (torch's promotion keeps the tensor's
+    dtype), needs no promotion or validation: the node is recorded directly. Anything else goes
     through ``elementwise``, which applies torch's rules and raises the errors.
     """
     SCALAR = Op.SCALAR
@@ -106,16 +108,20 @@ def binary_method(op: Op, reflected: bool = False):
         ct = st.dtype
         if ct in fast_dtypes:
             tb = type(b)
+            shape = a._view.shape
+            x = st.current if a._view is st.view else a._read()
             if tb is float and ct.is_float or tb is int and -_I64 <= b < _I64:   # else: refused below
                 other = Node(SCALAR, (), ct, (), float(b) if ct.is_float else b)   # broadcasts as is
-            elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct and b._view.shape == a._view.shape:
+            elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct:
                 bs = b._storage
                 other = bs.current if b._view is bs.view else b._read()
+                if b._view.shape != shape:   # broadcast (a mismatch raises ShapeError here)
+                    shape = broadcast_shapes(shape, b._view.shape)
+                    x, other = expand_node(x, shape), expand_node(other, shape)
             else:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)
-            x = st.current if a._view is st.view else a._read()
             out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
-                                                  dt.bool_ if out_bool else ct, a._view.shape))
+                                                  dt.bool_ if out_bool else ct, shape))
             if (a._ag is not None or tb is _t.Tensor and b._ag is not None) and autograd.is_grad_enabled():
                 autograd.rules.record_elementwise(op, (b, a) if reflected else (a, b), out)
             return out
