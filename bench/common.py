@@ -43,6 +43,29 @@ def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
     return statistics.median(times)
 
 
+def timeit_interleaved(fns: dict, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> dict:
+    """Median seconds of each of ``fns`` (name -> callable), called round-robin: one call of
+    each per round, so that a machine whose speed drifts during the run (another tenant's load,
+    a clock change) weighs on every peer alike rather than on whichever ran in the slow stretch."""
+    if _settings["smoke"]:
+        reps, warmup, min_time = min(reps, 3), min(warmup, 1), 0.0
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < reps or time.perf_counter() - start < min_time:
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+        rounds += 1
+        if rounds > 100_000:
+            break
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def machine() -> dict:
     cpu = platform.processor() or "?"
     try:
