@@ -662,6 +662,19 @@ class Tensor:
         return self
 
     def _inplace_value(self, other, op: Op, alpha=1):
+        if alpha.__class__ is int and alpha == 1 and self.dtype.is_float and (
+                other.__class__ in (float, int) or other.__class__ is Tensor and other._storage.dtype is self.dtype):
+            # the common case: the result keeps this float dtype (a scalar does not promote
+            # it), so the binary op's own fast path computes it
+            res = _BINARY[op](self, other)
+        else:
+            res = self._promoted_value(other, op, alpha)
+        if res.shape != self.shape:
+            raise ShapeError(f"in-place {op.label}_: the result shape {res.shape} differs from the tensor's "
+                             f"{self.shape}; the other operand must broadcast to it")
+        return res
+
+    def _promoted_value(self, other, op: Op, alpha):
         dims, zeros, scalars = ops.operand_dtypes((self, other))
         ct = dt.result_type(dims, zeros, scalars)
         if op is Op.DIV and not ct.is_float:
@@ -679,11 +692,7 @@ class Tensor:
             # as in torch, ``alpha`` scales ``other`` in the dtype of (self, other): it never promotes
             other = ops.elementwise(Op.MUL, other, alpha, compute_dtype=ct) if isinstance(other, Tensor) \
                 else other * alpha
-        res = ops.elementwise(op, self, other, compute_dtype=ct)
-        if res.shape != self.shape:
-            raise ShapeError(f"in-place {op.label}_: the result shape {res.shape} differs from the tensor's "
-                             f"{self.shape}; the other operand must broadcast to it")
-        return res
+        return ops.elementwise(op, self, other, compute_dtype=ct)
 
     def _apply_in_place(self, other, op: Op, alpha=1) -> "Tensor":
         """``self = self <op> alpha * other``, atomic: see ``copy_``."""
@@ -771,6 +780,10 @@ class Tensor:
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
+
+
+# the in-place arithmetic's common case (see Tensor._inplace_value)
+_BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__}
 
 
 def is_tensor(x) -> bool:

@@ -229,3 +229,48 @@ def test_copy_from_numpy_torch_and_scalars_broadcasts():
     y = lf.zeros(3, dtype=lf.int32)
     y.copy_(lf.tensor([1.7, -2.7, 3.2]))      # a casting copy truncates like torch
     assert y.tolist() == torch.zeros(3, dtype=torch.int32).copy_(torch.tensor([1.7, -2.7, 3.2])).tolist()
+
+
+# -- in-place arithmetic and t[i]: their fast paths agree with torch ------------------------------------
+@pytest.mark.parametrize("other", ["same shape", "broadcast row", "int scalar", "float scalar", "float64 tensor"])
+@pytest.mark.parametrize("method", ["add_", "sub_", "mul_", "div_"])
+def test_in_place_arithmetic_matches_torch(method, other):
+    base = np.arange(12, dtype=np.float32).reshape(3, 4) / 5 + 1
+    operand = {"same shape": np.full((3, 4), 1.5, np.float32), "broadcast row": np.arange(4, dtype=np.float32) + 1,
+               "int scalar": 3, "float scalar": 0.25, "float64 tensor": np.full((3, 4), 1.1)}[other]
+    x, t = lf.tensor(base), torch.from_numpy(base.copy())
+    lo = lf.tensor(operand) if isinstance(operand, np.ndarray) else operand
+    to = torch.from_numpy(operand) if isinstance(operand, np.ndarray) else operand
+    assert getattr(x, method)(lo) is x
+    getattr(t, method)(to)
+    assert x.dtype is lf.float32
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
+
+
+def test_in_place_arithmetic_refusals_match_torch():
+    with pytest.raises(lf.DTypeError):
+        lf.tensor([1, 2]).add_(0.5)                   # an int tensor can't take a float result
+    with pytest.raises(lf.ShapeError):
+        lf.tensor([1.0, 2.0]).add_(lf.ones(3, 2))     # the other operand must broadcast to the target
+    x = lf.tensor([1.0, 2.0])
+    x.add_(lf.tensor([1.0, 1.0]), alpha=2)
+    assert x.tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("i", [-3, -1, 0, 2])
+def test_integer_index_is_a_view_like_torch(i):
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = lf.tensor(base)
+    row = x[i]
+    row.copy_(lf.tensor([9.0, 9.0, 9.0, 9.0]))
+    expected = base.copy()
+    expected[i] = 9.0
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+@pytest.mark.parametrize("i", [3, -4])
+def test_integer_index_out_of_range_raises(i):
+    with pytest.raises(lf.ShapeError, match="out of range"):
+        lf.zeros(3, 4)[i]
+    with pytest.raises(lf.ShapeError):
+        lf.tensor(1.0)[0]                             # a 0-d tensor has no dim to index

@@ -16,13 +16,14 @@ from .shapes import contiguous_strides, prod
 class View:
     """Immutable; hashed once (views are part of every plan key, so hashing must be cheap)."""
 
-    __slots__ = ("shape", "strides", "offset", "_hash")
+    __slots__ = ("shape", "strides", "offset", "_hash", "_contiguous")
 
     def __init__(self, shape: tuple, strides: tuple, offset: int = 0):
         self.shape = shape
         self.strides = strides
         self.offset = offset
         self._hash = hash((shape, strides, offset))
+        self._contiguous = None   # is_contiguous(), computed on first use
 
     def __hash__(self) -> int:
         return self._hash
@@ -44,8 +45,11 @@ class View:
 
     def is_contiguous(self) -> bool:
         """True when the view reads a dense, row-major block starting at its offset."""
-        return all(st == cs for st, cs, s in zip(self.strides, contiguous_strides(self.shape), self.shape)
-                   if s != 1)
+        c = self._contiguous
+        if c is None:
+            c = self._contiguous = all(st == cs for st, cs, s in zip(self.strides, contiguous_strides(self.shape),
+                                                                     self.shape) if s != 1)
+        return c
 
     def covers(self, numel: int) -> bool:
         """True when the view is exactly the whole storage of ``numel`` elements, in order."""
