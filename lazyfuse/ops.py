@@ -337,7 +337,7 @@ def matmul(a, b):
     sb = batch + b2.shape[-2:]
     shape = batch + (a2.shape[-2], b2.shape[-1])
     if prod(shape) * a2.shape[-1] <= INLINE_MATMUL:
-        out = _matmul_as_reduction(a2.to(ct).expand(sa), b2.to(ct).expand(sb))
+        out = _matmul_as_reduction(dev, a2, b2, batch)
     else:
         na = _matmul_operand(engine, a2, ct, sa)
         nb = _matmul_operand(engine, b2, ct, sb)
@@ -349,18 +349,38 @@ def matmul(a, b):
     return out
 
 
-def _matmul_as_reduction(a, b):
+def _matmul_as_reduction(dev, a, b, batch):
     """A small matmul as sum(a[..., m, None, :] * b[..., None, :, :].mT, -1): a reduction like any
     other, so its prologue and epilogue (bias, activation, residual) fuse into one kernel, and a
     launch costs a C call instead of a library dispatch. Large ones go to BLAS. float16/bfloat16
-    operands multiply and sum in float32, the result rounded once, as torch's matmul does."""
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    operands multiply and sum in float32, the result rounded once, as torch's matmul does.
+
+    The broadcast operands and their product are built as nodes directly (one recorded result,
+    the sum): through the Tensor API, with its checks per view and op, a decode step's small
+    matmuls took two thirds of its recording time."""
+    engine = dev.engine
     wide = dt.opmath(a.dtype)
+    lhs, rhs = _reduction_views(a._view, b._view, batch)
+    full, at = lhs.shape, len(batch)
     # widened after the broadcast: a cast before it would pull an operand's producer (a
     # softmax's division) into this kernel as a prologue rather than read its result
-    lhs = a.unsqueeze(-2).expand(a.shape[:-2] + (m, n, k)).to(wide)
-    rhs = b.transpose(-2, -1).unsqueeze(-3).expand(b.shape[:-2] + (m, n, k)).to(wide)
-    return reduce(Op.SUM, elementwise(Op.MUL, lhs, rhs), -1, False).to(a.dtype)
+    lhs = cast_node(engine, Node(Op.VIEW, (a._storage.current,), a.dtype, full, lhs), wide)
+    rhs = cast_node(engine, Node(Op.VIEW, (b._storage.current,), b.dtype, full, rhs), wide)
+    total = _t.result_tensor(dev, Node(Op.SUM, (new_node(engine, Op.MUL, (lhs, rhs), wide, full),), wide,
+                                       full[:-1] + (1,), (at + 2,)))
+    return total._with_view(total._view.reshape(full[:-1])).to(a.dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduction_views(a: View, b: View, batch: tuple) -> tuple:
+    """The views of a (..., m, k) and b (..., k, n) that ``_matmul_as_reduction`` multiplies, both
+    broadcast to batch + (m, n, k)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    at = len(batch)
+    full = batch + (m, n, k)
+    lhs = a.expand(batch + (m, k)).unsqueeze(at + 1).expand(full)
+    rhs = b.expand(batch + (k, n)).permute(tuple(range(at)) + (at + 1, at)).unsqueeze(at).expand(full)
+    return lhs, rhs
 
 
 def _matmul_operand(engine, t, dtype, shape) -> Node:
