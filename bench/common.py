@@ -28,19 +28,7 @@ def configure(out=None, smoke: bool = False) -> None:
 
 def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
     """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls)."""
-    if _settings["smoke"]:
-        reps, warmup, min_time = min(reps, 3), min(warmup, 1), 0.0
-    for _ in range(warmup):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < reps or time.perf_counter() - start < min_time:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) > 100_000:
-            break
-    return statistics.median(times)
+    return timeit_interleaved({"fn": fn}, reps, warmup, min_time)["fn"]
 
 
 def timeit_interleaved(fns: dict, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> dict:
