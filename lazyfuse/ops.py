@@ -333,14 +333,12 @@ def matmul(a, b):
                          f"({a2.shape[-1]} != {b2.shape[-2]}); transpose or reshape an operand")
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     engine = dev.engine
-    sa = batch + a2.shape[-2:]
-    sb = batch + b2.shape[-2:]
     shape = batch + (a2.shape[-2], b2.shape[-1])
     if prod(shape) * a2.shape[-1] <= INLINE_MATMUL:
         out = _matmul_as_reduction(dev, a2, b2, batch)
     else:
-        na = _matmul_operand(engine, a2, ct, sa)
-        nb = _matmul_operand(engine, b2, ct, sb)
+        na = _matmul_operand(engine, a2, ct, batch + a2.shape[-2:])
+        nb = _matmul_operand(engine, b2, ct, batch + b2.shape[-2:])
         out = result_tensor(dev, Node(Op.MATMUL, (na, nb), ct, shape))
     if a.ndim == 1:
         out = out.squeeze(-2)

@@ -89,7 +89,8 @@ def _library_views(call, library) -> tuple:
 # in torch's x86 builds, writing straight into the pooled output) or oneDNN's linear (a fresh
 # result copied into it). Neither wins everywhere: on the 2-core AMD EPYC (Zen 1) this project
 # is measured on, MKL and oneDNN tie on 128x512 @ 512x512, but oneDNN takes 4.2 ms where MKL
-# takes 5.0 on 128x512 @ 512x2048 (MKL picks slower kernels on non-Intel CPUs). So the library
+# takes 5.0 on 128x512 @ 512x2048 (MKL is known to take slower code paths on CPUs that are
+# not Intel's). So the library
 # is an autotuned choice per shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
 
@@ -119,26 +120,21 @@ def _onednn_matmul(linear, a, w, out):
 
 def matmul_libraries(step, dtypes) -> tuple:
     """The libraries that can compute matmul ``step`` (its operand and output dtypes)."""
-    views, out_shape, base_shapes, _ = step.kernel
-    shapes = [v.shape if v is not None else s for v, s in zip(views, base_shapes)]
-    strides = [v.strides if v is not None else None for v in views]
-    (a, b), n = shapes, (shapes[1][-1] if len(shapes[1]) else 0)
-    one_matrix = len(b) >= 2 and all(size == 1 or (strides[1] is not None and strides[1][d] == 0)
-                                     for d, size in enumerate(b[:-2]))
-    if (_onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or len(a) < 2 or not one_matrix
-            or 0 in a or 0 in b or prod(out_shape) != prod(a[:-1]) * n):
+    a, b, out = _library_views(step.kernel, None)
+    one_matrix = len(b.shape) >= 2 and all(size == 1 or stride == 0
+                                           for size, stride in zip(b.shape[:-2], b.strides[:-2]))
+    if (_onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or len(a.shape) < 2
+            or not one_matrix or 0 in a.shape or 0 in b.shape or out.numel != prod(a.shape[:-1]) * b.shape[-1]):
         return MATMUL_LIBRARIES[:1]
     return MATMUL_LIBRARIES
 
 
 def matmul_signature(step, dtypes) -> str:
     """The autotuning key of a matmul: its operand layouts and its extents rounded to powers of two."""
-    views, out_shape, base_shapes, _ = step.kernel
     parts = ["matmul", ",".join(dt.name for dt in dtypes)]
-    for v, s in zip(views, base_shapes):
-        shape = v.shape if v is not None else s
-        layout = "c" if v is None else ",".join(str(min(abs(st), 2)) for st in v.strides)
-        parts.append(",".join(str(autotune.size_class(e)) for e in shape) + ":" + layout)
+    for v in _library_views(step.kernel, None)[:-1]:
+        parts.append(",".join(str(autotune.size_class(e)) for e in v.shape) + ":" +
+                     ",".join(str(min(abs(st), 2)) for st in v.strides))
     return "|".join(parts)
 
 
