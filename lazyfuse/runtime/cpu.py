@@ -297,6 +297,21 @@ def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
 
 
+_THREADS = """
+#include <omp.h>
+void lf_set_threads(int n) { omp_set_num_threads(n); }
+"""
+
+
+def omp_set_num_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime the kernels link (built by the same
+    compiler with the same flags, so it is that runtime whichever compiler it is)."""
+    fn = c_compile.build(_THREADS, what="thread-count setter").lf_set_threads
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = None
+    return fn
+
+
 _RUNNER = """
 #include <stdint.h>
 typedef void (*lf_kernel)(char **, const int64_t *);
