@@ -98,11 +98,15 @@ def noise_note() -> list:
 def machine() -> dict:
     cpu = platform.processor() or "?"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+                    if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        cpu = info.get("model name", cpu)
+        # the model name alone does not tell CPUs apart ("AMD EPYC" is a Zen 1 and a Zen 4 here)
+        simd = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in info.get("flags", "").split()), None)
+        if "cpu family" in info:
+            cpu += f" (family {info['cpu family']} model {info.get('model', '?')}" + (f", {simd}" if simd else "") + ")"
+    except (OSError, ValueError):
         pass
     import torch
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,

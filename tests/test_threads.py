@@ -33,7 +33,7 @@ def budget(monkeypatch):
     calls = []
     b = threads.ThreadBudget(calls.append)
     b.cpus = [0, 1, 2, 3]
-    b.threads = 4
+    b.threads = b.limit = 4
     return b, calls
 
 
@@ -67,6 +67,11 @@ def test_the_count_is_sampled_at_most_once_per_window(budget, monkeypatch):
     clock.advance(threads.SAMPLE_S / 10, others_cores=4.0)
     b.apply()
     assert calls == [4]
+
+
+def test_omp_num_threads_caps_the_count(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads.ThreadBudget(lambda n: None).threads == 1
 
 
 def test_a_fixed_count(budget, monkeypatch):

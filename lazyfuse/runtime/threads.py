@@ -13,7 +13,8 @@ time other processes kept them busy over the last sampling window. That is read 
 own CPU time, at most once per ``SAMPLE_S`` — a check of the clock per drain otherwise.
 Where ``/proc/stat`` cannot be read the count stays at every allowed CPU.
 
-``LAZYFUSE_THREADS``: ``auto`` (the default, as above) or a fixed count.
+``LAZYFUSE_THREADS``: ``auto`` (the default, as above) or a fixed count. ``OMP_NUM_THREADS``,
+where set, caps ``auto``.
 """
 from __future__ import annotations
 
@@ -70,7 +71,9 @@ class ThreadBudget:
     def __init__(self, set_threads):
         self._set_threads = set_threads          # omp_set_num_threads of the kernels' runtime
         self.cpus = allowed_cpus()
-        self.threads = len(self.cpus)
+        omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+        self.limit = min(len(self.cpus), int(omp)) if omp.isdigit() and int(omp) > 0 else len(self.cpus)
+        self.threads = self.limit
         self._mark = None                        # (wall, busy jiffies, own CPU seconds)
         self._applied = threading.local()
 
@@ -88,7 +91,7 @@ class ThreadBudget:
         if self._mark is not None:
             wall = now - self._mark[0]
             others = max(0.0, (busy - self._mark[1]) / _HZ - (own - self._mark[2])) / wall
-            self.threads = max(1, min(len(self.cpus), round(len(self.cpus) - others)))
+            self.threads = max(1, min(self.limit, round(len(self.cpus) - others)))
         self._mark = (now, busy, own)
         return self.threads
 
