@@ -110,7 +110,7 @@ def machine() -> dict:
         pass
     import torch
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "date": date.today().isoformat()}
+            "date": date.today().isoformat(), "threads": threads()}
     try:
         info["cc"] = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except (OSError, IndexError):
@@ -118,11 +118,32 @@ def machine() -> dict:
     return info
 
 
+def match_threads() -> None:
+    """Give torch as many threads as lazyfuse's C kernels get now (the cores other processes
+    leave free, measured over one window), so the peers are compared like for like."""
+    import torch
+    import lazyfuse as lf
+    budget = lf.device("cpu").threads
+    if budget is not None:
+        torch.set_num_threads(budget.measure())
+
+
+def threads() -> dict:
+    import torch
+    import lazyfuse as lf
+    budget = lf.device("cpu").threads
+    return {"torch": torch.get_num_threads(), "lazyfuse": budget.threads if budget is not None else None}
+
+
 def heading(title: str, info: dict, *details: str) -> list:
-    """The first lines of every results page: the title with the date, then the machine and the
-    ``details`` named ("torch": its version, "cc": the C compiler's banner)."""
+    """The first lines of every results page: the title with the date, then the machine, the
+    thread counts of torch and lazyfuse, and the ``details`` named ("torch": its version, "cc":
+    the C compiler's banner)."""
     named = {"torch": f"torch {info['torch']}", "cc": info.get("cc", "")}
-    machine_line = "; ".join([f"Machine: {info['cpu']}, {info['cores']} cores"] + [named[d] for d in details])
+    t = info.get("threads") or {}
+    machine_line = "; ".join([f"Machine: {info['cpu']}, {info['cores']} cores",
+                              f"threads: torch {t.get('torch')}, lazyfuse {t.get('lazyfuse')}"] +
+                             [named[d] for d in details])
     return [f"# lazyfuse {title} ({info['date']})", "", machine_line, ""]
 
 

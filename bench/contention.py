@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 import lazyfuse as lf
-from bench.common import BusyProcesses, heading, machine, publish, timeit_interleaved
+from bench.common import BusyProcesses, heading, machine, match_threads, publish, timeit_interleaved
 from bench.core import chain_lf, chain_torch
 from bench.training import torch_step
 
@@ -55,10 +55,8 @@ def variants(n_chain: int) -> dict:
 
 
 def measure(fns: dict, reps: int, busy: int) -> dict:
-    dev = lf.device("cpu")
     with BusyProcesses(busy):
-        if dev.threads is not None:
-            torch.set_num_threads(dev.threads.measure())
+        match_threads()
         times = timeit_interleaved(fns, reps=reps, warmup=3, min_time=0.5 if reps > 20 else 0.0)
         threads = torch.get_num_threads()
     return {"threads": threads, "us": {k: v * 1e6 for k, v in times.items()}}

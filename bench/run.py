@@ -32,6 +32,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         # the contention script starts its own load (quiet, then busy, in one run)
         with common.BusyProcesses(0 if name == "contention" else args.busy):
+            common.match_threads()
             status |= SCRIPTS[name].main(["--quick"] if args.quick else [])
         print(f"[bench] {name}: {time.perf_counter() - start:.0f} s\n")
     return status
