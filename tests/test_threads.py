@@ -100,3 +100,19 @@ def test_kernels_are_right_and_leave_a_core_to_a_competing_process():
         busy.kill()
         busy.wait()
     np.testing.assert_allclose(got, float((np.tanh(x.astype(np.float64) * 2 + 1) * np.exp(x)).sum()), rtol=1e-4)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "argmax", "var"])
+def test_a_reduction_does_not_depend_on_the_thread_count(monkeypatch, reduce):
+    """The thread count follows other processes' load, so a result must not depend on it: a
+    reduction split across threads cuts its extent into chunks that do not depend on the count."""
+    x = np.random.default_rng(7).standard_normal((3, 100_003)).astype(np.float32)
+    t = lf.tensor(x)
+    got = {}
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("LAZYFUSE_THREADS", n)
+        got[n] = getattr(t * 1.5, reduce)(-1).numpy()
+    assert np.array_equal(got["1"], got["2"]) and np.array_equal(got["1"], got["3"])
+    ref = x.astype(np.float64) * 1.5
+    want = np.var(ref, axis=-1, ddof=1) if reduce == "var" else getattr(np, {"amax": "max"}.get(reduce, reduce))(ref, axis=-1)
+    np.testing.assert_allclose(got["1"], want, rtol=1e-5, atol=1e-5)

@@ -519,24 +519,28 @@ class CPrinter:
         return lines
 
     def _split(self, par):
-        """Few outputs: each stage's reduced extent is split across threads, partials combined in order."""
+        """Few outputs: each stage's reduced extent is cut into ``split_chunks`` fixed chunks that
+        the threads share, and the chunks' partials combined in order. The chunks do not depend on
+        the thread count, so neither does the result: the count follows the free cores
+        (``runtime/threads.py``), and a sum must not change with another process's load."""
         k = self.k
         loops, indent = self._loops(k.outer, "    ", None, simd_inner=False)
         total = k.inner_numel
+        chunks = split_chunks(total)
         body = []
         for j, st in enumerate(k.stages):
             acc_t = _acc_type(st, self.k.inner_numel)
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
-            body.append(f"{indent}{{ {local_array(acc_t, f'part{j}', 256)}; {local_array('int64_t', f'partidx{j}', 256)}; "
-                        f"int nparts{j} = 1;")
+            body.append(f"{indent}{{ {local_array(acc_t, f'part{j}', chunks)}; "
+                        f"{local_array('int64_t', f'partidx{j}', chunks)};")
             if par is not None and c_parallel.parallel_stage(k, st):   # a region per stage and output
-                body.append(f"{indent}#pragma omp parallel{par}")
-            body.append(f"{indent}{{")
+                body.append(f"{indent}#pragma omp parallel for schedule(static){par}")
+            body.append(f"{indent}for (int64_t c = 0; c < {chunks}; c++) {{")
             ind = indent + "    "
             body += self._acc_decl(j, st, ind)
-            body.append(f"{ind}const int tid = omp_get_thread_num(), nth = omp_get_num_threads();")
-            body.append(f"{ind}const int64_t lo = (int64_t){total} * tid / nth, hi = (int64_t){total} * (tid + 1) / nth;")
+            body.append(f"{ind}const int64_t lo = (int64_t){total} * c / {chunks}, "
+                        f"hi = (int64_t){total} * (c + 1) / {chunks};")
             if st.op is Op.SUM:
                 body.append(f"{ind}#pragma omp simd reduction(+:acc{j})")
             body.append(f"{ind}for (int64_t rflat = lo; rflat < hi; rflat++) {{")
@@ -551,12 +555,10 @@ class CPrinter:
             v = scope.value(st.value)
             idx = c_index(st.arg_index) if has_idx else "0"
             body += scope.lines + [f"{lind}{self._combine(j, st, v, idx)}", f"{ind}}}"]
-            body.append(f"{ind}if (tid < 256) {{ part{j}[tid] = acc{j};" + (f" partidx{j}[tid] = accidx{j};" if has_idx else "")
-                        + " }")
-            body.append(f"{ind}if (tid == 0) nparts{j} = nth < 256 ? nth : 256;")
+            body.append(f"{ind}part{j}[c] = acc{j};" + (f" partidx{j}[c] = accidx{j};" if has_idx else ""))
             body.append(f"{indent}}}")
-            body.append(f"{indent}for (int t = 0; t < nparts{j}; t++) {{")
-            body.append(f"{indent}    {self._combine(j, st, f'part{j}[t]', f'partidx{j}[t]')}")
+            body.append(f"{indent}for (int64_t c = 0; c < {chunks}; c++) {{")
+            body.append(f"{indent}    {self._combine(j, st, f'part{j}[c]', f'partidx{j}[c]')}")
             body.append(f"{indent}}} }}")
         scope = _Scope(self, indent)
         stores = self._store(scope)
@@ -603,6 +605,12 @@ class CPrinter:
 
 
 SHORT_SUM = 1024   # sums over at most this many elements accumulate in the compute type
+SPLIT_CHUNK = 2048  # a ``split`` reduction's chunks hold at least this many elements ...
+SPLIT_CHUNKS = 64   # ... and there are at most this many (enough for 64 threads)
+
+
+def split_chunks(total: int) -> int:
+    return max(1, min(SPLIT_CHUNKS, total // SPLIT_CHUNK))
 
 
 def _acc_type(st, inner_numel: int = 1 << 30) -> str:
