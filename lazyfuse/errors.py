@@ -36,3 +36,7 @@ class CompileError(LazyfuseError, RuntimeError):
 
 class AutogradError(LazyfuseError, RuntimeError):
     """Misuse of autodiff: an in-place write to a tensor that requires grad, a second backward."""
+
+
+class ConfigError(LazyfuseError, ValueError):
+    """A ``LAZYFUSE_*`` environment variable with a value its knob does not accept (lazyfuse/config.py)."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 
+from .. import config
 from .cache import atomic_write, cache_dir
 from .index import DivMod
 from .kernel import Apply, Kernel, Load, walk
@@ -26,7 +26,7 @@ MARGIN = 0.05   # a candidate must beat the default by 5% to replace it
 
 
 def enabled() -> bool:
-    return os.environ.get("LAZYFUSE_AUTOTUNE", "1") not in ("0", "", "false", "off")
+    return config.AUTOTUNE.get()
 
 
 def size_class(n: int) -> int:
@@ -65,7 +65,7 @@ class Tuner:
         self.folder = None
 
     def key(self, signature: str) -> str:
-        from .. import __version__
+        from ..version import __version__
         raw = f"{__version__}|{self.backend_id}|{signature}"
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 

@@ -20,6 +20,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .. import config
 from ..errors import CompileError
 from .cache import cache_dir
 
@@ -31,7 +32,7 @@ _lock = threading.Lock()
 
 
 def compiler() -> str | None:
-    cc = os.environ.get("LAZYFUSE_CC")
+    cc = config.CC.get()
     if cc:
         return shutil.which(cc) or (cc if Path(cc).exists() else None)
     for name in ("cc", "gcc", "clang"):
@@ -78,7 +79,7 @@ def usable() -> str | None:
     kernel), or None when they can. The probe library is cached like any other."""
     cc = compiler()
     if cc is None:
-        cc = os.environ.get("LAZYFUSE_CC")
+        cc = config.CC.get()
         return f"LAZYFUSE_CC={cc!r} is not an executable C compiler" if cc else "no C compiler (cc, gcc, clang) on PATH"
     try:
         build("void lf_probe(char **args, const long *meta) { (void)args; (void)meta; }\n", what="compiler probe")

@@ -22,13 +22,10 @@ core), 0 gives every kernel with a loop a region.
 """
 from __future__ import annotations
 
-import os
-
-from ..errors import CompileError
+from .. import config
 from ..ir.node import Op
 from .kernel import Apply, Kernel, Load, Random, walk
 
-DEFAULT_THRESHOLD = 1 << 17
 
 _F32_COST = {Op.GELU: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24,
              Op.SILU: 30, Op.DIV: 8, Op.SQRT: 8, Op.RSQRT: 8, Op.RECIPROCAL: 8,
@@ -68,18 +65,9 @@ def work(k: Kernel) -> int:
 
 
 def threshold() -> int:
-    """``LAZYFUSE_PARALLEL_THRESHOLD``, read when a kernel is printed (the build path)."""
-    raw = os.environ.get("LAZYFUSE_PARALLEL_THRESHOLD", "").strip()
-    if not raw:
-        return DEFAULT_THRESHOLD
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise CompileError(f"LAZYFUSE_PARALLEL_THRESHOLD={raw!r} is not a whole number of work units: set it to "
-                           f"one (default {DEFAULT_THRESHOLD}; a huge value makes every C kernel serial) or unset it")
-    return value
+    """``LAZYFUSE_PARALLEL_THRESHOLD``, read when a kernel is printed (the build path); a bad
+    value is a ``CompileError`` of that build."""
+    return config.PARALLEL_THRESHOLD.get()
 
 
 def parallel(k: Kernel) -> bool:

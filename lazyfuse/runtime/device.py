@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 
 import torch
 
+from .. import config
 from ..errors import CaptureError, DeviceError
 from .engine import Engine
 from .pool import MemoryPool
@@ -166,7 +166,7 @@ def device(spec=None) -> Device:
     if isinstance(spec, Device):
         return spec
     if spec is None:
-        spec = os.environ.get("LAZYFUSE_DEVICE") or ("cuda" if _gpu_visible() else "cpu")
+        spec = config.DEVICE.get() or ("cuda" if _gpu_visible() else "cpu")
     if isinstance(spec, torch.device):
         spec = str(spec)
     if not isinstance(spec, str):

@@ -33,7 +33,6 @@ All allocations of a drain happen before its first launch, so a failing allocati
 from __future__ import annotations
 
 import operator
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config
 from ..errors import CaptureError, DeviceError
 from ..ir.node import Kind, Node, Op
 from ..ir.planner import DrainGraph, plan as make_plan
@@ -48,21 +48,15 @@ from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .pool import DATA, META, SCRATCH
 
-MAX_PENDING = int(os.environ.get("LAZYFUSE_MAX_PENDING", "4096"))
-PLAN_CACHE_SIZE = int(os.environ.get("LAZYFUSE_PLAN_CACHE", "512"))
+MAX_PENDING = config.MAX_PENDING.get()
+PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
 SCALAR = Op.SCALAR
 _weakref = weakref.ref
-DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
 
-
-def print_drain(device, plan, build: bool) -> None:
-    """``LAZYFUSE_DEBUG=1``: each drain's path and launches."""
-    from ..explain import describe_plan
-    print(describe_plan(plan, build))
-
-
-# called as drain_hook(device, plan, build) after every drain; ``python -m lazyfuse explain`` sets its own
-drain_hook = print_drain if DEBUG else None
+# the drain observer, called as drain_hook(device, plan, build) after every drain. The runtime
+# imports nothing above it: explain.py installs its printer here (``LAZYFUSE_DEBUG=1``), and
+# ``python -m lazyfuse explain`` its reporter
+drain_hook = None
 
 
 class Storage:
