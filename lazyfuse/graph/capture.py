@@ -96,7 +96,7 @@ class Graph:
                 self._output = out
                 return out
             dev = self.device
-            dev.engine.drain_for_capture()   # pending x.copy_(new) must land before the launches
+            dev.sync()   # pending x.copy_(new) must land before the launches
             if self._rng_draw:
                 from ..creation import generator
                 generator.take(self._rng_draw)

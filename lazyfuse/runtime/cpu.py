@@ -15,6 +15,7 @@ from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
+from .backend import Backend, bound_buffers
 from .pool import SCRATCH
 
 
@@ -145,7 +146,7 @@ def _gather(x, index, out, dim, size):
     torch.index_select(x, dim, torch.where(index < 0, index + size, index), out=out)
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """C kernels: every candidate config of every kernel of a plan is compiled in one library,
     tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
 
@@ -181,10 +182,9 @@ class CpuBackend:
         return out
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        from ..runtime.engine import resolve
         for st in plan.steps:
             if st.kind == "matmul":
-                self._choose_library(st, [resolve(slot, leaves, root_bufs, temps) for slot in st.slots], stats)
+                self._choose_library(st, bound_buffers(st, leaves, root_bufs, temps), stats)
         steps = [st for st in plan.steps if st.kind == "kernel"]
         if not steps:
             return
@@ -200,7 +200,7 @@ class CpuBackend:
             if n == 1:
                 best = 0
             else:
-                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                bufs = bound_buffers(st, leaves, root_bufs, temps)
                 with self._scratch(bufs, st, scalars) as (argv, meta):
                     runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
                     best = autotune.choose(self._tuner(), autotune.signature(st.kernel),

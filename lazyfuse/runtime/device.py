@@ -92,6 +92,11 @@ class Device:
         """Errors a device found without a host sync (see ``CudaDevice``), raised at a user
         drain; host devices check at launch and have none."""
 
+    def drain(self, reason: str) -> None:
+        """A user-visible drain (``lf.sync``, a host read, named by ``reason``): refused while a
+        capture is open. ``sync`` below is the capture layer's, allowed inside one."""
+        self.engine.sync(reason)
+
     # -- graph protocol -------------------------------------------------------------------------
     def graph_prepare(self) -> None:
         self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
@@ -123,8 +128,7 @@ class Device:
             self.engine.stop_tracking()
         rng = tuple((m, w) for _, _, m, w in launches if w)
         thunks = [t for t, _, _, _ in launches]
-        batch = getattr(self.backend, "batch", None)
-        return HostGraph(tuple(batch(thunks) if batch else thunks), len(thunks),
+        return HostGraph(tuple(self.backend.batch(thunks)), len(thunks),
                          (tuple((b, m) for _, b, m, _ in launches), metas), rng)
 
     def graph_abort(self) -> None:

@@ -635,7 +635,7 @@ def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
 def matmul_template(device) -> frozenset:
     """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
     epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
-    return getattr(device.backend, "matmul_template", frozenset())
+    return device.backend.matmul_template
 
 
 def _first_reached(node: Node, hit):
@@ -660,15 +660,6 @@ def _failed_input(node: Node):
 def _header(kernel) -> list:
     return [len(kernel.outer), *(v.extent for v in kernel.outer), len(kernel.inner),
             *(v.extent for v in kernel.inner)]
-
-
-def resolve(slot, leaves, root_bufs, temps):
-    kind, i = slot
-    if kind == "leaf":
-        return leaves[i]
-    if kind == "root":
-        return root_bufs[i]
-    return temps[i]
 
 
 class PlanKey:

@@ -30,6 +30,7 @@ from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
+from .backend import Backend, bound_buffers
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
 from .pool import SCRATCH
@@ -177,7 +178,7 @@ def _synchronized(launch, device):
     return run
 
 
-class TritonBackend:
+class TritonBackend(Backend):
     """Print, load and launch Triton kernels; matmul and gather go through torch.
 
     With autotuning on, every kernel of a plan is printed and loaded with each candidate
@@ -226,7 +227,6 @@ class TritonBackend:
         return tuner
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        from .engine import resolve
         for st in plan.steps:
             if st.kind != "kernel":
                 continue
@@ -247,7 +247,7 @@ class TritonBackend:
                                    f"the first error:\n{first}") from first
             best = 0
             if len(cands) > 1:
-                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                bufs = bound_buffers(st, leaves, root_bufs, temps)
                 best = self._tune(st, cands, built, bufs, scalars, stats)
                 if best < 0:
                     raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
