@@ -1,7 +1,7 @@
 """Op definitions: how each Tensor API call becomes IR nodes (promotion, broadcasting, casts).
 
-Every function here only *records*: it builds nodes and returns new Tensors at once (SPEC
-semantic 1). Elementwise sources are cast to the computation dtype and expanded to the
+Every function here only *records*: it builds nodes and returns new Tensors at once
+(docs/semantics.md, Lazy recording). Elementwise sources are cast to the computation dtype and expanded to the
 result shape with explicit nodes, so the planner and code generators never infer either.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Autotuning with an on-disk cache (SPEC semantic 4: part of the build path).
+"""Autotuning with an on-disk cache (part of the build path: docs/semantics.md, The plan cache and its two paths).
 
 A backend proposes candidate configs for a kernel; the tuner benchmarks each on scratch
 buffers (never the live ones: in-place kernels would clobber their own inputs) and keeps the

@@ -88,11 +88,10 @@ def _library_views(call, library) -> tuple:
 # A float32 matmul whose right operand is one matrix (a linear layer's weight, batch dims
 # broadcast) can run through either of torch's two CPU GEMM libraries: ``torch.matmul`` (MKL
 # in torch's x86 builds, writing straight into the pooled output) or oneDNN's linear (a fresh
-# result copied into it). Neither wins everywhere: on the 2-core AMD EPYC (Zen 1) this project
-# is measured on, MKL and oneDNN tie on 128x512 @ 512x512, but oneDNN takes 4.2 ms where MKL
-# takes 5.0 on 128x512 @ 512x2048 (MKL is known to take slower code paths on CPUs that are
-# not Intel's). So the library
-# is an autotuned choice per shape, like a kernel's config; ``torch`` is the default.
+# result copied into it). Neither wins everywhere: which is faster depends on the shape and
+# the CPU (MKL is known to take slower code paths on CPUs that are not Intel's; the figures
+# are in bench/results/cost-model-2026-11-30.md). So the library is an autotuned choice per
+# shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
 
 

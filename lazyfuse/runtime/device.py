@@ -1,6 +1,6 @@
 """Devices: where buffers live, which backend compiles and launches, and the graph protocol.
 
-Every device implements the graph protocol the capture layer uses (SPEC semantics 5-6):
+Every device implements the graph protocol the capture layer uses (docs/semantics.md, Capture):
 ``graph_prepare`` (persistent pool), ``sync`` (drain, allowed while capturing),
 ``graph_start_capture``, ``graph_stop_capture`` (returns the recorded graph) and
 ``graph_replay``. The runtime knows capture only through this protocol.

@@ -11,7 +11,7 @@ alive: a dropped result's nodes die at once, as they would without it.
 
 A drain:
 
-1. keeps the pending storages that are still alive (SPEC semantic 2: a result dropped before
+1. keeps the pending storages that are still alive (docs/semantics.md, Elision: a result dropped before
    the drain is never computed, nor anything only it needed);
 2. forms the structural key from the already-made descriptors plus the live roots (their
    tape positions and which buffers they overwrite): no walk of the graph. The descriptors
@@ -23,7 +23,7 @@ A drain:
    tape (a function of the key, so it holds for every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
-   (SPEC semantic 4 — the two paths allocate different buffers, on purpose);
+   (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on purpose);
 4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) and scalars by
    prebuilt gathers, launches, and turns every realized storage's value into a leaf.
 
@@ -281,11 +281,12 @@ class Engine:
         """Copy host data (a numpy array or CPU torch tensor of the storage's own shape and
         dtype) straight into its buffer, when that is exactly what a recorded ``copy_`` would do
         at the next drain: the buffer lives in host memory, the storage is realized, no pending
-        op reads the buffer (it must see the old value, SPEC 9), and no capture is under way —
+        op reads the buffer (it must see the old value: docs/semantics.md, Views and in-place
+        writes), and no capture is under way —
         inside one the copy is recorded as a launch, so every replay repeats it, and so it is in
         the capture's warmup, which must run the very plans the capture run records (from
         ``graph_prepare`` to the end of ``lf.capture``). Returns False where the copy must be
-        recorded. The input refresh of a replayed step (SPEC 8) then costs one
+        recorded. The input refresh of a replayed step (docs/semantics.md, Replay) then costs one
         memcpy instead of an upload and a one-kernel drain.
         """
         buf = storage.buffer
@@ -578,7 +579,7 @@ class Engine:
 
         A capture starts from a cold plan cache, so its warmup always takes the build path
         first and the steady-state path after — the same sequence whatever ran before, which
-        is what makes SPEC semantic 7's reproductions deterministic. (Compiled code and tuning
+        is what makes the two reproduced bugs deterministic. (Compiled code and tuning
         stay cached on disk and in memory: a rebuild only re-plans.) The dropped plans' metadata
         returns to the shared cache now, not to the capture's private segment.
         """

@@ -448,7 +448,7 @@ class CudaDevice(Device):
         host = super().graph_stop_capture()
         # A CUDA capture records the capture run's kernels without running them, where the cpu's
         # host graph runs each launch as it records it. One replay now makes the capture run
-        # happen on every device alike (SPEC 6 runs the closure once more): its in-place writes
+        # happen on every device alike (docs/semantics.md, Capture: the closure runs once more): its in-place writes
         # land and the graph's output holds its value, with the random words of that run.
         graph.replay()
         self.index_check.unchecked = True
