@@ -26,7 +26,6 @@ from .cache import cache_dir
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
          "-std=gnu11", "-w"]
-KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 _loaded: dict = {}
 _lock = threading.Lock()
 

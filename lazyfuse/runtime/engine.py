@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import config
 from ..errors import CaptureError, DeviceError
-from ..ir.node import Kind, Node, Op
+from ..ir.node import Kind, Node, Op, post_order, sources
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
@@ -129,7 +129,6 @@ class CompiledPlan:
     temps: list               # (dtype, numel) per temporary slot
     graph: DrainGraph
     metas: list | None = None  # steady-state launch metadata, one per step, made on first use
-    builds_seen: int = 0
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
@@ -199,20 +198,8 @@ class Engine:
     def _enter(self, root: Node) -> None:
         """Put ``root`` and every source of it not yet on the tape there, sources first."""
         tape = self.tape
-        stack = [root]
-        while stack:
-            node = stack[-1]
-            if node.tape is tape:
-                stack.pop()
-                continue
-            waiting = False
-            for src in node.srcs:
-                if src.tape is not tape:
-                    stack.append(src)
-                    waiting = True
-            if not waiting:
-                stack.pop()
-                self._append(node)
+        for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
+            self._append(node)
 
     def _append(self, node: Node) -> None:
         """Enter one node whose sources are on the tape, with its structural descriptor."""
@@ -687,33 +674,17 @@ def trace(roots):
     each root's node index and the index of the leaf whose buffer it overwrites (-1: a buffer
     the DAG does not read; None: a new buffer).
     """
-    nodes, pos = [], {}
+    nodes = post_order([s.current for s in roots], sources)
+    pos = {}
     leaves, leaf_by_buffer, scalars = {}, {}, []
-    for s in roots:
-        stack = [s.current]
-        while stack:
-            node = stack[-1]
-            if id(node) in pos:
-                stack.pop()
-                continue
-            srcs = node.srcs
-            pushed = False
-            for src in srcs:
-                if id(src) not in pos:
-                    stack.append(src)
-                    pushed = True
-            if pushed:
-                continue
-            stack.pop()
-            i = len(nodes)
-            pos[id(node)] = i
-            nodes.append(node)
-            op = node.op
-            if op is Op.BUFFER:
-                leaf_by_buffer.setdefault(id(node.arg), i)
-                leaves[i] = node.arg
-            elif op is Op.SCALAR:
-                scalars.append(node.arg)
+    for i, node in enumerate(nodes):
+        pos[id(node)] = i
+        op = node.op
+        if op is Op.BUFFER:
+            leaf_by_buffer.setdefault(id(node.arg), i)
+            leaves[i] = node.arg
+        elif op is Op.SCALAR:
+            scalars.append(node.arg)
     targets = []
     for s in roots:
         t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)
