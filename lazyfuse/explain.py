@@ -19,6 +19,7 @@ from . import config
 from .ir.node import Kind, Op
 from .ir.planner import DrainGraph
 from .runtime import engine
+from .runtime.backend import StepKind
 from .runtime.engine import matmul_template, plan_and_lower, trace
 from .tensor import Tensor
 
@@ -52,9 +53,10 @@ class Explanation:
         for st in plan.steps:
             grp = st.group
             members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
-            source = st.source if st.kind == "kernel" else _library_source(st.kind)
+            kernel = st.kind is StepKind.KERNEL
+            source = st.source if kernel else _library_source(st.kind.value)
             config = st.config.label() if st.config is not None else ""
-            kernels.append(KernelInfo(st.name, st.kernel.kind if st.kind == "kernel" else st.kind, members,
+            kernels.append(KernelInfo(st.name, st.kernel.kind if kernel else st.kind.value, members,
                                       grp.outputs, grp.reason, source, config))
         return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
 

@@ -8,6 +8,31 @@ to launch and ``batch`` to make a recorded launch list cheaper to replay; ``lf.e
 """
 from __future__ import annotations
 
+from enum import Enum
+from typing import NamedTuple
+
+
+class StepKind(str, Enum):
+    """What one step of a compiled plan launches: a generated kernel or a library call (named
+    by its op). A ``str`` enum, so it prints as, and compares equal to, its name."""
+    KERNEL = "kernel"
+    MATMUL = "matmul"
+    GATHER = "gather"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class LibraryCall(NamedTuple):
+    """What a library step (matmul, gather) calls torch with: a view (or None: the whole buffer)
+    of each operand, the output's shape, each operand's base shape, and the op's attribute."""
+    views: tuple
+    out_shape: tuple
+    base_shapes: tuple
+    arg: object
+
 
 class Backend:
     name: str = ""                          # shown by the demo and lf.explain ("c", "triton", ...)

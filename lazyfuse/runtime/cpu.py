@@ -15,7 +15,7 @@ from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
-from .backend import Backend, bound_buffers
+from .backend import Backend, StepKind, bound_buffers
 from .pool import SCRATCH
 
 
@@ -49,10 +49,10 @@ class HostMeta:
 def library_thunk(step, bufs, gather=None):
     """A library call (matmul, gather) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
-    if step.kind == "matmul":
+    if step.kind is StepKind.MATMUL:
         return matmul_call(step, step.config, bufs)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
-    return functools.partial(gather or _gather, *args, *step.kernel[3])
+    return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
 def typed_view(buf, view: View):
@@ -73,7 +73,7 @@ def typed_view(buf, view: View):
 @functools.lru_cache(maxsize=1024)
 def _library_views(call, library) -> tuple:
     """The View of each bound buffer (operands, then the output) of the library call described by
-    ``call`` (a step's ``(views, out shape, base shapes, arg)``) as ``library`` reads them."""
+    ``call`` (a step's ``LibraryCall``) as ``library`` reads them."""
     views, out_shape, base_shapes, _ = call
     out = tuple(v if v is not None else View.contiguous(s) for v, s in zip(views, base_shapes))
     if library != "onednn":
@@ -182,9 +182,9 @@ class CpuBackend(Backend):
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
         for st in plan.steps:
-            if st.kind == "matmul":
+            if st.kind is StepKind.MATMUL:
                 self._choose_library(st, bound_buffers(st, leaves, root_bufs, temps), stats)
-        steps = [st for st in plan.steps if st.kind == "kernel"]
+        steps = [st for st in plan.steps if st.kind is StepKind.KERNEL]
         if not steps:
             return
         cands = {st.name: self.candidates(st.kernel) for st in steps}
@@ -262,7 +262,7 @@ class CpuBackend(Backend):
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
-        if step.kind != "kernel":
+        if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)

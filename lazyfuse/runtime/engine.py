@@ -46,6 +46,7 @@ from ..ir.node import Kind, Node, Op, post_order, sources
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
+from .backend import LibraryCall, StepKind
 from .pool import DATA, META, SCRATCH
 
 MAX_PENDING = config.MAX_PENDING.get()
@@ -104,11 +105,11 @@ class Storage:
 class Step:
     """One launch of a compiled plan: a kernel or a library call, and what it binds."""
     name: str
-    kind: str                 # "kernel" | "matmul"
+    kind: StepKind
     slots: list               # buffer slot of each argument
     scalars: list             # position of each runtime scalar in the trace's scalar list
     header: list              # metadata words before the scalars (loop extents)
-    kernel: object = None     # codegen Kernel (kernels) or (views, out shape, base shapes, arg) (library)
+    kernel: object = None     # codegen Kernel (kernels) or LibraryCall (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
     bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
@@ -434,7 +435,7 @@ class Engine:
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
             rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
-            steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
+            steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
                               header, kernel, group=grp, rng_words=rng))
         return steps
 
@@ -452,8 +453,8 @@ class Engine:
             arg_slots.append(slots[pos[id(base)]])
         arg_slots.append(slots[grp.output])
         base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs)
-        return Step(out.op.label, out.op.label, arg_slots, [], [],
-                    (tuple(views), out.shape, base_shapes, out.arg), group=grp)
+        return Step(out.op.label, StepKind(out.op.label), arg_slots, [], [],
+                    LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp)
 
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, plan: CompiledPlan, roots, build) -> None:
@@ -503,7 +504,7 @@ class Engine:
             with device.launching():
                 calls = []
                 for at, (step, meta) in enumerate(zip(plan.steps, metas)):
-                    if step.kind == "kernel":
+                    if step.kind is StepKind.KERNEL:
                         meta.write(step.header, step.bind_scalars(tape))
                     calls.append(device.call(step, step.bind(bound), meta))
                 for at, call in enumerate(calls):

@@ -30,7 +30,7 @@ from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
-from .backend import Backend, bound_buffers
+from .backend import Backend, StepKind, bound_buffers
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
 from .pool import SCRATCH
@@ -228,7 +228,7 @@ class TritonBackend(Backend):
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
         for st in plan.steps:
-            if st.kind != "kernel":
+            if st.kind is not StepKind.KERNEL:
                 continue
             cands = self.candidates(st.kernel)
             built, first = [], None
@@ -302,7 +302,7 @@ class TritonBackend(Backend):
         return functools.partial(run, *args, **kwargs)
 
     def thunk(self, step, bufs, meta):
-        if step.kind != "kernel":
+        if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, self.gather)
         fn, grid, kwargs = step.compiled
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
