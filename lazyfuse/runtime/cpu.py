@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
-from ..codegen.c_printer import PRELUDE, CConfig, print_c
+from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, print_c
 from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
@@ -167,11 +167,9 @@ class CpuBackend(Backend):
         configs = [CConfig()]
         if autotune.enabled():
             if c_parallel.parallel(kernel):
-                configs.append(CConfig(threads=1))
+                configs.append(CConfig(**SERIAL))
             if kernel.stages:
-                configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]
-                configs.append(CConfig(strategy="rows", unroll=4))
-                configs += [CConfig(strategy="tile", lanes=w) for w in (16, 128, 512)]
+                configs += [CConfig(**variant) for variant in REDUCTION_VARIANTS]
         out, seen = [], set()
         for cfg in configs:
             src = print_c(kernel, cfg)
