@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 class StepKind(str, Enum):
     """What one step of a compiled plan launches: a generated kernel or a library call (named
-    by its op). A ``str`` enum, so it prints as, and compares equal to, its name."""
+    by its op's label: a new library op adds its member here, and its call to the backends'
+    ``thunk``). A ``str`` enum, so it prints as, and compares equal to, its name."""
     KERNEL = "kernel"
     MATMUL = "matmul"
     GATHER = "gather"

@@ -11,8 +11,8 @@ alive: a dropped result's nodes die at once, as they would without it.
 
 A drain:
 
-1. keeps the pending storages that are still alive (docs/semantics.md, Elision: a result dropped before
-   the drain is never computed, nor anything only it needed);
+1. keeps the pending storages that are still alive (docs/semantics.md, Elision: a result
+   dropped before the drain is never computed, nor anything only it needed);
 2. forms the structural key from the already-made descriptors plus the live roots (their
    tape positions and which buffers they overwrite): no walk of the graph. The descriptors
    cover every node recorded since the last drain, dropped ones too, so the key fixes the
@@ -23,7 +23,8 @@ A drain:
    tape (a function of the key, so it holds for every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
-   (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on purpose);
+   (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on
+   purpose);
 4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) and scalars by
    prebuilt gathers, launches, and turns every realized storage's value into a leaf.
 
