@@ -4,8 +4,8 @@ Ops record IR instead of running; a drain (``lf.sync``, a host read) fuses the l
 work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's interpreter) and
 launches them. ``lf.capture`` records a closure's steady-state launches for replay.
 """
-from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, DeviceError,  # noqa: F401
-                     DTypeError, LazyfuseError, ShapeError)
+from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, ConfigError,  # noqa: F401
+                     DeviceError, DTypeError, LazyfuseError, ShapeError)
 from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
 from .runtime.device import Device, device  # noqa: F401
@@ -19,5 +19,4 @@ from .graph import Graph, capture, graphed  # noqa: F401
 from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
-
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401

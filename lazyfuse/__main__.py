@@ -1,5 +1,6 @@
 """``python -m lazyfuse demo`` (the main job), ``python -m lazyfuse bench`` (the benchmark suite)
-and ``python -m lazyfuse explain script.py [args]`` (every drain of a script, explained)."""
+``python -m lazyfuse explain script.py [args]`` (every drain of a script, explained) and
+``python -m lazyfuse config`` (the ``LAZYFUSE_*`` knobs, their current values and help)."""
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,13 @@ def main(argv=None) -> int:
                          help="png/svg render through Graphviz's dot when it is installed (else .dot files)")
     explain.add_argument("script", help="the Python script to run")
     explain.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    config = sub.add_parser("config", help="the LAZYFUSE_* environment knobs: current value, default, help")
+    config.add_argument("--markdown", action="store_true", help="the README's table of knobs instead")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "config":
+        from . import config as knobs
+        print(knobs.markdown_table() if args.markdown else knobs.describe().rstrip())
+        return 0
     if args.command == "demo":
         from .demo import run_demo
         return run_demo(args)

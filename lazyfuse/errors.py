@@ -1,4 +1,4 @@
-"""The error hierarchy of SPEC: every error lazyfuse raises is a ``LazyfuseError``.
+"""The error hierarchy (docs/semantics.md, Errors): every error lazyfuse raises is a ``LazyfuseError``.
 
 Each subclass also derives from the builtin a Python user would catch for the same
 mistake (a bad shape is a ``ValueError``, a bad dtype a ``TypeError``), so code
@@ -36,3 +36,7 @@ class CompileError(LazyfuseError, RuntimeError):
 
 class AutogradError(LazyfuseError, RuntimeError):
     """Misuse of autodiff: an in-place write to a tensor that requires grad, a second backward."""
+
+
+class ConfigError(LazyfuseError, ValueError):
+    """A ``LAZYFUSE_*`` environment variable with a value its knob does not accept (lazyfuse/config.py)."""

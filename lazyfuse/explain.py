@@ -15,8 +15,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import config
 from .ir.node import Kind, Op
 from .ir.planner import DrainGraph
+from .runtime import engine
+from .runtime.backend import StepKind
 from .runtime.engine import matmul_template, plan_and_lower, trace
 from .tensor import Tensor
 
@@ -50,9 +53,10 @@ class Explanation:
         for st in plan.steps:
             grp = st.group
             members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
-            source = st.source if st.kind == "kernel" else _library_source(st.kind)
+            kernel = st.kind is StepKind.KERNEL
+            source = st.source if kernel else _library_source(st.kind.value)
             config = st.config.label() if st.config is not None else ""
-            kernels.append(KernelInfo(st.name, st.kernel.kind if st.kind == "kernel" else st.kind, members,
+            kernels.append(KernelInfo(st.name, st.kernel.kind if kernel else st.kind.value, members,
                                       grp.outputs, grp.reason, source, config))
         return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
 
@@ -208,6 +212,15 @@ def describe_plan(plan, build: bool) -> str:
     return "\n".join(lines)
 
 
+def print_drain(device, plan, build: bool) -> None:
+    """``LAZYFUSE_DEBUG=1``'s drain observer: each drain's path and launches."""
+    print(describe_plan(plan, build))
+
+
+if config.DEBUG.get():
+    engine.drain_hook = print_drain
+
+
 class DrainReporter:
     """The engine's drain hook for ``python -m lazyfuse explain``: the full explanation of each
     plan the first time a drain runs it (IR, kernels, boundary reasons, source, chosen config),
@@ -247,7 +260,6 @@ def explain_script(path, args=(), stream=None, dot_dir=None, dot_format="dot") -
     """Run the script at ``path`` as ``__main__`` (with ``sys.argv = [path, *args]``) and report
     every drain it makes through a ``DrainReporter`` (``python -m lazyfuse explain``)."""
     import runpy
-    from .runtime import engine
     reporter = DrainReporter(stream, dot_dir, dot_format)
     saved = engine.drain_hook, sys.argv, list(sys.path)
     engine.drain_hook = reporter

@@ -1,7 +1,7 @@
 """Op definitions: how each Tensor API call becomes IR nodes (promotion, broadcasting, casts).
 
-Every function here only *records*: it builds nodes and returns new Tensors at once (SPEC
-semantic 1). Elementwise sources are cast to the computation dtype and expanded to the
+Every function here only *records*: it builds nodes and returns new Tensors at once
+(docs/semantics.md, Lazy recording). Elementwise sources are cast to the computation dtype and expanded to the
 result shape with explicit nodes, so the planner and code generators never infer either.
 """
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
 
 import numpy as np
 import torch
 
+from . import config
 from .errors import DeviceError, DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Kind, Node, Op
@@ -21,7 +21,7 @@ from .ir.shapes import broadcast_shapes, normalize_dims, prod
 from .ir.view import View
 
 # matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
-INLINE_MATMUL = int(os.environ.get("LAZYFUSE_INLINE_MATMUL", str(1 << 20)))
+INLINE_MATMUL = config.INLINE_MATMUL.get()
 FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU,
                Op.RECIPROCAL}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}

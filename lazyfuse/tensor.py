@@ -2,7 +2,7 @@
 
 Views (reshape where strides allow, permute, transpose, expand, unsqueeze, squeeze, slicing)
 share the storage and see every later in-place write; every other op records a new node and
-returns a new storage (SPEC semantics 1 and 9). Host reads drain the device.
+returns a new storage (docs/semantics.md, Lazy recording; Views and in-place writes). Host reads drain the device.
 """
 from __future__ import annotations
 
@@ -646,7 +646,8 @@ class Tensor:
 
     # -- in-place writes -----------------------------------------------------------------------------
     def _write(self, value: Node) -> "Tensor":
-        """Replace this view's elements with ``value`` (same shape), in program order (SPEC 9)."""
+        """Replace this view's elements with ``value`` (same shape), in program order
+        (docs/semantics.md, Views and in-place writes)."""
         st = self._storage
         v = self._view
         if v.has_overlap():

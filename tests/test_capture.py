@@ -1,4 +1,5 @@
-"""Graph capture (SPEC semantics 4-8) on the cpu host graph; the interpreter for the fallback."""
+"""Graph capture (docs/semantics.md, Capture; The two reproduced bugs; Replay) on the cpu host
+graph; the interpreter for the fallback."""
 import gc
 import threading
 import time

@@ -65,7 +65,7 @@ def test_live_graphs_replay_in_any_order():
 
 
 def test_the_capture_run_takes_effect_like_every_warmup():
-    """SPEC 6 runs the closure warmup_iters + 1 times before capture returns, on every device:
+    """Capture (docs/semantics.md) runs the closure warmup_iters + 1 times before capture returns, on every device:
     its in-place writes land and the output holds the capture run's value."""
     counter = lf.zeros((4,), device=DEVICE)
 

@@ -1,4 +1,4 @@
-"""SPEC semantic 2: drop-before-sync elision.
+"""Drop-before-sync elision (docs/semantics.md, Elision).
 
 A drain executes only what a live tensor needs, plus every in-place write to a live buffer. A
 result whose last reference is dropped before the drain is never computed, nor is anything

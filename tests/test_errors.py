@@ -1,6 +1,7 @@
-"""Bad input raises the SPEC error classes, with a message naming the argument or the fix, and
-an error never leaves the engine broken: the next op and drain work, and no live tensor (not
-even one with pending work queued before the error) loses its value."""
+"""Bad input raises lazyfuse's error classes (docs/semantics.md, Errors), with a message naming
+the argument or the fix, and an error never leaves the engine broken: the next op and drain
+work, and no live tensor (not even one with pending work queued before the error) loses its
+value."""
 from __future__ import annotations
 
 import numpy as np

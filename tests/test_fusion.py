@@ -1,4 +1,5 @@
-"""Fusion, asserted through ``lf.stats()`` deltas and the generated sources (SPEC semantics 3-4).
+"""Fusion, asserted through ``lf.stats()`` deltas and the generated sources (docs/semantics.md, Fusion;
+The plan cache and its two paths).
 
 Every test drains whatever an earlier test left pending before it measures, then records a
 program and drains it once: the counters moved by that drain are the program's.

@@ -1,7 +1,7 @@
 """``x.copy_(host_data)`` of the storage's own shape and dtype writes straight into a realized
 buffer when nothing pending reads it (a replayed step's input refresh: no upload, no drain),
-and is recorded as before everywhere else: a pending reader still sees the old value (SPEC 9),
-and inside a capture the copy is a launch the replay repeats."""
+and is recorded as before everywhere else: a pending reader still sees the old value
+(docs/semantics.md, Views and in-place writes), and inside a capture the copy is a launch the replay repeats."""
 from __future__ import annotations
 
 import numpy as np

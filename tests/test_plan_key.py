@@ -1,4 +1,4 @@
-"""The structural plan key, made at record time (SPEC semantic 4).
+"""The structural plan key, made at record time (docs/semantics.md, The plan cache and its two paths).
 
 Each pending node gets a descriptor when it is recorded; a drain's key is those descriptors
 plus its live roots. These tests pin what the key must tell apart — a shared node from two

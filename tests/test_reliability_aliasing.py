@@ -1,4 +1,4 @@
-"""Issue 7, item 3: aliasing and hazards (SPEC semantic 9), on ``cpu`` and ``interpreter``.
+"""Issue 7, item 3: aliasing and hazards (docs/semantics.md, Views and in-place writes), on ``cpu`` and ``interpreter``.
 
 * A pending op reading a tensor that is later written in place sees the old value.
 * A replay's output fed back as the next replay's input (``x.copy_(g.output)``).

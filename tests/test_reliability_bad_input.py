@@ -1,6 +1,6 @@
 """Issue 7, item 1: a bad-input matrix over the public API.
 
-Every misuse raises the SPEC error class with a message naming the argument or the fix, and
+Every misuse raises its error class (docs/semantics.md, Errors) with a message naming the argument or the fix, and
 leaves the engine and the next capture working (tests/test_errors.py's checks, over more of the API: creation,
 each op category, reduction dims, views, indexing, casts, devices, capture states, scalars of
 every kind, numpy dtypes, out-of-memory). Inputs lazyfuse accepts get torch's value, or the

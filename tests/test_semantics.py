@@ -1,5 +1,5 @@
-"""SPEC semantic 1 (lazy recording: nothing runs before a drain) and semantic 9 (views and
-in-place writes follow torch's eager order), checked against torch eager where torch defines
+"""Lazy recording (nothing runs before a drain) and views and in-place writes (they follow
+torch's eager order), docs/semantics.md's sections of those names, checked against torch eager where torch defines
 the result."""
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ like any program (and can be captured).
 from __future__ import annotations
 
 from ..errors import AutogradError, DTypeError, ShapeError
+from ..ir.node import post_order
 from .mode import is_grad_enabled, no_grad
 
 
@@ -68,9 +69,6 @@ def _saved_versions(edges) -> tuple:
                 functions.append(value)
     return tuple(saved.values())
 
-    def __repr__(self) -> str:
-        return f"<{self.name}Backward>"
-
 
 def needs_grad(x) -> bool:
     ag = getattr(x, "_ag", None)
@@ -111,24 +109,15 @@ def set_requires_grad(t, flag: bool):
 
 def _order(root) -> list:
     """GradFns reachable from ``root``, each before every GradFn it sends gradient to."""
-    post, seen = [], set()
-    stack = [(root, False)]
-    while stack:
-        fn, expanded = stack.pop()
-        if expanded:
-            post.append(fn)
-            continue
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        stack.append((fn, True))
-        if fn.edges is None:
-            raise AutogradError("backward through the graph a second time: its saved tensors were freed by the "
-                                "first backward(); pass retain_graph=True to the first call")
-        for ag, _ in fn.edges:
-            if not ag.is_leaf and id(ag) not in seen:
-                stack.append((ag, False))
-    return post[::-1]
+    return post_order([root], _inputs)[::-1]
+
+
+def _inputs(fn) -> list:
+    """The GradFns ``fn`` sends gradient to (``_order``'s children)."""
+    if fn.edges is None:
+        raise AutogradError("backward through the graph a second time: its saved tensors were freed by the "
+                            "first backward(); pass retain_graph=True to the first call")
+    return [ag for ag, _ in fn.edges if not ag.is_leaf]
 
 
 def backward(root, gradient=None, retain_graph: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""Autotuning with an on-disk cache (SPEC semantic 4: part of the build path).
+"""Autotuning with an on-disk cache (part of the build path: docs/semantics.md, The plan cache and its two paths).
 
 A backend proposes candidate configs for a kernel; the tuner benchmarks each on scratch
 buffers (never the live ones: in-place kernels would clobber their own inputs) and keeps the
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import warnings
 
+from .. import config
 from ..errors import CompileError
 from .cache import atomic_write, cache_dir
 from .index import DivMod
@@ -37,18 +37,12 @@ MARGIN = 0.05   # a candidate must beat the default by 5% to replace it
 
 
 def enabled() -> bool:
-    return os.environ.get("LAZYFUSE_AUTOTUNE", "1") not in ("0", "", "false", "off")
+    return config.AUTOTUNE.get()
 
 
 def forced() -> int | None:
     """``LAZYFUSE_AUTOTUNE_FORCE``: the candidate index every kernel takes, or None."""
-    raw = os.environ.get("LAZYFUSE_AUTOTUNE_FORCE", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise CompileError(f"LAZYFUSE_AUTOTUNE_FORCE={raw!r} is not a candidate index: set it to 0, 1, 2, ... "
-                           "(each kernel takes its candidate of that index, its last where it has fewer) or unset it")
-    return int(raw)
+    return config.AUTOTUNE_FORCE.get()
 
 
 def explores() -> bool:
@@ -92,7 +86,7 @@ class Tuner:
         self.folder = None
 
     def key(self, signature: str) -> str:
-        from .. import __version__
+        from ..version import __version__
         raw = f"{__version__}|{self.backend_id}|{signature}"
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 

@@ -21,17 +21,17 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .. import config
 from ..errors import CompileError
 from .cache import cache_dir
 
 FLAGS = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
-KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def march() -> str:
     """The target of ``-march`` (``LAZYFUSE_MARCH``, default ``native``): e.g. ``x86-64-v2`` to
     test the kernels as a baseline x86-64 CPU runs them, on a CPU that can execute both."""
-    return os.environ.get("LAZYFUSE_MARCH", "").strip() or "native"
+    return config.MARCH.get() or "native"
 
 
 def flags() -> list:
@@ -42,7 +42,7 @@ _lock = threading.Lock()
 
 
 def compiler() -> str | None:
-    cc = os.environ.get("LAZYFUSE_CC")
+    cc = config.CC.get()
     if cc:
         return shutil.which(cc) or (cc if Path(cc).exists() else None)
     for name in ("cc", "gcc", "clang"):
@@ -89,7 +89,7 @@ def usable() -> str | None:
     kernel), or None when they can. The probe library is cached like any other."""
     cc = compiler()
     if cc is None:
-        cc = os.environ.get("LAZYFUSE_CC")
+        cc = config.CC.get()
         return f"LAZYFUSE_CC={cc!r} is not an executable C compiler" if cc else "no C compiler (cc, gcc, clang) on PATH"
     try:
         build("void lf_probe(char **args, const long *meta) { (void)args; (void)meta; }\n", what="compiler probe")

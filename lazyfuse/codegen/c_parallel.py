@@ -1,20 +1,17 @@
 """When a C kernel gets an OpenMP parallel region: a cost estimate of its loops against a threshold.
 
-A parallel region costs ~1.3 us to fork and join on an idle 2-core Zen 1 (a kernel's worker
-waits at the closing barrier), and milliseconds when another process holds the other core, so
-a small kernel gets none at all, not a disabled one. Counting elements alone misjudges both
-ends: 2048 gelus take 12 us on one core (a region makes that ~8), while 4096 additions take
-1.4 us (a region makes them slower). So the estimate is in *units* of roughly 0.07 ns of one
-core (what a simple elementwise kernel costs per loaded element or op): each load, simple op
-and reduction step is 1, the c_math.h functions what their loops measure per element
-(exp/tanh/sigmoid/log/sin/cos ~1.5 ns, silu ~2, gelu ~6; a division or square root ~0.6; a
-libm call ~15), times how often the loops evaluate them: the reduced extent once per
-reduction stage, a row-wise kernel's stores once more along the row. Reductions run faster
-per unit than that (a matmul's multiply-add, 4 units, takes ~0.1 ns), so the default
-threshold, 131072 units, keeps 16k-MAC matrix-vector products (a hidden-64 decode step's,
-~2 us) serial and gives the captured 32x64 training step's 2048-output matmuls, gelus and
-4096-element AdamW updates a region (per kernel on an idle core: 12 -> 7.4 us, 12 -> 8 us,
-6.3 -> 4.4 us; 4096 additions would go 1.4 -> 1.9 us and 64x32 MACs 0.8 -> 2.1 us).
+A parallel region costs about a microsecond to fork and join on an idle core (a kernel's
+worker waits at the closing barrier), and milliseconds when another process holds the other
+core, so a small kernel gets none at all, not a disabled one. Counting elements alone
+misjudges both ends: a few thousand gelus gain from a region, as many additions lose. So the
+estimate is in *units*, what a simple elementwise kernel costs per loaded element or op: each
+load, simple op and reduction step is 1, the c_math.h functions what their loops measure per
+element against that (``_F32_COST``; a libm call ``_LIBM``), times how often the loops
+evaluate them: the reduced extent once per reduction stage, a row-wise kernel's stores once
+more along the row. The default threshold keeps a hidden-64 decode step's 16k-MAC
+matrix-vector products serial and gives the captured 32x64 training step's 2048-output
+matmuls, gelus and 4096-element AdamW updates a region. The timings behind the weights and
+the threshold are in bench/results/cost-model-2026-11-30.md.
 
 ``LAZYFUSE_PARALLEL_THRESHOLD`` (units) moves the line: a huge value turns every kernel serial
 (a machine shared with other busy processes, where a worker thread may wait milliseconds for a
@@ -22,13 +19,10 @@ core), 0 gives every kernel with a loop a region.
 """
 from __future__ import annotations
 
-import os
-
-from ..errors import CompileError
+from .. import config
 from ..ir.node import Op
 from .kernel import Apply, Kernel, Load, Random, walk
 
-DEFAULT_THRESHOLD = 1 << 17
 
 _F32_COST = {Op.GELU: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24,
              Op.SILU: 30, Op.DIV: 8, Op.SQRT: 8, Op.RSQRT: 8, Op.RECIPROCAL: 8,
@@ -68,18 +62,9 @@ def work(k: Kernel) -> int:
 
 
 def threshold() -> int:
-    """``LAZYFUSE_PARALLEL_THRESHOLD``, read when a kernel is printed (the build path)."""
-    raw = os.environ.get("LAZYFUSE_PARALLEL_THRESHOLD", "").strip()
-    if not raw:
-        return DEFAULT_THRESHOLD
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise CompileError(f"LAZYFUSE_PARALLEL_THRESHOLD={raw!r} is not a whole number of work units: set it to "
-                           f"one (default {DEFAULT_THRESHOLD}; a huge value makes every C kernel serial) or unset it")
-    return value
+    """``LAZYFUSE_PARALLEL_THRESHOLD``, read when a kernel is printed (the build path); a bad
+    value is a ``CompileError`` of that build."""
+    return config.PARALLEL_THRESHOLD.get()
 
 
 def parallel(k: Kernel) -> bool:

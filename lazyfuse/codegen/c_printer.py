@@ -120,6 +120,14 @@ class CConfig:
                 f"lanes={self.lanes}")
 
 
+# The C tuning space (CpuBackend.candidates): after the default ``CConfig()``, a kernel whose
+# loops get a parallel region also tries ``SERIAL``, and a reduction tries each of these.
+SERIAL = dict(threads=1)
+REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strategy="tile"),
+                      dict(strategy="rows", unroll=4), dict(strategy="tile", lanes=16),
+                      dict(strategy="tile", lanes=128), dict(strategy="tile", lanes=512))
+
+
 def c_index(a: Affine) -> str:
     return render(a, "/")
 

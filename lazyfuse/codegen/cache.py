@@ -10,9 +10,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from .. import config
+
 
 def cache_dir(*parts: str) -> Path:
-    root = Path(os.environ.get("LAZYFUSE_CACHE_DIR") or Path.home() / ".cache" / "lazyfuse")
+    root = Path(config.CACHE_DIR.get() or Path.home() / ".cache" / "lazyfuse")
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -40,10 +40,6 @@ class Affine:
     terms: tuple  # ((term, coeff), ...), each term a Var or DivMod, coeff != 0
 
     @staticmethod
-    def of(const: int = 0, **_) -> "Affine":
-        return Affine(const, ())
-
-    @staticmethod
     def var(v: Var) -> "Affine":
         return Affine(0, ((v, 1),)) if v.extent > 1 else Affine(0, ())
 

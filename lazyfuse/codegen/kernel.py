@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.dtypes import DType
-from ..ir.node import Op
+from ..ir.node import Op, post_order
 from .index import Affine, Var
 
 
@@ -183,26 +183,7 @@ def rounds_to_storage(e: Expr) -> bool:
 def walk(roots, known=()) -> list:
     """Every Expr reachable from ``roots``, sources first, each once (identity); nodes whose id
     is in ``known`` (already emitted) are left out, and so are their sources."""
-    order, seen = [], set(known)
-
-    def visit(e):
-        stack = [(e, False)]
-        while stack:
-            x, done = stack.pop()
-            if done:
-                order.append(x)
-                continue
-            if id(x) in seen:
-                continue
-            seen.add(id(x))
-            stack.append((x, True))
-            for s in children(x):
-                if id(s) not in seen:
-                    stack.append((s, False))
-
-    for r in roots:
-        visit(r)
-    return order
+    return post_order(roots, children, set(known))
 
 
 def children(e: Expr) -> tuple:

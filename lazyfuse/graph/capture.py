@@ -1,6 +1,6 @@
 """Graph capture: record a closure's steady-state launches once, replay them as one dispatch.
 
-This follows Burn's ``capture`` (shared/reference/burn-graph.rs.txt) step by step, and each
+This follows Burn's ``capture`` (``burn_tensor/tensor/api/graph.rs`` in Burn's repository) step by step, and each
 step is there because of the failure it prevents:
 
 1. ``graph_prepare``: the pool keeps every block freed from now on in a private segment, so
@@ -16,7 +16,7 @@ step is there because of the failure it prevents:
 3. Open the capture; run the closure once more and drain under capture, recording every
    launch with the buffers it binds.
 4. Close. A close that fails still leaves the device out of capture mode; the graph is then a
-   fallback that re-runs the closure — and unlike the Rust original, which discards these
+   fallback that re-runs the closure — and unlike Burn's, which discards these
    errors, ``Graph.fallback_reason`` says why, and a warning says it once.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Graph:
                 self._output = out
                 return out
             dev = self.device
-            dev.engine.drain_for_capture()   # pending x.copy_(new) must land before the launches
+            dev.sync()   # pending x.copy_(new) must land before the launches
             if self._rng_draw:
                 from ..creation import generator
                 generator.take(self._rng_draw)
@@ -113,7 +113,7 @@ class Graph:
 
 
 def capture(device, closure, *, warmup_iters: int = 3, hold_outputs: bool = True) -> Graph:
-    """Capture ``closure`` on ``device`` for repeated replay (SPEC semantics 6-8)."""
+    """Capture ``closure`` on ``device`` for repeated replay (docs/semantics.md, Capture; Replay)."""
     dev = get_device(device)
     if not callable(closure):
         raise CaptureError(f"closure={closure!r} is not callable")

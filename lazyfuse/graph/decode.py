@@ -35,7 +35,7 @@ class DecodeState:
                 raise ShapeError(f"cache {name!r} of shape {shape}: its second-to-last dim must be max_len="
                                  f"{self.max_len} (the position)")
             self.caches[name] = zeros(shape, dtype=dtype, device=self.device)
-        self.device.engine.sync("DecodeState: materialize pinned buffers")
+        self.device.drain("DecodeState: materialize pinned buffers")
         self.position = None
 
     def set(self, token: int, position: int) -> None:

@@ -31,7 +31,7 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
         raise CaptureError("graphed(fn, *example_inputs): give at least one example Tensor input")
     dev = example_inputs[0].device
     static = [x.clone() for x in example_inputs]
-    dev.engine.sync("graphed: materialize static inputs")
+    dev.drain("graphed: materialize static inputs")
     graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters)
 
     def call(*inputs):
@@ -46,7 +46,7 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
         if not clone_outputs:
             return out
         copies = _map(out, lambda t: t.clone())
-        dev.engine.sync("graphed: materialize output copies")
+        dev.drain("graphed: materialize output copies")
         return copies
 
     call.graph = graph

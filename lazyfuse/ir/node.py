@@ -132,23 +132,32 @@ class Node:
         return f"Node({self.op.label}, {self.dtype.name}{list(self.shape)})"
 
 
-def toposort(roots) -> list:
-    """Nodes reachable from ``roots``, every node after its sources (iterative DFS)."""
-    order, seen = [], set()
+def post_order(roots, children, seen=None) -> list:
+    """Everything reachable from ``roots`` through ``children(x)``, each once (by identity) and
+    after all it reaches: the one graph walk of IR nodes, kernel expressions and autograd
+    functions. Iterative, so deep graphs never hit Python's recursion limit. Objects whose id
+    is in ``seen`` (updated as the walk goes) are left out, with what only they reach. The
+    order is a depth-first one that explores the last child first; code printing and plan
+    keys depend on it, so it must not change."""
+    order = []
+    seen = set() if seen is None else seen
     for root in roots:
-        if id(root) in seen:
-            continue
         stack = [(root, False)]
         while stack:
-            node, expanded = stack.pop()
+            x, expanded = stack.pop()
             if expanded:
-                order.append(node)
+                order.append(x)
                 continue
-            if id(node) in seen:
+            if id(x) in seen:
                 continue
-            seen.add(id(node))
-            stack.append((node, True))
-            for s in reversed(node.srcs):
-                if id(s) not in seen:
-                    stack.append((s, False))
+            seen.add(id(x))
+            stack.append((x, True))
+            for c in children(x):
+                if id(c) not in seen:
+                    stack.append((c, False))
     return order
+
+
+def sources(node: Node) -> tuple:
+    """A node's sources (``post_order``'s children for IR nodes)."""
+    return node.srcs

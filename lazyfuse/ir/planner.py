@@ -227,7 +227,7 @@ def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
     matmul: once per output column); a row-wise kernel reading its row statistic along the
     reduced axes is the exception, that value is computed once per row anyway."""
     if grp.reduce is None:
-        return False  # pointwise kernels fuse through broadcasts (SPEC 3); recomputing is cheap there
+        return False  # pointwise kernels fuse through broadcasts (docs/semantics.md, Fusion): recomputing is cheap
     axes = set(grp.reduce[1])
     for c in cons[i]:
         v = nodes[c].arg if nodes[c].kind is Kind.VIEW else None

@@ -4,7 +4,7 @@ A ``View`` maps a multi-index of ``shape`` to an element offset into a storage's
 contiguous layout: ``offset + sum(i_k * strides_k)``. Permute, expand, slicing, squeeze and
 unsqueeze always compose into a new View; ``reshape`` does exactly when torch's ``view``
 would succeed (same stride algorithm), and returns ``None`` otherwise so that the caller
-makes a copy — the same aliasing a torch user expects (SPEC semantic 9).
+makes a copy — the same aliasing a torch user expects (docs/semantics.md, Views and in-place writes).
 """
 from __future__ import annotations
 

@@ -10,11 +10,12 @@ import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
-from ..codegen.c_printer import PRELUDE, CConfig, print_c
+from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, print_c
 from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
+from .backend import Backend, StepKind, bound_buffers
 from .pool import SCRATCH
 
 
@@ -48,10 +49,10 @@ class HostMeta:
 def library_thunk(step, bufs, gather=None):
     """A library call (matmul, gather) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
-    if step.kind == "matmul":
+    if step.kind is StepKind.MATMUL:
         return matmul_call(step, step.config, bufs)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
-    return functools.partial(gather or _gather, *args, *step.kernel[3])
+    return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
 def typed_view(buf, view: View):
@@ -72,7 +73,7 @@ def typed_view(buf, view: View):
 @functools.lru_cache(maxsize=1024)
 def _library_views(call, library) -> tuple:
     """The View of each bound buffer (operands, then the output) of the library call described by
-    ``call`` (a step's ``(views, out shape, base shapes, arg)``) as ``library`` reads them."""
+    ``call`` (a step's ``LibraryCall``) as ``library`` reads them."""
     views, out_shape, base_shapes, _ = call
     out = tuple(v if v is not None else View.contiguous(s) for v, s in zip(views, base_shapes))
     if library != "onednn":
@@ -87,11 +88,10 @@ def _library_views(call, library) -> tuple:
 # A float32 matmul whose right operand is one matrix (a linear layer's weight, batch dims
 # broadcast) can run through either of torch's two CPU GEMM libraries: ``torch.matmul`` (MKL
 # in torch's x86 builds, writing straight into the pooled output) or oneDNN's linear (a fresh
-# result copied into it). Neither wins everywhere: on the 2-core AMD EPYC (Zen 1) this project
-# is measured on, MKL and oneDNN tie on 128x512 @ 512x512, but oneDNN takes 4.2 ms where MKL
-# takes 5.0 on 128x512 @ 512x2048 (MKL is known to take slower code paths on CPUs that are
-# not Intel's). So the library
-# is an autotuned choice per shape, like a kernel's config; ``torch`` is the default.
+# result copied into it). Neither wins everywhere: which is faster depends on the shape and
+# the CPU (MKL is known to take slower code paths on CPUs that are not Intel's; the figures
+# are in bench/results/cost-model-2026-11-30.md). So the library is an autotuned choice per
+# shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
 
 
@@ -145,17 +145,10 @@ def _gather(x, index, out, dim, size):
     torch.index_select(x, dim, torch.where(index < 0, index + size, index), out=out)
 
 
-# What autotuning tries besides the heuristic default (``CConfig()``): a kernel that gets a
-# parallel region also runs serial; a reduction tries each strategy and variants of its widths.
-SERIAL_CONFIGS = (CConfig(threads=1),)
-REDUCTION_CONFIGS = (CConfig(strategy="rows"), CConfig(strategy="split"), CConfig(strategy="tile"),
-                     CConfig(strategy="rows", unroll=4),
-                     CConfig(strategy="tile", lanes=16), CConfig(strategy="tile", lanes=128),
-                     CConfig(strategy="tile", lanes=512))
-MAX_CANDIDATES = 1 + len(SERIAL_CONFIGS) + len(REDUCTION_CONFIGS)
+MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every reduction variant
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """C kernels: every candidate config of every kernel of a plan is compiled in one library,
     tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
 
@@ -177,9 +170,9 @@ class CpuBackend:
         configs = [CConfig()]
         if autotune.explores():
             if c_parallel.parallel(kernel):
-                configs += SERIAL_CONFIGS
+                configs.append(CConfig(**SERIAL))
             if kernel.stages:
-                configs += REDUCTION_CONFIGS
+                configs += [CConfig(**variant) for variant in REDUCTION_VARIANTS]
         out, seen = [], set()
         for cfg in configs:
             src = print_c(kernel, cfg)
@@ -189,11 +182,10 @@ class CpuBackend:
         return out
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        from ..runtime.engine import resolve
         for st in plan.steps:
-            if st.kind == "matmul":
-                self._choose_library(st, [resolve(slot, leaves, root_bufs, temps) for slot in st.slots], stats)
-        steps = [st for st in plan.steps if st.kind == "kernel"]
+            if st.kind is StepKind.MATMUL:
+                self._choose_library(st, bound_buffers(st, leaves, root_bufs, temps), stats)
+        steps = [st for st in plan.steps if st.kind is StepKind.KERNEL]
         if not steps:
             return
         cands = {st.name: self.candidates(st.kernel) for st in steps}
@@ -208,7 +200,7 @@ class CpuBackend:
             if n == 1:
                 best = 0
             else:
-                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                bufs = bound_buffers(st, leaves, root_bufs, temps)
                 with self._scratch(bufs, st, scalars) as (argv, meta):
                     runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
                     best = autotune.choose(self._tuner(), autotune.signature(st.kernel),
@@ -271,7 +263,7 @@ class CpuBackend:
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
-        if step.kind != "kernel":
+        if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)

@@ -1,6 +1,6 @@
 """Devices: where buffers live, which backend compiles and launches, and the graph protocol.
 
-Every device implements the graph protocol the capture layer uses (SPEC semantics 5-6):
+Every device implements the graph protocol the capture layer uses (docs/semantics.md, Capture):
 ``graph_prepare`` (persistent pool), ``sync`` (drain, allowed while capturing),
 ``graph_start_capture``, ``graph_stop_capture`` (returns the recorded graph) and
 ``graph_replay``. The runtime knows capture only through this protocol.
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 
 import torch
 
+from .. import config
 from ..errors import CaptureError, DeviceError
 from .engine import Engine
 from .pool import MemoryPool
@@ -92,6 +92,11 @@ class Device:
         """Errors a device found without a host sync (see ``CudaDevice``), raised at a user
         drain; host devices check at launch and have none."""
 
+    def drain(self, reason: str) -> None:
+        """A user-visible drain (``lf.sync``, a host read, named by ``reason``): refused while a
+        capture is open. ``sync`` below is the capture layer's, allowed inside one."""
+        self.engine.sync(reason)
+
     # -- graph protocol -------------------------------------------------------------------------
     def graph_prepare(self) -> None:
         self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
@@ -123,8 +128,7 @@ class Device:
             self.engine.stop_tracking()
         rng = tuple((m, w) for _, _, m, w in launches if w)
         thunks = [t for t, _, _, _ in launches]
-        batch = getattr(self.backend, "batch", None)
-        return HostGraph(tuple(batch(thunks) if batch else thunks), len(thunks),
+        return HostGraph(tuple(self.backend.batch(thunks)), len(thunks),
                          (tuple((b, m) for _, b, m, _ in launches), metas), rng)
 
     def graph_abort(self) -> None:
@@ -180,7 +184,7 @@ def device(spec=None) -> Device:
     if isinstance(spec, Device):
         return spec
     if spec is None:
-        spec = os.environ.get("LAZYFUSE_DEVICE") or ("cuda" if _gpu_visible() else "cpu")
+        spec = config.DEVICE.get() or ("cuda" if _gpu_visible() else "cpu")
     if isinstance(spec, torch.device):
         spec = str(spec)
     if not isinstance(spec, str):

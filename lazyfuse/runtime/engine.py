@@ -11,8 +11,8 @@ alive: a dropped result's nodes die at once, as they would without it.
 
 A drain:
 
-1. keeps the pending storages that are still alive (SPEC semantic 2: a result dropped before
-   the drain is never computed, nor anything only it needed);
+1. keeps the pending storages that are still alive (docs/semantics.md, Elision: a result
+   dropped before the drain is never computed, nor anything only it needed);
 2. forms the structural key from the already-made descriptors plus the live roots (their
    tape positions and which buffers they overwrite): no walk of the graph. The descriptors
    cover every node recorded since the last drain, dropped ones too, so the key fixes the
@@ -23,7 +23,8 @@ A drain:
    tape (a function of the key, so it holds for every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
-   (SPEC semantic 4 — the two paths allocate different buffers, on purpose);
+   (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on
+   purpose);
 4. binds buffers (tape leaves, fresh outputs and temporaries from the pool) and scalars by
    prebuilt gathers, launches, and turns every realized storage's value into a leaf.
 
@@ -33,7 +34,6 @@ All allocations of a drain happen before its first launch, so a failing allocati
 from __future__ import annotations
 
 import operator
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -41,28 +41,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config
 from ..errors import CaptureError, DeviceError
-from ..ir.node import Kind, Node, Op
+from ..ir.node import Kind, Node, Op, post_order, sources
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
+from .backend import LibraryCall, StepKind
 from .pool import DATA, META, SCRATCH
 
-MAX_PENDING = int(os.environ.get("LAZYFUSE_MAX_PENDING", "4096"))
-PLAN_CACHE_SIZE = int(os.environ.get("LAZYFUSE_PLAN_CACHE", "512"))
+MAX_PENDING = config.MAX_PENDING.get()
+PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
 SCALAR = Op.SCALAR
 _weakref = weakref.ref
-DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
 
-
-def print_drain(device, plan, build: bool) -> None:
-    """``LAZYFUSE_DEBUG=1``: each drain's path and launches."""
-    from ..explain import describe_plan
-    print(describe_plan(plan, build))
-
-
-# called as drain_hook(device, plan, build) after every drain; ``python -m lazyfuse explain`` sets its own
-drain_hook = print_drain if DEBUG else None
+# the drain observer, called as drain_hook(device, plan, build) after every drain. The runtime
+# imports nothing above it: explain.py installs its printer here (``LAZYFUSE_DEBUG=1``), and
+# ``python -m lazyfuse explain`` its reporter
+drain_hook = None
 
 
 class Storage:
@@ -110,11 +106,11 @@ class Storage:
 class Step:
     """One launch of a compiled plan: a kernel or a library call, and what it binds."""
     name: str
-    kind: str                 # "kernel" | "matmul"
+    kind: StepKind
     slots: list               # buffer slot of each argument
     scalars: list             # position of each runtime scalar in the trace's scalar list
     header: list              # metadata words before the scalars (loop extents)
-    kernel: object = None     # codegen Kernel (kernels) or (views, out shape, base shapes, arg) (library)
+    kernel: object = None     # codegen Kernel (kernels) or LibraryCall (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
     bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
@@ -135,7 +131,6 @@ class CompiledPlan:
     temps: list               # (dtype, numel) per temporary slot
     graph: DrainGraph
     metas: list | None = None  # steady-state launch metadata, one per step, made on first use
-    builds_seen: int = 0
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
@@ -205,20 +200,8 @@ class Engine:
     def _enter(self, root: Node) -> None:
         """Put ``root`` and every source of it not yet on the tape there, sources first."""
         tape = self.tape
-        stack = [root]
-        while stack:
-            node = stack[-1]
-            if node.tape is tape:
-                stack.pop()
-                continue
-            waiting = False
-            for src in node.srcs:
-                if src.tape is not tape:
-                    stack.append(src)
-                    waiting = True
-            if not waiting:
-                stack.pop()
-                self._append(node)
+        for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
+            self._append(node)
 
     def _append(self, node: Node) -> None:
         """Enter one node whose sources are on the tape, with its structural descriptor."""
@@ -287,11 +270,12 @@ class Engine:
         """Copy host data (a numpy array or CPU torch tensor of the storage's own shape and
         dtype) straight into its buffer, when that is exactly what a recorded ``copy_`` would do
         at the next drain: the buffer lives in host memory, the storage is realized, no pending
-        op reads the buffer (it must see the old value, SPEC 9), and no capture is under way —
+        op reads the buffer (it must see the old value: docs/semantics.md, Views and in-place
+        writes), and no capture is under way —
         inside one the copy is recorded as a launch, so every replay repeats it, and so it is in
         the capture's warmup, which must run the very plans the capture run records (from
         ``graph_prepare`` to the end of ``lf.capture``). Returns False where the copy must be
-        recorded. The input refresh of a replayed step (SPEC 8) then costs one
+        recorded. The input refresh of a replayed step (docs/semantics.md, Replay) then costs one
         memcpy instead of an upload and a one-kernel drain.
         """
         buf = storage.buffer
@@ -452,7 +436,7 @@ class Engine:
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
             rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
-            steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
+            steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
                               header, kernel, group=grp, rng_words=rng))
         return steps
 
@@ -470,8 +454,8 @@ class Engine:
             arg_slots.append(slots[pos[id(base)]])
         arg_slots.append(slots[grp.output])
         base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs)
-        return Step(out.op.label, out.op.label, arg_slots, [], [],
-                    (tuple(views), out.shape, base_shapes, out.arg), group=grp)
+        return Step(out.op.label, StepKind(out.op.label), arg_slots, [], [],
+                    LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp)
 
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, plan: CompiledPlan, roots, build) -> None:
@@ -521,7 +505,7 @@ class Engine:
             with device.launching():
                 calls = []
                 for at, (step, meta) in enumerate(zip(plan.steps, metas)):
-                    if step.kind == "kernel":
+                    if step.kind is StepKind.KERNEL:
                         meta.write(step.header, step.bind_scalars(tape))
                     calls.append(device.call(step, step.bind(bound), meta))
                 for at, call in enumerate(calls):
@@ -584,7 +568,7 @@ class Engine:
 
         A capture starts from a cold plan cache, so its warmup always takes the build path
         first and the steady-state path after — the same sequence whatever ran before, which
-        is what makes SPEC semantic 7's reproductions deterministic. (Compiled code and tuning
+        is what makes the two reproduced bugs deterministic. (Compiled code and tuning
         stay cached on disk and in memory: a rebuild only re-plans.) The dropped plans' metadata
         returns to the shared cache now, not to the capture's private segment.
         """
@@ -641,7 +625,7 @@ def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
 def matmul_template(device) -> frozenset:
     """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
     epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
-    return getattr(device.backend, "matmul_template", frozenset())
+    return device.backend.matmul_template
 
 
 def _first_reached(node: Node, hit):
@@ -668,15 +652,6 @@ def _header(kernel) -> list:
             *(v.extent for v in kernel.inner)]
 
 
-def resolve(slot, leaves, root_bufs, temps):
-    kind, i = slot
-    if kind == "leaf":
-        return leaves[i]
-    if kind == "root":
-        return root_bufs[i]
-    return temps[i]
-
-
 class PlanKey:
     """A structural key with its hash computed once (dict lookups would rehash a tuple each time)."""
 
@@ -701,33 +676,17 @@ def trace(roots):
     each root's node index and the index of the leaf whose buffer it overwrites (-1: a buffer
     the DAG does not read; None: a new buffer).
     """
-    nodes, pos = [], {}
+    nodes = post_order([s.current for s in roots], sources)
+    pos = {}
     leaves, leaf_by_buffer, scalars = {}, {}, []
-    for s in roots:
-        stack = [s.current]
-        while stack:
-            node = stack[-1]
-            if id(node) in pos:
-                stack.pop()
-                continue
-            srcs = node.srcs
-            pushed = False
-            for src in srcs:
-                if id(src) not in pos:
-                    stack.append(src)
-                    pushed = True
-            if pushed:
-                continue
-            stack.pop()
-            i = len(nodes)
-            pos[id(node)] = i
-            nodes.append(node)
-            op = node.op
-            if op is Op.BUFFER:
-                leaf_by_buffer.setdefault(id(node.arg), i)
-                leaves[i] = node.arg
-            elif op is Op.SCALAR:
-                scalars.append(node.arg)
+    for i, node in enumerate(nodes):
+        pos[id(node)] = i
+        op = node.op
+        if op is Op.BUFFER:
+            leaf_by_buffer.setdefault(id(node.arg), i)
+            leaves[i] = node.arg
+        elif op is Op.SCALAR:
+            scalars.append(node.arg)
     targets = []
     for s in roots:
         t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)

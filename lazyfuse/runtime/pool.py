@@ -3,9 +3,9 @@
 Blocks are kept by (usage, size class) once freed and handed out again to the next request
 of the same class. ``usage`` separates data buffers, launch metadata and autotuning scratch,
 so a warmup that only produced one kind cannot satisfy a capture that needs another: this is
-what makes SPEC semantic 7's reproductions deterministic.
+what makes the reproduced bugs deterministic (docs/semantics.md, The two reproduced bugs).
 
-Graph capture (SPEC semantic 5):
+Graph capture (docs/semantics.md, The memory pool):
 * ``prepare()`` opens a *private* segment: from then on freed blocks are kept there, apart
   from everything cached before, so only what the warmup itself freed can serve the capture
   (like torch's per-graph private pool).

@@ -1,4 +1,4 @@
-"""The counters of SPEC (``lf.stats()``): what the engine recorded, elided, fused and launched."""
+"""The counters of ``lf.stats()``: what the engine recorded, elided, fused and launched."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields

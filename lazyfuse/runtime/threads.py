@@ -22,7 +22,7 @@ import os
 import threading
 import time
 
-from ..errors import DeviceError
+from .. import config
 
 SAMPLE_S = 0.1     # the window over which other processes' load is measured
 _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -37,13 +37,7 @@ def allowed_cpus() -> list:
 
 def fixed_threads() -> int | None:
     """``LAZYFUSE_THREADS`` as a count, or None for ``auto``."""
-    raw = os.environ.get("LAZYFUSE_THREADS", "").strip().lower()
-    if raw in ("", "auto"):
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise DeviceError(f"LAZYFUSE_THREADS={raw!r} is neither 'auto' nor a thread count: set it to auto "
-                          "(the cores other processes leave free) or to a whole number >= 1")
-    return int(raw)
+    return config.THREADS.get()
 
 
 def _busy_jiffies(cpus: set) -> int | None:
@@ -71,8 +65,7 @@ class ThreadBudget:
     def __init__(self, set_threads):
         self._set_threads = set_threads          # omp_set_num_threads of the kernels' runtime
         self.cpus = allowed_cpus()
-        omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-        self.limit = min(len(self.cpus), int(omp)) if omp.isdigit() and int(omp) > 0 else len(self.cpus)
+        self.limit = min(len(self.cpus), config.omp_num_threads() or len(self.cpus))
         self.threads = self.limit
         self._mark = None                        # (wall, busy jiffies, own CPU seconds)
         self._applied = threading.local()

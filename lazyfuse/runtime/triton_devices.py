@@ -30,6 +30,7 @@ from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
+from .backend import Backend, StepKind, bound_buffers
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
 from .pool import SCRATCH
@@ -177,7 +178,7 @@ def _synchronized(launch, device):
     return run
 
 
-class TritonBackend:
+class TritonBackend(Backend):
     """Print, load and launch Triton kernels; matmul and gather go through torch.
 
     With autotuning on, every kernel of a plan is printed and loaded with each candidate
@@ -226,9 +227,8 @@ class TritonBackend:
         return tuner
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        from .engine import resolve
         for st in plan.steps:
-            if st.kind != "kernel":
+            if st.kind is not StepKind.KERNEL:
                 continue
             cands = self.candidates(st.kernel)
             built, first = [], None
@@ -247,7 +247,7 @@ class TritonBackend:
                                    f"the first error:\n{first}") from first
             best = 0
             if len(cands) > 1:
-                bufs = [resolve(slot, leaves, root_bufs, temps) for slot in st.slots]
+                bufs = bound_buffers(st, leaves, root_bufs, temps)
                 best = self._tune(st, cands, built, bufs, scalars, stats)
                 if best < 0:
                     raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
@@ -302,7 +302,7 @@ class TritonBackend:
         return functools.partial(run, *args, **kwargs)
 
     def thunk(self, step, bufs, meta):
-        if step.kind != "kernel":
+        if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, self.gather)
         fn, grid, kwargs = step.compiled
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
@@ -448,7 +448,7 @@ class CudaDevice(Device):
         host = super().graph_stop_capture()
         # A CUDA capture records the capture run's kernels without running them, where the cpu's
         # host graph runs each launch as it records it. One replay now makes the capture run
-        # happen on every device alike (SPEC 6 runs the closure once more): its in-place writes
+        # happen on every device alike (docs/semantics.md, Capture: the closure runs once more): its in-place writes
         # land and the graph's output holds its value, with the random words of that run.
         graph.replay()
         self.index_check.unchecked = True

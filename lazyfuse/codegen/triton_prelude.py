@@ -1,0 +1,208 @@
+# The helpers every generated Triton module starts with (codegen/triton_printer.py reads this
+# file as text: PRELUDE, then the kernel). Not imported as a module; see triton_printer's
+# docstring for why nothing from Triton's jit-decorated standard library is called.
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def lf_add(a, b):
+    return a + b
+
+
+@triton.jit
+def lf_maxnum(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def lf_minnum(a, b):
+    return tl.minimum(a, b)
+
+
+@triton.jit
+def lf_max2(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def lf_min2(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def lf_mix(seed, i):
+    z = seed * 0x9E3779B97F4A7C15 + i * 0xD1B54A32D192ED03 + 0x632BE59BD9B4E019
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+@triton.jit
+def lf_uniform(seed, i):
+    return (lf_mix(seed, i) >> 40).to(tl.float32) * 5.9604644775390625e-08
+
+
+@triton.jit
+def lf_normal(seed, i):
+    u1 = ((lf_mix(seed, 2 * i) >> 40).to(tl.float32) + 1.0) * 5.9604644775390625e-08
+    u2 = (lf_mix(seed, 2 * i + 1) >> 40).to(tl.float32) * 5.9604644775390625e-08
+    return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
+
+
+@triton.jit
+def lf_round_bf16(x):
+    u = x.to(tl.uint32, bitcast=True)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def lf_bf16_to_f32(h):
+    return (h.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def lf_f32_to_bf16(x):
+    bits = tl.where(x != x, 0x7FC00000, x.to(tl.uint32, bitcast=True))
+    return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def lf_f2i(x, lim, lo, DT: tl.constexpr):
+    bad = (x != x) | (x >= lim) | (x < -lim)
+    return tl.where(bad, lo, tl.where(bad, 0.0, x).to(DT))
+
+
+@triton.jit
+def lf_floordiv_i(a, b):
+    bs = tl.where((b == 0) | (b == -1), 1, b)
+    q = a // bs
+    q = tl.where(((a - q * bs) != 0) & ((a < 0) != (bs < 0)), q - 1, q)
+    return tl.where(b == 0, 0, tl.where(b == -1, -a, q))
+
+
+@triton.jit
+def lf_mod_i(a, b):
+    bad = (b == 0) | (b == -1)
+    bs = tl.where(bad, 1, b)
+    r = a % bs
+    r = tl.where((r != 0) & ((r < 0) != (bs < 0)), r + bs, r)
+    return tl.where(bad, 0, r)
+
+
+@triton.jit
+def lf_fmod(a, b):
+    # C fmod. This body is the interpreter's (numpy's fmod, exact). Compiled modules rebind the
+    # name to libdevice's fmod (runtime.triton_devices.load_kernel): Triton prints float `%` as
+    # LLVM frem, which NVPTX lowers to a - b * trunc(a / b), wrong for large quotients, NaN for
+    # an infinite b and +0.0 where fmod keeps the sign of a zero.
+    return a % b
+
+
+@triton.jit
+def lf_floordiv_f(a, b):
+    # torch's div_floor_floating: exact where floor(a / b) would round across an integer
+    m = lf_fmod(a, b)
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.math.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    f = tl.where(d == 0, 0.0 * (a / b), f)
+    return tl.where(b == 0, a / b, f)
+
+
+@triton.jit
+def lf_mod_f(a, b):
+    r = lf_fmod(a, b)
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def lf_pow_f(a, b):
+    # exp(b log|a|) in float64 with IEEE pow's special cases
+    a = a.to(tl.float64)
+    b = b.to(tl.float64)
+    aa = tl.abs(a)
+    r = tl.exp(b * tl.log(aa))
+    b_int = tl.math.floor(b) == b
+    b_odd = b_int & (tl.math.floor(b * 0.5) * 2.0 != b)
+    negative = a.to(tl.int64, bitcast=True) < 0   # the sign bit: -0.0 ** -1 is -inf, as IEEE pow
+    r = tl.where(negative & b_odd, r * -1.0, r)   # not -r: older Triton prints it 0 - r, losing -0.0
+    r = tl.where((a < 0) & (b_int == 0) & (aa != float("inf")), float("nan"), r)
+    r = tl.where((aa == 1.0) & (tl.abs(b) == float("inf")), 1.0, r)
+    return tl.where((b == 0) | (a == 1.0), 1.0, r)
+
+
+@triton.jit
+def lf_pow_scalar_f(a, b):
+    # torch's shortcuts for a Python-number exponent (its CPU and CUDA kernels alike): products,
+    # quotients and square roots, not pow; so -inf ** 0.5 is sqrt's nan and x ** 2 is x * x
+    r = lf_pow_f(a, b).to(a.dtype)
+    r = tl.where(b == 2.0, a * a, r)
+    r = tl.where(b == 1.0, a, r)
+    r = tl.where(b == 0.5, tl.sqrt(a), r)
+    r = tl.where(b == 3.0, a * a * a, r)
+    r = tl.where(b == -1.0, 1.0 / a, r)
+    r = tl.where(b == -2.0, 1.0 / (a * a), r)
+    return tl.where(b == -0.5, 1.0 / tl.sqrt(a), r)
+
+
+@triton.jit
+def lf_pow_i(a, b):
+    r = a * 0 + b * 0 + 1
+    base = a + r * 0
+    e = tl.where(b < 0, 0, b) + r * 0
+    for _ in range(0, 64):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0))
+    return tl.where(b < 0, neg, r)
+
+
+@triton.jit
+def lf_tanh32(x):
+    # c_math.h's lf_tanhf: an odd polynomial below 0.875, 1 - 2/(e^2z + 1) above
+    z = tl.abs(x)
+    e = tl.exp(2.0 * tl.minimum(z, 10.0))
+    big = 1.0 - 2.0 / (e + 1.0)
+    s = z * z
+    p = s * -6.17361394688487e-04 + 2.9859505593776703e-03
+    p = p * s - 8.651587180793285e-03
+    p = p * s + 2.1842455491423607e-02
+    p = p * s - 5.396980419754982e-02
+    p = p * s + 1.3333378732204437e-01
+    p = p * s - 3.333333432674408e-01
+    r = tl.where(z >= 0.875, big, p * s * z + z)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def lf_tanh64(x):
+    z = tl.abs(x)
+    e = tl.exp(2.0 * tl.minimum(z, 20.0))
+    big = 1.0 - 2.0 / (e + 1.0)
+    s = z * z
+    small = z + z * s * (-0.3333333333333333 + s * (0.13333333333333333 + s * (-0.05396825396825397
+                                                                                + s * 0.021869488536155203)))
+    r = tl.where(z >= 0.01, big, small)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def lf_sigmoid(x):
+    e = tl.exp(-tl.abs(x))
+    r = tl.where(x >= 0, 1.0, e) / (1.0 + e)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def lf_silu(x):
+    e = tl.exp(-tl.abs(x))
+    return tl.where(x >= 0, x, x * e) / (1.0 + e)
+
+
+@triton.jit
+def lf_gelu(x):
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
