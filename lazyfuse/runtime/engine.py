@@ -313,6 +313,7 @@ class Engine:
                 np.copyto(flat.numpy().reshape(data.shape), data, casting="no")
             else:
                 flat.copy_(data.detach().reshape(-1))
+            storage.version += 1   # an in-place write like a recorded copy_: autograd's saved values see it
         return True
 
     def count_extra_ops(self, n: int) -> None:
