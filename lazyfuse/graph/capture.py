@@ -97,10 +97,9 @@ class Graph:
                 return out
             dev = self.device
             dev.engine.drain_for_capture()   # pending x.copy_(new) must land before the launches
-            if self._rng_draw:
+            if self._rng_draw:   # draw from the generator like an eager run (lf.manual_seed included)
                 from ..creation import generator
-                generator.take(self._rng_draw)
-                self._hardware.advance_rng(self._rng_draw)
+                self._hardware.draw_rng(*generator.take(self._rng_draw))
             dev.graph_replay(self._hardware)
             dev.stats.graph_replays += 1
             return self._output
@@ -172,4 +171,6 @@ def capture(device, closure, *, warmup_iters: int = 3, hold_outputs: bool = True
         reason = f"capture failed to close on {dev.name}: {e}"
         _warn_once(reason)
         return Graph(dev, out, closure, None, reason)
+    if rng_draw:
+        hardware.bind_rng(rng_before)
     return Graph(dev, out, closure, hardware, None, rng_draw)

@@ -24,8 +24,10 @@ class HostGraph:
     """A recorded launch list: replay calls each prepared launch in order, nothing else.
 
     ``keepalive`` pins every buffer and metadata block the launches bind for the graph's
-    lifetime; ``rng`` lists the metadata words holding random-stream offsets, which each
-    replay advances so random numbers differ from one replay to the next.
+    lifetime; ``rng`` lists, per metadata block, the (seed, offset) words of its random
+    streams: the recorded kernels read their generator state there, and each replay writes the
+    generator's state into them (``draw_rng``), as torch's graph-safe generator hands a captured
+    graph a device-side seed and offset per replay.
     """
 
     __slots__ = ("launches", "count", "keepalive", "rng")
@@ -39,10 +41,20 @@ class HostGraph:
     def __len__(self):
         return self.count
 
-    def advance_rng(self, n: int) -> None:
-        for meta, words in self.rng:
-            for w in words:
-                meta.words[w] += n
+    def bind_rng(self, base: int) -> None:
+        """At capture: each stream's offset relative to the generator's offset ``base`` when the
+        capture run began (several draws of one closure keep their distance)."""
+        self.rng = tuple((meta, tuple((sw, ow, int(meta.words[ow]) - base) for sw, ow in words))
+                         for meta, words in self.rng)
+
+    def draw_rng(self, seed: int, base: int) -> None:
+        """Before a replay: the streams continue the generator at ``base`` under ``seed``, so a
+        replay draws the numbers an eager run of the closure would draw now."""
+        for meta, streams in self.rng:
+            words = meta.words
+            for sw, ow, rel in streams:
+                words[sw] = seed
+                words[ow] = base + rel
             meta.push()
 
 

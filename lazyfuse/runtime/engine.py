@@ -119,7 +119,7 @@ class Step:
     group: object = None      # the planner's Group, for explain
     bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
     bind_scalars: object = None  # tape -> its runtime scalar values
-    rng_words: tuple = ()     # metadata words holding a random stream's offset (advanced on replay)
+    rng_words: tuple = ()     # (seed word, offset word) of each random stream (set from the generator on replay)
     source: str = ""
     config: object = None
 
@@ -443,7 +443,7 @@ class Engine:
             if n.op is Op.SCALAR:
                 scalar_pos[i] = len(scalar_pos)
         producers = planned.producers()
-        rng_offsets = {pos[id(n.srcs[1])] for n in nodes if n.op in (Op.RAND, Op.RANDN)}
+        rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
         steps = []
         for grp in planned.groups:
             out = nodes[grp.output]
@@ -452,7 +452,8 @@ class Engine:
                 continue
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
-            rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
+            word = {i: len(header) + k for k, i in enumerate(low.scalar_nodes)}
+            rng = tuple((word[sd], word[off]) for sd, off in rng_streams if off in word)
             steps.append(Step(kernel.name, "kernel", low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
                               header, kernel, group=grp, rng_words=rng))
         return steps
