@@ -97,6 +97,14 @@ class Graph:
                 return out
             dev = self.device
             dev.engine.drain_for_capture()   # pending x.copy_(new) must land before the launches
+            if dev.capturing:   # replayed inside another capture: its launches join that graph
+                if self._rng_draw:
+                    raise CaptureError("a graph that draws random numbers (lf.rand/randn) cannot be replayed inside "
+                                       "another capture: the outer graph could not give it fresh numbers per "
+                                       "replay; call the closure itself inside the outer capture instead")
+                dev.graph_replay_into_capture(self._hardware.host)
+                dev.stats.graph_replays += 1
+                return self._output
             if self._rng_draw:   # draw from the generator like an eager run (lf.manual_seed included)
                 from ..creation import generator
                 self._hardware.draw_rng(*generator.take(self._rng_draw))
@@ -118,8 +126,11 @@ def capture(device, closure, *, warmup_iters: int = 3, hold_outputs: bool = True
         raise CaptureError(f"closure={closure!r} is not callable")
     if not isinstance(warmup_iters, int) or warmup_iters < 0:
         raise CaptureError(f"warmup_iters={warmup_iters!r} must be a non-negative int")
-    if dev.capturing:
-        raise CaptureError(f"a capture is already open on {dev.name}: captures cannot nest")
+    with dev.capture_under_way():   # refuses a nested capture before it touches anything
+        return _capture(dev, closure, warmup_iters, hold_outputs)
+
+
+def _capture(dev, closure, warmup_iters: int, hold_outputs: bool) -> Graph:
     if not dev.supports_graphs:
         reason = f"device {dev.name} has no graph support"
         _warn_once(reason)

@@ -46,7 +46,7 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
         if not clone_outputs:
             return out
         copies = _map(out, lambda t: t.clone())
-        dev.engine.sync("graphed: materialize output copies")
+        dev.engine.drain_for_capture()   # materialize the copies (inside an outer capture: recorded there)
         return copies
 
     call.graph = graph

@@ -41,6 +41,11 @@ class HostGraph:
     def __len__(self):
         return self.count
 
+    @property
+    def host(self) -> "HostGraph":
+        """The launch record itself (a GPU graph keeps one as its ``host``)."""
+        return self
+
     def bind_rng(self, base: int) -> None:
         """At capture: each stream's offset relative to the generator's offset ``base`` when the
         capture run began (several draws of one closure keep their distance)."""
@@ -72,6 +77,7 @@ class Device:
         self.backend = self._make_backend()
         self.engine = Engine(self)
         self.capturing = False
+        self.capture_thread = None   # the thread whose lf.capture is under way (any phase), else None
         self._recording = None
         self._lock = threading.RLock()
 
@@ -93,7 +99,7 @@ class Device:
         costs several times more after one (~100 us against ~10 on the transformer block)."""
         thunk = self.backend.thunk(step, bufs, meta)
         if self._recording is not None:
-            self._recording.append((thunk, bufs, meta, step.rng_words))
+            self._recording.append((thunk, bufs, meta, step.rng_words, 1))
         return thunk
 
     def launching(self):
@@ -105,6 +111,26 @@ class Device:
         drain; host devices check at launch and have none."""
 
     # -- graph protocol -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def capture_under_way(self):
+        """Marks ``lf.capture``'s whole run (prepare, warmup, capture, close) on this device. A
+        second capture meanwhile is refused before it touches anything — a nested one (say a
+        capture-on-first-call helper inside a closure) would otherwise close the outer's
+        persistent pool mid-warmup — so the outer goes on intact."""
+        me = threading.get_ident()
+        with self._lock:
+            owner = self.capture_thread
+            if owner is not None:
+                where = "in this thread: captures cannot nest" if owner == me else \
+                    "in another thread: one capture at a time per device"
+                raise CaptureError(f"a capture is already under way on {self.name} ({where}); capture the inner "
+                                   "closure before (or after) the outer one and replay it inside instead")
+            self.capture_thread = me
+        try:
+            yield
+        finally:
+            self.capture_thread = None
+
     def graph_prepare(self) -> None:
         self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
         self.pool.prepare()
@@ -133,11 +159,11 @@ class Device:
             self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
-        rng = tuple((m, w) for _, _, m, w in launches if w)
-        thunks = [t for t, _, _, _ in launches]
+        rng = tuple((m, w) for _, _, m, w, _ in launches if w)
+        thunks = [t for t, _, _, _, _ in launches]
         batch = getattr(self.backend, "batch", None)
-        return HostGraph(tuple(batch(thunks) if batch else thunks), len(thunks),
-                         (tuple((b, m) for _, b, m, _ in launches), metas), rng)
+        return HostGraph(tuple(batch(thunks) if batch else thunks), sum(n for *_, n in launches),
+                         (tuple((b, m) for _, b, m, _, _ in launches), metas), rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -152,6 +178,16 @@ class Device:
     def graph_replay(self, graph) -> None:
         for launch in graph.launches:
             launch()
+
+    def graph_replay_into_capture(self, host: HostGraph) -> None:
+        """A graph replayed while a capture is open on this device: its launches run now and
+        join the open recording (a host graph's launch list; on a GPU the kernel launches are
+        captured into the outer graph), so the outer graph replays them too. The outer keeps
+        the inner's record — its buffers and metadata — alive."""
+        with self.launching():
+            for k, launch in enumerate(host.launches):   # (a host graph's launch may run several kernels)
+                launch()
+                self._recording.append((launch, host, None, (), host.count if k == 0 else 0))
 
 
 class CpuDevice(Device):
