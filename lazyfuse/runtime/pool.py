@@ -11,6 +11,8 @@ Graph capture (SPEC semantic 5):
   (like torch's per-graph private pool).
 * ``begin_capture()``: a request that the private segment cannot serve raises
   ``CaptureAllocationError`` instead of allocating.
+* Both concern the thread that prepared the pool (the capturing one) only: other threads
+  allocate and free in the shared cache as usual (recording from them is refused elsewhere).
 * ``end_capture()`` (also after a failure) returns to normal mode; kept private blocks go back
   to the shared cache. Blocks a Graph still holds stay out of circulation until it dies, so
   work interleaved between replays can never be handed the graph's intermediates.
@@ -124,6 +126,7 @@ class MemoryPool:
         self.stats = stats
         self.cached = defaultdict(list)
         self.private = None             # dict like ``cached`` while prepared for capture
+        self.owner = None               # the thread that prepared it: the only one it serves
         self.epoch = 0                  # counts prepare() calls
         self.capturing = False
         self.cached_bytes = 0
@@ -137,9 +140,12 @@ class MemoryPool:
         key = (usage, cls)
         with self.lock:
             block = None
-            if self.private is not None and self.private.get(key):
+            # the private segment serves the capturing thread only: another thread's upload must
+            # neither take a block the capture run needs nor be refused as if it were part of it
+            mine = self.private is not None and threading.get_ident() == self.owner
+            if mine and self.private.get(key):
                 block = self.private[key].pop()
-            elif self.capturing:
+            elif mine and self.capturing:
                 detail = cause() if cause is not None else ""
                 raise CaptureAllocationError(
                     f"capture needed a fresh {usage} allocation of {nbytes} bytes (size class {cls}) for "
@@ -153,7 +159,7 @@ class MemoryPool:
             else:
                 block = Block(cls, usage, self._fresh(cls, requester))
                 self.stats.fresh_allocations += 1
-            block.epoch = self.epoch if self.private is not None else 0
+            block.epoch = self.epoch if mine else 0
             self.live_bytes += cls
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             return block
@@ -205,6 +211,7 @@ class MemoryPool:
         with self.lock:
             if self.private is None:
                 self.private = defaultdict(list)
+                self.owner = threading.get_ident()
                 self.epoch += 1
 
     def begin_capture(self) -> None:
