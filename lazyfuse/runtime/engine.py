@@ -32,6 +32,7 @@ All allocations of a drain happen before its first launch, so a failing allocati
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import threading
@@ -430,7 +431,7 @@ class Engine:
         for st in steps:
             st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
             st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
-        plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
+        plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
                             root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
         return plan, (leaves, scalars)
@@ -623,6 +624,17 @@ def gather(positions: list):
         p = positions[0]
         return lambda seq: (seq[p],)
     return lambda seq: ()
+
+
+def structure_of(graph: DrainGraph) -> DrainGraph:
+    """A copy of a drain's graph without its buffers, for the cached plan (``lf.explain`` reads
+    it): holding the build drain's own nodes would keep every buffer they read alive until the
+    plan is evicted — a dropped input, say — though no later drain binds them."""
+    copies = {}
+    for n in graph.nodes:
+        copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
+                             None if n.op is Op.BUFFER else n.arg)
+    return dataclasses.replace(graph, nodes=list(copies.values()))
 
 
 def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
