@@ -1,9 +1,10 @@
 """``graphed``: a safe, structured call interface on top of ``capture``.
 
 The raw ``Graph`` replays whatever buffers the closure touched; ``graphed`` makes the contract
-explicit: it owns static input buffers, copies each call's arguments into them, replays, and
-returns the outputs — cloned (and materialized) by default, so a caller never sees a later
-replay overwrite a result it kept.
+explicit: it owns static input buffers, copies each call's arguments into them, replays,
+copies the inputs ``fn`` writes in place back to the caller's tensors, and returns the outputs
+— cloned (and materialized) by default, so a caller never sees a later replay overwrite a
+result it kept.
 """
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
     dev = example_inputs[0].device
     static = [x.clone() for x in example_inputs]
     dev.engine.sync("graphed: materialize static inputs")
+    versions = [s._storage.version for s in static]
     graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters)
+    # inputs fn writes in place: each call copies them back to the caller's tensors, as calling
+    # fn itself would have written them (a torch user's expectation)
+    mutated = [k for k, (s, v) in enumerate(zip(static, versions)) if s._storage.version != v]
 
     def call(*inputs):
         if len(inputs) != len(static):
@@ -43,6 +48,9 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
                                  f"captured shape {s.shape}")
             s.copy_(x)
         out = graph.replay()
+        for k in mutated:
+            if isinstance(inputs[k], Tensor):
+                inputs[k].copy_(static[k])
         if not clone_outputs:
             return out
         copies = _map(out, lambda t: t.clone())

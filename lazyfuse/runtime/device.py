@@ -23,20 +23,33 @@ from .stats import Stats
 class HostGraph:
     """A recorded launch list: replay calls each prepared launch in order, nothing else.
 
-    ``keepalive`` pins every buffer and metadata block the launches bind for the graph's
-    lifetime; ``rng`` lists, per metadata block, the (seed, offset) words of its random
+    ``records`` pins every buffer and metadata block the launches bind for the graph's
+    lifetime and says what each launch was: ``(kernel name, buffers, slot kinds, metadata)``,
+    or the ``HostGraph`` of a graph replayed inside this capture; ``metas`` is the launch
+    metadata the graph took from the plans it ran; ``rng`` lists, per metadata block, the (seed, offset) words of its random
     streams: the recorded kernels read their generator state there, and each replay writes the
     generator's state into them (``draw_rng``), as torch's graph-safe generator hands a captured
     graph a device-side seed and offset per replay.
     """
 
-    __slots__ = ("launches", "count", "keepalive", "rng")
+    __slots__ = ("launches", "count", "records", "metas", "rng")
 
-    def __init__(self, launches, count, keepalive, rng):
+    def __init__(self, launches, count, records, metas, rng):
         self.launches = launches    # callables; a backend may have merged several kernels into one
         self.count = count          # kernel launches recorded
-        self.keepalive = keepalive
+        self.records = records
+        self.metas = metas
         self.rng = rng
+
+    def intermediates(self) -> list:
+        """The buffers of the plans' intermediates (no tensor sees them: only the launches do)."""
+        seen = {}
+        for rec in self.records:
+            if not isinstance(rec, HostGraph):
+                for buf, kind in zip(rec[1], rec[2]):
+                    if kind == "temp":
+                        seen[id(buf)] = buf
+        return list(seen.values())
 
     def __len__(self):
         return self.count
@@ -99,7 +112,8 @@ class Device:
         costs several times more after one (~100 us against ~10 on the transformer block)."""
         thunk = self.backend.thunk(step, bufs, meta)
         if self._recording is not None:
-            self._recording.append((thunk, bufs, meta, step.rng_words, 1))
+            self._recording.append((thunk, (step.name, bufs, tuple(k for k, _ in step.slots), meta),
+                                    step.rng_words, 1))
         return thunk
 
     def launching(self):
@@ -159,11 +173,12 @@ class Device:
             self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
-        rng = tuple((m, w) for _, _, m, w, _ in launches if w)
-        thunks = [t for t, _, _, _, _ in launches]
+        rng = tuple((rec[3], w) for _, rec, w, _ in launches if w)
+        thunks = [t for t, _, _, _ in launches]
+        records = tuple(rec for _, rec, _, n in launches if n or not isinstance(rec, HostGraph))   # nested: once
         batch = getattr(self.backend, "batch", None)
-        return HostGraph(tuple(batch(thunks) if batch else thunks), sum(n for *_, n in launches),
-                         (tuple((b, m) for _, b, m, _, _ in launches), metas), rng)
+        return HostGraph(tuple(batch(thunks) if batch else thunks), sum(n for *_, n in launches), records,
+                         metas, rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -187,7 +202,7 @@ class Device:
         with self.launching():
             for k, launch in enumerate(host.launches):   # (a host graph's launch may run several kernels)
                 launch()
-                self._recording.append((launch, host, None, (), host.count if k == 0 else 0))
+                self._recording.append((launch, host, (), host.count if k == 0 else 0))
 
 
 class CpuDevice(Device):
