@@ -71,7 +71,7 @@ def test_replays_draw_from_the_generator_like_eager_calls(name):
 def test_a_graph_replayed_inside_another_capture_becomes_part_of_it(name):
     dev = lf.device(name)
     x = realized(np.ones(4, np.float32), dev)
-    inner = lf.capture(dev, lambda: x + 1)
+    inner = lf.capture(dev, lambda: (x + 1) * (x.sum() * 0 + 1))   # two kernels (a host graph batches them)
     outer = lf.capture(dev, lambda: inner.replay() * 3)
     if dev.supports_graphs:
         assert outer.num_launches == inner.num_launches + 1
@@ -289,3 +289,114 @@ def test_graphed_copies_in_place_writes_back_to_the_callers_inputs(name):
     np.testing.assert_array_equal(x.numpy(), np.full(4, 2.0))
     np.testing.assert_array_equal(out.numpy(), np.full(4, 4.0))
     np.testing.assert_array_equal(y.numpy(), np.ones(4))   # an input it only reads is not written
+
+
+# -- what the peers have: overwritten outputs, empty captures, reset, shared pools, a dump ---------
+@pytest.mark.parametrize("name", ALL)
+def test_graphed_uncloned_outputs_overwritten_by_a_later_call_raise_on_read(name):
+    dev = lf.device(name)
+    f = lf.graphed(lambda a: a * 2, lf.zeros(3, device=dev), clone_outputs=False)
+    o1 = f(np.ones(3, np.float32))
+    np.testing.assert_array_equal(o1.numpy(), np.full(3, 2.0))
+    pending = o1 + 1          # recorded before the next call: computed from the value it read
+    o2 = f(np.full(3, 5, np.float32))
+    with pytest.raises(lf.CaptureError, match="overwritten"):
+        o1.numpy()
+    with pytest.raises(lf.CaptureError, match="overwritten"):
+        (o1 * 3).numpy()
+    np.testing.assert_array_equal(pending.numpy(), np.full(3, 3.0))
+    np.testing.assert_array_equal(o2.numpy(), np.full(3, 10.0))
+    np.testing.assert_array_equal((o2 + 1).numpy(), np.full(3, 11.0))   # the engine goes on
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_check_overwrites_is_an_opt_in_mode_of_raw_graphs(name):
+    dev = lf.device(name)
+    x = realized(np.ones(3, np.float32), dev)
+    plain = lf.capture(dev, lambda: x * 2)
+    assert plain.replay() is plain.replay() is plain.output   # off: the same tensor, no bookkeeping
+    g = lf.capture(dev, lambda: (x * 2, x + 1), check_overwrites=True)
+    a = g.replay()
+    np.testing.assert_array_equal(a[1].numpy(), np.full(3, 2.0))
+    x.copy_(np.full(3, 4, np.float32))
+    b = g.replay()
+    for stale in a:
+        with pytest.raises(lf.CaptureError, match="overwritten"):
+            stale.numpy()
+    np.testing.assert_array_equal(b[0].numpy(), np.full(3, 8.0))
+    np.testing.assert_array_equal(b[1].numpy(), np.full(3, 5.0))
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_an_empty_capture_warns_naming_the_likely_cause(name):
+    dev = lf.device(name)
+    x = realized(np.ones(3, np.float32), dev)
+
+    def drops_its_result():
+        x * 2   # noqa: B018 (dropped: elided)
+
+    with pytest.warns(RuntimeWarning, match="0 kernel launches.*dropped"):
+        g = lf.capture(dev, drops_its_result)
+    assert g.num_launches == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lf.capture(dev, lambda: x * 2)   # a capture with launches says nothing
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_reset_and_capture_again_into_the_same_graph(name):
+    dev = lf.device(name)
+    x = realized(np.ones(1 << 14, np.float32), dev)
+    g = lf.capture(dev, lambda: x * 2)
+    with pytest.raises(lf.CaptureError, match="reset"):
+        lf.capture(dev, lambda: x * 3, graph=g)
+    np.testing.assert_array_equal(g.replay().numpy(), np.full(1 << 14, 2.0))
+    gc.collect()
+    held = pool_info(dev)["live_bytes"]
+    g.reset()
+    gc.collect()
+    assert pool_info(dev)["live_bytes"] < held   # the graph let go of its output and metadata
+    with pytest.raises(lf.CaptureError, match="reset"):
+        g.replay()
+    assert lf.capture(dev, lambda: x * 3, graph=g) is g
+    x.copy_(np.full(1 << 14, 2, np.float32))
+    np.testing.assert_array_equal(g.replay().numpy(), np.full(1 << 14, 6.0))
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_graphs_sharing_a_pool_reuse_memory_and_replay_in_capture_order(name):
+    dev = lf.device(name)
+    xv, yv = rnd(256, seed=5), rnd(256, seed=6)
+    x, y = realized(xv, dev), realized(yv, dev)
+    # a mean is an intermediate: its own kernel, read by the next one
+    g1 = lf.capture(dev, lambda: (x - x.mean()) * 2)
+    g2 = lf.capture(dev, lambda: (y - y.mean()) * 3, pool=g1)
+    lent = {b.ptr for b in g1._hardware.host.intermediates()}
+    assert lent & {b.ptr for b in g2._hardware.host.intermediates()}   # g2 runs on g1's memory
+    with pytest.raises(lf.CaptureError, match="capture order"):
+        g2.replay()   # g2 ran last (its capture): the next is g1
+    for _ in range(2):
+        a, b = g1.replay(), g2.replay()
+        np.testing.assert_allclose(a.numpy(), (xv - xv.mean()) * 2, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b.numpy(), (yv - yv.mean()) * 3, rtol=1e-5, atol=1e-6)
+    g1.replay()
+    g2.replay()
+    with pytest.raises(lf.CaptureError, match="capture order"):
+        g2.replay()   # twice in a row: it would run on memory g1 lent, out of turn
+    separate = lf.capture(dev, lambda: (y - y.mean()) * 3)
+    assert not lent & {b.ptr for b in separate._hardware.host.intermediates()}
+
+
+def test_debug_dump_lists_kernels_buffers_and_bytes():
+    dev = lf.device(GRAPHS[0]) if GRAPHS else pytest.skip("no graph device")
+    x = realized(rnd(4, 64, seed=7), dev)
+    g = lf.capture(dev, lambda: F.softmax(x - x.mean(), -1) * 2)
+    text = g.debug_dump()
+    lines = text.splitlines()
+    assert lines[0].startswith(f"Graph on {dev.name}: {g.num_launches} kernel launch")
+    assert len([ln for ln in lines if ln.startswith("  ")]) == g.num_launches
+    assert "(input)" in text and "(output)" in text and "(intermediate)" in text
+    held = int(lines[-1].split(" bytes")[0].split()[-1])
+    assert held >= 2 * 4 * 64 * 4   # at least the input and the output
+    fallback = lf.capture(lf.device("interpreter"), lambda: lf.ones(2, device="interpreter") * 2)
+    assert "fallback" in fallback.debug_dump() and "re-runs the closure" in fallback.debug_dump()

@@ -10,17 +10,7 @@ from __future__ import annotations
 
 from ..errors import CaptureError, ShapeError
 from ..tensor import Tensor
-from .capture import capture
-
-
-def _map(out, fn):
-    if isinstance(out, Tensor):
-        return fn(out)
-    if isinstance(out, (tuple, list)):
-        return type(out)(_map(o, fn) for o in out)
-    if isinstance(out, dict):
-        return {k: _map(v, fn) for k, v in out.items()}
-    return out
+from .capture import _map_tensors, capture
 
 
 def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = True):
@@ -34,7 +24,8 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
     static = [x.clone() for x in example_inputs]
     dev.engine.sync("graphed: materialize static inputs")
     versions = [s._storage.version for s in static]
-    graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters)
+    # uncloned outputs alias across calls: a call marks the previous call's outputs overwritten
+    graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters, check_overwrites=not clone_outputs)
     # inputs fn writes in place: each call copies them back to the caller's tensors, as calling
     # fn itself would have written them (a torch user's expectation)
     mutated = [k for k, (s, v) in enumerate(zip(static, versions)) if s._storage.version != v]
@@ -53,7 +44,7 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
                 inputs[k].copy_(static[k])
         if not clone_outputs:
             return out
-        copies = _map(out, lambda t: t.clone())
+        copies = _map_tensors(out, lambda t: t.clone())
         dev.engine.drain_for_capture()   # materialize the copies (inside an outer capture: recorded there)
         return copies
 

@@ -32,11 +32,12 @@ class HostGraph:
     graph a device-side seed and offset per replay.
     """
 
-    __slots__ = ("launches", "count", "records", "metas", "rng")
+    __slots__ = ("launches", "thunks", "count", "records", "metas", "rng")
 
-    def __init__(self, launches, count, records, metas, rng):
+    def __init__(self, launches, thunks, records, metas, rng):
         self.launches = launches    # callables; a backend may have merged several kernels into one
-        self.count = count          # kernel launches recorded
+        self.thunks = thunks        # one callable per kernel launch, as recorded (replayed inside a capture)
+        self.count = len(thunks)
         self.records = records
         self.metas = metas
         self.rng = rng
@@ -113,7 +114,7 @@ class Device:
         thunk = self.backend.thunk(step, bufs, meta)
         if self._recording is not None:
             self._recording.append((thunk, (step.name, bufs, tuple(k for k, _ in step.slots), meta),
-                                    step.rng_words, 1))
+                                    step.rng_words))
         return thunk
 
     def launching(self):
@@ -152,7 +153,8 @@ class Device:
     def sync(self) -> None:
         self.engine.drain_for_capture()
 
-    def graph_start_capture(self) -> None:
+    def graph_start_capture(self, shared_blocks=()) -> None:
+        """Open the capture; ``shared_blocks``: memory of graphs whose pool it shares (``pool=``)."""
         if not self.supports_graphs:
             raise CaptureError(f"device {self.name} has no graph support")
         with self._lock:
@@ -160,7 +162,7 @@ class Device:
                 raise CaptureError(f"a capture is already open on {self.name}: captures cannot nest")
             self.capturing = True
             self._recording = []
-            self.pool.begin_capture()
+            self.pool.begin_capture(shared_blocks)
             self.engine.reserve_for_capture()
 
     def graph_stop_capture(self):
@@ -173,12 +175,11 @@ class Device:
             self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
-        rng = tuple((rec[3], w) for _, rec, w, _ in launches if w)
-        thunks = [t for t, _, _, _ in launches]
-        records = tuple(rec for _, rec, _, n in launches if n or not isinstance(rec, HostGraph))   # nested: once
+        rng = tuple((rec[3], w) for _, rec, w in launches if w)
+        thunks = tuple(t for t, _, _ in launches)
+        records = tuple({id(rec): rec for _, rec, _ in launches}.values())   # a nested graph's record once
         batch = getattr(self.backend, "batch", None)
-        return HostGraph(tuple(batch(thunks) if batch else thunks), sum(n for *_, n in launches), records,
-                         metas, rng)
+        return HostGraph(tuple(batch(thunks)) if batch else thunks, thunks, records, metas, rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -200,9 +201,9 @@ class Device:
         captured into the outer graph), so the outer graph replays them too. The outer keeps
         the inner's record — its buffers and metadata — alive."""
         with self.launching():
-            for k, launch in enumerate(host.launches):   # (a host graph's launch may run several kernels)
-                launch()
-                self._recording.append((launch, host, (), host.count if k == 0 else 0))
+            for thunk in host.thunks:
+                thunk()
+                self._recording.append((thunk, host, ()))
 
 
 class CpuDevice(Device):

@@ -157,7 +157,9 @@ class Engine:
         self._draining = False
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.captured_plans: list = []
-        self.poisoned = 0      # values that failed to compute (their readers fail too)
+        # the ERROR leaves of values that failed to compute (their readers fail too), held weakly:
+        # once none is left, no pending op can read one and drains stop looking for them
+        self.poisoned = weakref.WeakSet()
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -370,7 +372,7 @@ class Engine:
     def poison(self, storage: Storage, error: BaseException) -> None:
         """Mark a value whose computation failed: reading it raises, other work goes on."""
         storage.current = Node(Op.ERROR, (), storage.dtype, storage.shape, error)
-        self.poisoned += 1
+        self.poisoned.add(storage.current)
 
     def _drain_locked(self) -> None:
         roots = self._live_roots()

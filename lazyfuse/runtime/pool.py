@@ -30,6 +30,7 @@ from ..errors import CaptureAllocationError, DeviceError
 
 DATA, META, SCRATCH = "data", "meta", "scratch"
 EXPORTED = "exported"   # a block handed to a peer (DLPack, numpy): never kept for reuse
+SHARED = "shared"       # a graph's intermediate lent to the captures of graphs sharing its pool
 
 
 def size_class(nbytes: int) -> int:
@@ -197,6 +198,11 @@ class MemoryPool:
             self.live_bytes -= block.nbytes
             if block.usage is EXPORTED:
                 return
+            if block.usage is SHARED:
+                # graphs still hold it: only ever reused inside a capture that shares their pool
+                if self.private is not None and self.capturing and block.epoch == self.epoch:
+                    self.private[(DATA, block.nbytes)].append(block)
+                return
             key = (block.usage, block.nbytes)
             # only what was handed out since prepare() is kept for the capture: a block from
             # before (say, held by a lingering traceback) must not make a capture succeed by luck
@@ -214,9 +220,16 @@ class MemoryPool:
                 self.owner = threading.get_ident()
                 self.epoch += 1
 
-    def begin_capture(self) -> None:
+    def begin_capture(self, shared=()) -> None:
+        """``shared``: blocks of graphs whose pool this capture shares (``lf.capture(pool=)``). They
+        serve the capture run first — only it, not the warmup, whose results the program may keep —
+        and never return to the shared cache: those graphs still replay on them."""
         with self.lock:
             self.capturing = True
+            for block in shared:
+                block.usage = SHARED
+                block.epoch = self.epoch
+                self.private[(DATA, block.nbytes)].append(block)
 
     def end_capture(self) -> None:
         """Back to normal mode (after a capture, failed or not)."""
@@ -224,8 +237,9 @@ class MemoryPool:
             self.capturing = False
             if self.private is not None:
                 for key, blocks in self.private.items():
-                    self.cached[key].extend(blocks)
-                    self.cached_bytes += key[1] * len(blocks)
+                    kept = [b for b in blocks if b.usage is not SHARED]   # lent blocks: their graphs keep them
+                    self.cached[key].extend(kept)
+                    self.cached_bytes += key[1] * len(kept)
                 self.private = None
 
     def empty_cache(self) -> None:
