@@ -219,10 +219,11 @@ class Graph:
                  + (f", {self._rng_draw} random numbers per replay" if self._rng_draw else "")
                  + (f", pool shared with {len(self._shared.graphs) - 1} other graph(s)" if self._shared else "")]
         held = {}
+        roles = {"temp": "intermediate", "leaf": "input", "root": "written"}   # written: in place, or not returned
         for k, (name, bufs, kinds, meta) in enumerate(_records(self._hardware.host)):
             parts = []
             for buf, kind in zip(bufs, kinds):
-                role = "output" if id(buf) in outputs else {"temp": "intermediate", "leaf": "input"}.get(kind, "written")
+                role = "output" if id(buf) in outputs else roles[kind]
                 held[id(buf)] = (buf, role)
                 parts.append(f"{buf.dtype.name}[{buf.numel}] @ {buf.ptr:#x} ({role})")
             lines.append(f"  {k}: {name}({', '.join(parts)})")

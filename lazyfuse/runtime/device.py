@@ -26,10 +26,10 @@ class HostGraph:
     ``records`` pins every buffer and metadata block the launches bind for the graph's
     lifetime and says what each launch was: ``(kernel name, buffers, slot kinds, metadata)``,
     or the ``HostGraph`` of a graph replayed inside this capture; ``metas`` is the launch
-    metadata the graph took from the plans it ran; ``rng`` lists, per metadata block, the (seed, offset) words of its random
-    streams: the recorded kernels read their generator state there, and each replay writes the
-    generator's state into them (``draw_rng``), as torch's graph-safe generator hands a captured
-    graph a device-side seed and offset per replay.
+    metadata the graph took from the plans it ran. ``rng`` lists, per metadata block, the
+    (seed, offset) words of its random streams: the recorded kernels read their generator
+    state there, and each replay writes the generator's state into them (``draw_rng``), as
+    torch's graph-safe generator hands a captured graph a device-side seed and offset per replay.
     """
 
     __slots__ = ("launches", "thunks", "count", "records", "metas", "rng")
