@@ -161,13 +161,13 @@ class Graph:
         """The output, or (check mode) fresh aliases of it, the previous ones marked overwritten."""
         if self._handed is None:
             return self._output
-        err = CaptureError(f"this tensor is an output of an earlier replay of a graph on {self.device.name}, and "
-                           "a later replay has overwritten its memory (graph outputs alias across replays): "
-                           ".clone() the outputs you keep before replaying again")
         engine = self.device.engine
-        for ref in self._handed:
-            st = ref()
-            if st is not None:
+        stale = [st for st in (ref() for ref in self._handed) if st is not None]
+        if stale:
+            err = CaptureError(f"this tensor is an output of an earlier replay of a graph on {self.device.name}, "
+                               "and a later replay has overwritten its memory (graph outputs alias across "
+                               "replays): .clone() the outputs you keep before replaying again")
+            for st in stale:
                 engine.poison(st, err)
         self._handed = []
         if self._hardware is None:
@@ -379,7 +379,7 @@ def _capture(dev, closure, warmup_iters: int, hold_outputs: bool, check: bool, p
     if pool is not None and pool._hardware is not None:
         shared = pool._shared or SharedPool(pool)
     try:
-        dev.graph_start_capture(shared.blocks() if shared is not None else ())
+        dev.graph_start_capture()
     except Exception as e:  # noqa: BLE001 (any failure to open means: fall back)
         dev.graph_abort()
         reason = f"capture could not start on {dev.name}: {e}"
@@ -388,6 +388,8 @@ def _capture(dev, closure, warmup_iters: int, hold_outputs: bool, check: bool, p
         _check_output(out)
         return Graph(dev, out, closure, None, reason, check_overwrites=check)
 
+    if shared is not None:
+        dev.pool.lend(shared.blocks())
     rng_before = generator.offset
     try:
         out = closure()

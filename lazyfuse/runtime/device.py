@@ -153,8 +153,7 @@ class Device:
     def sync(self) -> None:
         self.engine.drain_for_capture()
 
-    def graph_start_capture(self, shared_blocks=()) -> None:
-        """Open the capture; ``shared_blocks``: memory of graphs whose pool it shares (``pool=``)."""
+    def graph_start_capture(self) -> None:
         if not self.supports_graphs:
             raise CaptureError(f"device {self.name} has no graph support")
         with self._lock:
@@ -162,7 +161,7 @@ class Device:
                 raise CaptureError(f"a capture is already open on {self.name}: captures cannot nest")
             self.capturing = True
             self._recording = []
-            self.pool.begin_capture(shared_blocks)
+            self.pool.begin_capture()
             self.engine.reserve_for_capture()
 
     def graph_stop_capture(self):

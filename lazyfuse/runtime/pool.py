@@ -220,13 +220,16 @@ class MemoryPool:
                 self.owner = threading.get_ident()
                 self.epoch += 1
 
-    def begin_capture(self, shared=()) -> None:
-        """``shared``: blocks of graphs whose pool this capture shares (``lf.capture(pool=)``). They
-        serve the capture run first — only it, not the warmup, whose results the program may keep —
-        and never return to the shared cache: those graphs still replay on them."""
+    def begin_capture(self) -> None:
         with self.lock:
             self.capturing = True
-            for block in shared:
+
+    def lend(self, blocks) -> None:
+        """Blocks of graphs whose pool the open capture shares (``lf.capture(pool=)``). They serve
+        the capture run first — only it, not the warmup, whose results the program may keep —
+        and never return to the shared cache: those graphs still replay on them."""
+        with self.lock:
+            for block in blocks:
                 block.usage = SHARED
                 block.epoch = self.epoch
                 self.private[(DATA, block.nbytes)].append(block)

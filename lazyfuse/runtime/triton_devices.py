@@ -412,8 +412,8 @@ class CudaDevice(Device):
             return torch.cuda.device(self.index)
         return contextlib.nullcontext()
 
-    def graph_start_capture(self, shared_blocks=()) -> None:
-        super().graph_start_capture(shared_blocks)
+    def graph_start_capture(self) -> None:
+        super().graph_start_capture()
         try:
             side = torch.cuda.Stream(self.torch_device)
             side.wait_stream(torch.cuda.current_stream(self.torch_device))
