@@ -2,8 +2,8 @@
 
     python bench/gpu_check.py [--skip-tests] [--skip-compile] [--quick]
 
-1. ``pytest tests/test_interpreter.py`` (and ``test_capture_device.py``: capture and replay on
-   the GPU) with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
+1. ``pytest tests/test_interpreter.py`` (and ``test_capture_device.py``, ``test_capture_footguns.py``:
+   capture and replay on the GPU, the peers' footguns) with ``LAZYFUSE_TEST_DEVICE=cuda``: the differential
    tests written for the interpreter, run on compiled Triton kernels; and the files whose cuda
    cases run wherever torch sees a GPU (the matmul template and #4's ops, DLPack on GPU memory).
 2. The fused chain ``tanh(x*y+1)*exp(-x*x)+sigmoid(y)`` on 2^24 float32 elements: lazyfuse
@@ -36,7 +36,7 @@ RESULTS = ROOT / "bench" / "results"
 N = 1 << 24
 TEST_TIMEOUT_S = 300
 GPU_TEST_FILES = ("test_interpreter.py", "test_programs_interpreter.py", "test_interop.py", "test_low_precision.py",
-                  "test_capture_device.py", "test_multi_output.py")
+                  "test_capture_device.py", "test_capture_footguns.py", "test_multi_output.py")
 
 
 def run_tests() -> dict:

@@ -119,13 +119,22 @@ def _binary(op, a, b, out):
     return None
 
 
+def _saved_output(out):
+    """The output a gradient rule reads (``g * out``), saved as torch saves it: the same storage
+    and view without the gradient node, so ``out -> its GradFn -> the vjp -> out`` is no
+    reference cycle (a cycle would keep the result alive until Python's cyclic collector runs,
+    and a capture's dropped warmup outputs with it). Version counting still sees its storage."""
+    return out.detach()
+
+
 def record_elementwise(op, args, out):
     """``out = op(*args)`` (args: tensors and Python scalars, broadcast to ``out``)."""
+    saved = _saved_output(out)
     if len(args) == 1:
-        local = _unary(op, args[0], out)
+        local = _unary(op, args[0], saved)
         locals_ = (local,)
     else:
-        locals_ = _binary(op, args[0], args[1], out)
+        locals_ = _binary(op, args[0], args[1], saved)
     if locals_ is None or all(f is None for f in locals_):
         return out   # comparisons, logic, floor division: not differentiable
     edges = [(x, _through(x, f)) for x, f in zip(args, locals_) if f is not None and _is_tensor(x)]
@@ -152,11 +161,13 @@ def record_reduce(op, x, axes, out_keep):
     if op is Op.SUM:
         return attach(out_keep, "sum", [(x, lambda g: g.expand(x.shape).to(x.dtype))])
     if op in (Op.MAX, Op.MIN):
+        extreme = _saved_output(out_keep)
+
         def vjp(g):
             from ..ops import where
             if not axes:
                 return g.to(x.dtype)
-            hit = x == out_keep
+            hit = x == extreme
             return where(hit, g / hit.sum(axes, keepdim=True), 0.0).to(x.dtype)
         return attach(out_keep, op.label, [(x, vjp)])
     return out_keep

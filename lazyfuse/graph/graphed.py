@@ -1,25 +1,16 @@
 """``graphed``: a safe, structured call interface on top of ``capture``.
 
 The raw ``Graph`` replays whatever buffers the closure touched; ``graphed`` makes the contract
-explicit: it owns static input buffers, copies each call's arguments into them, replays, and
-returns the outputs — cloned (and materialized) by default, so a caller never sees a later
-replay overwrite a result it kept.
+explicit: it owns static input buffers, copies each call's arguments into them, replays,
+copies the inputs ``fn`` writes in place back to the caller's tensors, and returns the outputs
+— cloned (and materialized) by default, so a caller never sees a later replay overwrite a
+result it kept.
 """
 from __future__ import annotations
 
 from ..errors import CaptureError, ShapeError
 from ..tensor import Tensor
-from .capture import capture
-
-
-def _map(out, fn):
-    if isinstance(out, Tensor):
-        return fn(out)
-    if isinstance(out, (tuple, list)):
-        return type(out)(_map(o, fn) for o in out)
-    if isinstance(out, dict):
-        return {k: _map(v, fn) for k, v in out.items()}
-    return out
+from .capture import _map_tensors, capture
 
 
 def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = True):
@@ -32,7 +23,12 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
     dev = example_inputs[0].device
     static = [x.clone() for x in example_inputs]
     dev.drain("graphed: materialize static inputs")
-    graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters)
+    versions = [s._storage.version for s in static]
+    # uncloned outputs alias across calls: a call marks the previous call's outputs overwritten
+    graph = capture(dev, lambda: fn(*static), warmup_iters=warmup_iters, check_overwrites=not clone_outputs)
+    # inputs fn writes in place: each call copies them back to the caller's tensors, as calling
+    # fn itself would have written them (a torch user's expectation)
+    mutated = [k for k, (s, v) in enumerate(zip(static, versions)) if s._storage.version != v]
 
     def call(*inputs):
         if len(inputs) != len(static):
@@ -43,10 +39,13 @@ def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = Tr
                                  f"captured shape {s.shape}")
             s.copy_(x)
         out = graph.replay()
+        for k in mutated:
+            if isinstance(inputs[k], Tensor):
+                inputs[k].copy_(static[k])
         if not clone_outputs:
             return out
-        copies = _map(out, lambda t: t.clone())
-        dev.drain("graphed: materialize output copies")
+        copies = _map_tensors(out, lambda t: t.clone())
+        dev.sync()   # materialize the copies (inside an outer capture: recorded there)
         return copies
 
     call.graph = graph

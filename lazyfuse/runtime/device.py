@@ -23,26 +23,57 @@ from .stats import Stats
 class HostGraph:
     """A recorded launch list: replay calls each prepared launch in order, nothing else.
 
-    ``keepalive`` pins every buffer and metadata block the launches bind for the graph's
-    lifetime; ``rng`` lists the metadata words holding random-stream offsets, which each
-    replay advances so random numbers differ from one replay to the next.
+    ``records`` pins every buffer and metadata block the launches bind for the graph's
+    lifetime and says what each launch was: ``(kernel name, buffers, slot kinds, metadata)``,
+    or the ``HostGraph`` of a graph replayed inside this capture; ``metas`` is the launch
+    metadata the graph took from the plans it ran. ``rng`` lists, per metadata block, the
+    (seed, offset) words of its random streams: the recorded kernels read their generator
+    state there, and each replay writes the generator's state into them (``draw_rng``), as
+    torch's graph-safe generator hands a captured graph a device-side seed and offset per replay.
     """
 
-    __slots__ = ("launches", "count", "keepalive", "rng")
+    __slots__ = ("launches", "thunks", "count", "records", "metas", "rng")
 
-    def __init__(self, launches, count, keepalive, rng):
+    def __init__(self, launches, thunks, records, metas, rng):
         self.launches = launches    # callables; a backend may have merged several kernels into one
-        self.count = count          # kernel launches recorded
-        self.keepalive = keepalive
+        self.thunks = thunks        # one callable per kernel launch, as recorded (replayed inside a capture)
+        self.count = len(thunks)
+        self.records = records
+        self.metas = metas
         self.rng = rng
+
+    def intermediates(self) -> list:
+        """The buffers of the plans' intermediates (no tensor sees them: only the launches do)."""
+        seen = {}
+        for rec in self.records:
+            if not isinstance(rec, HostGraph):
+                for buf, kind in zip(rec[1], rec[2]):
+                    if kind == "temp":
+                        seen[id(buf)] = buf
+        return list(seen.values())
 
     def __len__(self):
         return self.count
 
-    def advance_rng(self, n: int) -> None:
-        for meta, words in self.rng:
-            for w in words:
-                meta.words[w] += n
+    @property
+    def host(self) -> "HostGraph":
+        """The launch record itself (a GPU graph keeps one as its ``host``)."""
+        return self
+
+    def bind_rng(self, base: int) -> None:
+        """At capture: each stream's offset relative to the generator's offset ``base`` when the
+        capture run began (several draws of one closure keep their distance)."""
+        self.rng = tuple((meta, tuple((sw, ow, int(meta.words[ow]) - base) for sw, ow in words))
+                         for meta, words in self.rng)
+
+    def draw_rng(self, seed: int, base: int) -> None:
+        """Before a replay: the streams continue the generator at ``base`` under ``seed``, so a
+        replay draws the numbers an eager run of the closure would draw now."""
+        for meta, streams in self.rng:
+            words = meta.words
+            for sw, ow, rel in streams:
+                words[sw] = seed
+                words[ow] = base + rel
             meta.push()
 
 
@@ -60,6 +91,7 @@ class Device:
         self.backend = self._make_backend()
         self.engine = Engine(self)
         self.capturing = False
+        self.capture_thread = None   # the thread whose lf.capture is under way (any phase), else None
         self._recording = None
         self._lock = threading.RLock()
 
@@ -81,7 +113,8 @@ class Device:
         costs several times more after one (~100 us against ~10 on the transformer block)."""
         thunk = self.backend.thunk(step, bufs, meta)
         if self._recording is not None:
-            self._recording.append((thunk, bufs, meta, step.rng_words))
+            self._recording.append((thunk, (step.name, bufs, tuple(k for k, _ in step.slots), meta),
+                                    step.rng_words))
         return thunk
 
     def launching(self):
@@ -97,7 +130,42 @@ class Device:
         capture is open. ``sync`` below is the capture layer's, allowed inside one."""
         self.engine.sync(reason)
 
+    def poison(self, storage, error) -> None:
+        """Every later read of ``storage`` raises ``error`` (a graph output a replay overwrote)."""
+        self.engine.poison(storage, error)
+
+    def alias_storage(self, storage):
+        """A storage of its own on ``storage``'s realized buffer, so it alone can be poisoned;
+        None when ``storage`` holds no realized value."""
+        from ..ir.node import Node, Op
+        from .engine import Storage
+        if storage.current.op is not Op.BUFFER:
+            return None
+        alias = Storage(self.engine, Node(Op.BUFFER, (), storage.dtype, storage.shape, storage.buffer))
+        alias.buffer = storage.buffer
+        return alias
+
     # -- graph protocol -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def capture_under_way(self):
+        """Marks ``lf.capture``'s whole run (prepare, warmup, capture, close) on this device. A
+        second capture meanwhile is refused before it touches anything — a nested one (say a
+        capture-on-first-call helper inside a closure) would otherwise close the outer's
+        persistent pool mid-warmup — so the outer goes on intact."""
+        me = threading.get_ident()
+        with self._lock:
+            owner = self.capture_thread
+            if owner is not None:
+                where = "in this thread: captures cannot nest" if owner == me else \
+                    "in another thread: one capture at a time per device"
+                raise CaptureError(f"a capture is already under way on {self.name} ({where}); capture the inner "
+                                   "closure before (or after) the outer one and replay it inside instead")
+            self.capture_thread = me
+        try:
+            yield
+        finally:
+            self.capture_thread = None
+
     def graph_prepare(self) -> None:
         self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
         self.pool.prepare()
@@ -126,10 +194,10 @@ class Device:
             self.engine.release_from_capture()
             metas = self.engine.take_captured_metadata()
             self.engine.stop_tracking()
-        rng = tuple((m, w) for _, _, m, w in launches if w)
-        thunks = [t for t, _, _, _ in launches]
-        return HostGraph(tuple(self.backend.batch(thunks)), len(thunks),
-                         (tuple((b, m) for _, b, m, _ in launches), metas), rng)
+        rng = tuple((rec[3], w) for _, rec, w in launches if w)
+        thunks = tuple(t for t, _, _ in launches)
+        records = tuple({id(rec): rec for _, rec, _ in launches}.values())   # a nested graph's record once
+        return HostGraph(tuple(self.backend.batch(thunks)), thunks, records, metas, rng)
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -144,6 +212,16 @@ class Device:
     def graph_replay(self, graph) -> None:
         for launch in graph.launches:
             launch()
+
+    def graph_replay_into_capture(self, host: HostGraph) -> None:
+        """A graph replayed while a capture is open on this device: its launches run now and
+        join the open recording (a host graph's launch list; on a GPU the kernel launches are
+        captured into the outer graph), so the outer graph replays them too. The outer keeps
+        the inner's record — its buffers and metadata — alive."""
+        with self.launching():
+            for thunk in host.thunks:
+                thunk()
+                self._recording.append((thunk, host, ()))
 
 
 class CpuDevice(Device):

@@ -33,6 +33,7 @@ All allocations of a drain happen before its first launch, so a failing allocati
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 import weakref
@@ -115,7 +116,7 @@ class Step:
     group: object = None      # the planner's Group, for explain
     bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
     bind_scalars: object = None  # tape -> its runtime scalar values
-    rng_words: tuple = ()     # metadata words holding a random stream's offset (advanced on replay)
+    rng_words: tuple = ()     # (seed word, offset word) of each random stream (set from the generator on replay)
     source: str = ""
     config: object = None
 
@@ -151,7 +152,9 @@ class Engine:
         self._draining = False
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.captured_plans: list = []
-        self.poisoned = 0      # values that failed to compute (their readers fail too)
+        # the ERROR leaves of values that failed to compute (their readers fail too), held weakly:
+        # once none is left, no pending op can read one and drains stop looking for them
+        self.poisoned = weakref.WeakSet()
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -297,6 +300,7 @@ class Engine:
                 np.copyto(flat.numpy().reshape(data.shape), data, casting="no")
             else:
                 flat.copy_(data.detach().reshape(-1))
+            storage.version += 1   # an in-place write like a recorded copy_: autograd's saved values see it
         return True
 
     def count_extra_ops(self, n: int) -> None:
@@ -352,7 +356,7 @@ class Engine:
     def poison(self, storage: Storage, error: BaseException) -> None:
         """Mark a value whose computation failed: reading it raises, other work goes on."""
         storage.current = Node(Op.ERROR, (), storage.dtype, storage.shape, error)
-        self.poisoned += 1
+        self.poisoned.add(storage.current)
 
     def _drain_locked(self) -> None:
         roots = self._live_roots()
@@ -413,7 +417,7 @@ class Engine:
         for st in steps:
             st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
             st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
-        plan = CompiledPlan(key, steps, temps, graph, n_ops=n_ops,
+        plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
                             root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
         return plan, (leaves, scalars)
@@ -426,7 +430,7 @@ class Engine:
             if n.op is Op.SCALAR:
                 scalar_pos[i] = len(scalar_pos)
         producers = planned.producers()
-        rng_offsets = {pos[id(n.srcs[1])] for n in nodes if n.op in (Op.RAND, Op.RANDN)}
+        rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
         steps = []
         for grp in planned.groups:
             out = nodes[grp.output]
@@ -435,7 +439,8 @@ class Engine:
                 continue
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
-            rng = tuple(len(header) + k for k, i in enumerate(low.scalar_nodes) if i in rng_offsets)
+            word = {i: len(header) + k for k, i in enumerate(low.scalar_nodes)}
+            rng = tuple((word[sd], word[off]) for sd, off in rng_streams if off in word)
             steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
                               header, kernel, group=grp, rng_words=rng))
         return steps
@@ -605,6 +610,17 @@ def gather(positions: list):
         p = positions[0]
         return lambda seq: (seq[p],)
     return lambda seq: ()
+
+
+def structure_of(graph: DrainGraph) -> DrainGraph:
+    """A copy of a drain's graph without its buffers, for the cached plan (``lf.explain`` reads
+    it): holding the build drain's own nodes would keep every buffer they read alive until the
+    plan is evicted — a dropped input, say — though no later drain binds them."""
+    copies = {}
+    for n in graph.nodes:
+        copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
+                             None if n.op is Op.BUFFER else n.arg)
+    return dataclasses.replace(graph, nodes=list(copies.values()))
 
 
 def plan_and_lower(graph: DrainGraph, template: frozenset, lower):

@@ -11,6 +11,8 @@ Graph capture (docs/semantics.md, The memory pool):
   (like torch's per-graph private pool).
 * ``begin_capture()``: a request that the private segment cannot serve raises
   ``CaptureAllocationError`` instead of allocating.
+* Both concern the thread that prepared the pool (the capturing one) only: other threads
+  allocate and free in the shared cache as usual (recording from them is refused elsewhere).
 * ``end_capture()`` (also after a failure) returns to normal mode; kept private blocks go back
   to the shared cache. Blocks a Graph still holds stay out of circulation until it dies, so
   work interleaved between replays can never be handed the graph's intermediates.
@@ -28,6 +30,7 @@ from ..errors import CaptureAllocationError, DeviceError
 
 DATA, META, SCRATCH = "data", "meta", "scratch"
 EXPORTED = "exported"   # a block handed to a peer (DLPack, numpy): never kept for reuse
+SHARED = "shared"       # a graph's intermediate lent to the captures of graphs sharing its pool
 
 
 def size_class(nbytes: int) -> int:
@@ -124,6 +127,7 @@ class MemoryPool:
         self.stats = stats
         self.cached = defaultdict(list)
         self.private = None             # dict like ``cached`` while prepared for capture
+        self.owner = None               # the thread that prepared it: the only one it serves
         self.epoch = 0                  # counts prepare() calls
         self.capturing = False
         self.cached_bytes = 0
@@ -137,9 +141,12 @@ class MemoryPool:
         key = (usage, cls)
         with self.lock:
             block = None
-            if self.private is not None and self.private.get(key):
+            # the private segment serves the capturing thread only: another thread's upload must
+            # neither take a block the capture run needs nor be refused as if it were part of it
+            mine = self.private is not None and threading.get_ident() == self.owner
+            if mine and self.private.get(key):
                 block = self.private[key].pop()
-            elif self.capturing:
+            elif mine and self.capturing:
                 detail = cause() if cause is not None else ""
                 raise CaptureAllocationError(
                     f"capture needed a fresh {usage} allocation of {nbytes} bytes (size class {cls}) for "
@@ -153,7 +160,7 @@ class MemoryPool:
             else:
                 block = Block(cls, usage, self._fresh(cls, requester))
                 self.stats.fresh_allocations += 1
-            block.epoch = self.epoch if self.private is not None else 0
+            block.epoch = self.epoch if mine else 0
             self.live_bytes += cls
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             return block
@@ -191,6 +198,11 @@ class MemoryPool:
             self.live_bytes -= block.nbytes
             if block.usage is EXPORTED:
                 return
+            if block.usage is SHARED:
+                # graphs still hold it: only ever reused inside a capture that shares their pool
+                if self.private is not None and self.capturing and block.epoch == self.epoch:
+                    self.private[(DATA, block.nbytes)].append(block)
+                return
             key = (block.usage, block.nbytes)
             # only what was handed out since prepare() is kept for the capture: a block from
             # before (say, held by a lingering traceback) must not make a capture succeed by luck
@@ -205,11 +217,22 @@ class MemoryPool:
         with self.lock:
             if self.private is None:
                 self.private = defaultdict(list)
+                self.owner = threading.get_ident()
                 self.epoch += 1
 
     def begin_capture(self) -> None:
         with self.lock:
             self.capturing = True
+
+    def lend(self, blocks) -> None:
+        """Blocks of graphs whose pool the open capture shares (``lf.capture(pool=)``). They serve
+        the capture run first — only it, not the warmup, whose results the program may keep —
+        and never return to the shared cache: those graphs still replay on them."""
+        with self.lock:
+            for block in blocks:
+                block.usage = SHARED
+                block.epoch = self.epoch
+                self.private[(DATA, block.nbytes)].append(block)
 
     def end_capture(self) -> None:
         """Back to normal mode (after a capture, failed or not)."""
@@ -217,8 +240,9 @@ class MemoryPool:
             self.capturing = False
             if self.private is not None:
                 for key, blocks in self.private.items():
-                    self.cached[key].extend(blocks)
-                    self.cached_bytes += key[1] * len(blocks)
+                    kept = [b for b in blocks if b.usage is not SHARED]   # lent blocks: their graphs keep them
+                    self.cached[key].extend(kept)
+                    self.cached_bytes += key[1] * len(kept)
                 self.private = None
 
     def empty_cache(self) -> None:

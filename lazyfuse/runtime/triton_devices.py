@@ -376,8 +376,11 @@ class CudaGraph:
     def __len__(self):
         return len(self.host)
 
-    def advance_rng(self, n: int) -> None:
-        self.host.advance_rng(n)   # edits the staging words and pushes them before the replay
+    def bind_rng(self, base: int) -> None:
+        self.host.bind_rng(base)
+
+    def draw_rng(self, seed: int, base: int) -> None:
+        self.host.draw_rng(seed, base)   # edits the staging words the graph's recorded push copies
 
 
 class CudaDevice(Device):
