@@ -46,10 +46,13 @@ class HostMeta:
 
 
 def library_thunk(step, bufs, gather=None):
-    """A library call (matmul, gather) on torch views of the bound buffers: no copies.
+    """A library call (matmul, gather, collective) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind == "matmul":
         return matmul_call(step, step.config, bufs)
+    if step.kind == "collective":
+        from ..distributed.launch import collective_thunk
+        return collective_thunk(step, [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))])
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     return functools.partial(gather or _gather, *args, *step.kernel[3])
 

@@ -157,6 +157,9 @@ class Engine:
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.captured_plans: list = []
         self.poisoned = 0      # values that failed to compute (their readers fail too)
+        # storages the next drain computes even when their tensors are dropped: collectives, which
+        # every rank must run (lazyfuse.distributed); held until a drain consumes the queue
+        self.pinned: list = []
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -260,6 +263,7 @@ class Engine:
     def _consume(self) -> None:
         """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
         self.pending.clear()
+        self.pinned.clear()
         self.pending_ops = 0
         old, self.tape = self.tape, []
         old.clear()   # nodes still point at it (so it is never reused): emptied, it holds no buffer

@@ -1,0 +1,87 @@
+"""lf.distributed on a real 2-process gloo group (127.0.0.1), every case bounded in time.
+
+Each case runs ``tests/distributed_worker.py CASE`` in two processes: collectives time out
+after ``timeout`` seconds (init_process_group(timeout=)), the whole case is killed after
+``deadline`` seconds (its process groups with it), and a case passes only when every rank
+printed RANK-OK and exited 0. The checks themselves are in the worker, next to their case.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = ROOT / "tests" / "distributed_worker.py"
+
+pytest.importorskip("torch.distributed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(case: str, world: int = 2, timeout: float = 30, deadline: float = 240) -> list:
+    """Run ``case`` on ``world`` ranks; the output of each rank, after all have exited (or been killed)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(WORKER), case, str(r), str(world), str(port), str(timeout)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
+                              start_new_session=True) for r in range(world)]
+    end = time.monotonic() + deadline
+    outs, hung = [], False
+    try:
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=max(0.1, end - time.monotonic()))[0])
+            except subprocess.TimeoutExpired:
+                hung = True
+                break
+    finally:
+        for p in procs:   # stragglers (and anything they started) die with the case
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in procs[len(outs):]:
+            outs.append(p.communicate()[0])
+    report = "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n{out}" for r, (p, out) in enumerate(zip(procs, outs)))
+    assert not hung, f"case {case} ran past its {deadline} s deadline (killed):\n{report}"
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0 and "RANK-OK" in out, f"case {case} failed:\n{report}"
+    return outs
+
+
+def test_every_collective_and_dtype_matches_torch_distributed():
+    run_ranks("collectives")
+
+
+def test_bad_arguments_raise_clear_errors_and_record_nothing():
+    run_ranks("bad_input")
+
+
+def test_fusion_boundaries_and_program_order_across_ranks():
+    run_ranks("fusion_and_order")
+
+
+def test_a_result_dropped_on_one_rank_still_runs_its_collective():
+    run_ranks("dropped")
+
+
+def test_an_exception_on_one_rank_times_the_others_out_cleanly():
+    t0 = time.monotonic()
+    outs = run_ranks("rank_fails", timeout=3, deadline=90)
+    assert "TIMED-OUT-CLEANLY" in outs[0]
+    assert time.monotonic() - t0 < 90
+
+
+def test_capture_with_collectives_replays_100_times_as_eager():
+    run_ranks("capture")
+
+
+def test_data_parallel_training_equals_single_process_on_the_global_batch():
+    run_ranks("ddp")
