@@ -4,16 +4,26 @@ The engine binds a collective like its other library calls (matmul, gather): the
 (through its view), the previous collective's buffer when the node carries an ordering token
 (unused here: its only job was to order the plan), and the output buffer. The views are
 zero-copy torch tensors over pool memory, so NCCL or gloo read and write the buffers lazyfuse
-fuses into. The call runs on the current stream: during a CUDA capture that is the capture
-stream, so NCCL's kernels are recorded into the CUDA graph like any other launch (the eager
-warmup iterations of ``lf.capture`` have created the NCCL communicator by then — creating one
-inside a capture is what fails). On the ``cpu`` device the host graph replays this call.
+fuses into. On the ``cpu`` device the host graph replays this call.
+
+On a GPU every collective of a device is issued on one stream of its own, forked from and
+joined back to the current stream with events. NCCL inside a CUDA graph needs an eager warmup
+on the stream it is captured on (vllm #29207, openxla/xla #33073): ``lf.capture``'s eager
+warmup iterations run on the device's stream and its capture on a side stream, but the NCCL
+calls of both run on this collective stream, so the warmup (which also creates the NCCL
+communicator, which cannot happen inside a capture) is on the capture's stream. The fork and
+join are events, which a capture records as graph edges. (Untested here: this machine has no
+GPU; the cpu path is tested.)
 """
 from __future__ import annotations
 
 import functools
+import threading
 
 from .errors import CollectiveError
+
+_streams: dict = {}   # torch cuda device index -> the stream its collectives run on
+_streams_lock = threading.Lock()
 
 
 def collective_thunk(step, views):
@@ -25,7 +35,10 @@ def collective_thunk(step, views):
 def run(spec, src, out) -> None:
     import torch.distributed as dist
     try:
-        _LAUNCH[spec.kind](dist, spec, src, out)
+        if out.is_cuda:
+            _on_collective_stream(out.device, lambda: _LAUNCH[spec.kind](dist, spec, src, out))
+        else:
+            _LAUNCH[spec.kind](dist, spec, src, out)
     except Exception as e:  # noqa: BLE001 (torch raises RuntimeError subclasses, gloo/NCCL-specific)
         raise CollectiveError(
             f"collective {spec} failed: {type(e).__name__}: {e}. Another rank may have failed, or not reached "
@@ -33,6 +46,21 @@ def run(spec, src, out) -> None:
             "must record the same collectives in the same order and drain them (lf.sync or a host read). "
             "The process group may be unusable now: destroy it (torch.distributed.destroy_process_group()) "
             "and start again") from e
+
+
+def _on_collective_stream(device, call) -> None:
+    """``call()`` on ``device``'s collective stream, after the work queued on the current stream
+    and before anything queued on it later (fork and join by events)."""
+    import torch
+    with _streams_lock:
+        stream = _streams.get(device.index)
+        if stream is None:
+            stream = _streams[device.index] = torch.cuda.Stream(device)
+    current = torch.cuda.current_stream(device)
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):
+        call()
+    current.wait_stream(stream)
 
 
 def _reduce_op(dist, name):
