@@ -91,3 +91,50 @@ def test_the_ddp_example_runs_under_torchrun():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "captured: 2 ranks" in out.stdout
+
+
+# -- in this process: no process group, then a one-rank group -------------------------------------------
+def test_without_a_process_group_a_collective_says_how_to_make_one():
+    import torch.distributed as dist
+    import lazyfuse as lf
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    with pytest.raises(lf.distributed.CollectiveError, match="init_process_group"):
+        lf.distributed.all_reduce(lf.ones(3))
+
+
+@pytest.fixture
+def one_rank_group():
+    import datetime
+    import torch.distributed as dist
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_collective_is_a_boundary_in_explain_and_its_pin_ends_with_the_drain(one_rank_group):
+    import numpy as np
+    import lazyfuse as lf
+    D = lf.distributed
+    dev = lf.device("cpu")
+    x = lf.tensor(np.arange(6, dtype=np.float32))
+    y = D.all_reduce(x * 2 + 1).exp()
+    text = str(lf.explain(y))
+    assert "library call (collective)" in text, text
+    lf.sync()
+    before = lf.stats().snapshot()
+    z = D.all_gather(x.reshape(2, 3), dim=1)
+    r = D.reduce_scatter(x.reshape(3, 2), "max")
+    assert [s.current.op.label for s in dev.engine.pinned] == ["collective", "collective"]
+    del z, r
+    lf.sync()
+    assert dev.engine.pinned == [], "the drain must release the collectives it ran"
+    ran = lf.stats() - before
+    # dropped, and both still ran (with the copy that makes all_gather's transposed input dense)
+    assert ran.kernels_launched == 3 and ran.ops_elided == 0, ran
+    np.testing.assert_allclose(y.numpy(), np.exp(np.arange(6) * 2 + 1), rtol=1e-6)

@@ -79,12 +79,15 @@ def _broadcast(dist, spec, src, out):
     dist.broadcast(out, spec.root, group=spec.process_group())
 
 
+# torch 2.13 renamed all_gather_into_tensor and reduce_scatter_tensor (the old names warn)
 def _all_gather(dist, spec, src, out):
-    dist.all_gather_into_tensor(out, src, group=spec.process_group())
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, src, group=spec.process_group())
 
 
 def _reduce_scatter(dist, spec, src, out):
-    dist.reduce_scatter_tensor(out, src, _reduce_op(dist, spec.reduce), group=spec.process_group())
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    scatter(out, src, _reduce_op(dist, spec.reduce), group=spec.process_group())
 
 
 def _all_to_all(dist, spec, src, out):
