@@ -6,10 +6,12 @@ after ``timeout`` seconds (init_process_group(timeout=)), the whole case is kill
 printed RANK-OK and exited 0. The checks themselves are in the worker, next to their case.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,10 +29,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(case: str, world: int = 2, timeout: float = 30, deadline: float = 240) -> list:
-    """Run ``case`` on ``world`` ranks; the output of each rank, after all have exited (or been killed)."""
+def run_ranks(case: str, world: int = 2, timeout: float = 60, deadline: float = 300) -> list:
+    """Run ``case`` on ``world`` ranks; the output of each rank, after all have exited (or been killed).
+    The ranks share a scratch folder (``LF_TEST_SCRATCH``) to signal each other outside the group."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    scratch = tempfile.mkdtemp(prefix="lf-dist-")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "LF_TEST_SCRATCH": scratch}
     procs = [subprocess.Popen([sys.executable, str(WORKER), case, str(r), str(world), str(port), str(timeout)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
                               start_new_session=True) for r in range(world)]
@@ -49,6 +53,7 @@ def run_ranks(case: str, world: int = 2, timeout: float = 30, deadline: float = 
                 os.killpg(p.pid, signal.SIGKILL)
         for p in procs[len(outs):]:
             outs.append(p.communicate()[0])
+        shutil.rmtree(scratch, ignore_errors=True)
     report = "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n{out}" for r, (p, out) in enumerate(zip(procs, outs)))
     assert not hung, f"case {case} ran past its {deadline} s deadline (killed):\n{report}"
     for p, out in zip(procs, outs):
