@@ -30,9 +30,9 @@ from ..tensor import Tensor, result_tensor
 from .errors import CollectiveError
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 
-# engine -> weak reference to the last collective node recorded on it (the next one's token)
+# engine -> weak references to the last collective recorded on it: (its storage, its node), the
+# node being the next collective's ordering token while it is pending
 _last_collective: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -118,15 +118,27 @@ def record(t, spec: Collective, shape: tuple) -> Tensor:
     engine = t.device.engine
     with engine.lock:   # the token and the recording are one step: no other thread's collective between
         srcs = (x._read(),)
-        ref = _last_collective.get(engine)
-        prev = ref() if ref is not None else None
-        if prev is not None and prev.tape is engine.tape:   # still pending: this one runs after it
+        prev = _token(engine)
+        if prev is not None:
             srcs += (prev,)
         node = Node(Op.COLLECTIVE, srcs, t.dtype, shape, spec)
         out = result_tensor(t.device, node)
         engine.pinned.append(out._storage)
-        _last_collective[engine] = weakref.ref(node)
+        _last_collective[engine] = (weakref.ref(out._storage), weakref.ref(node))
     return out
+
+
+def _token(engine):
+    """The previous collective's node, if the next drain of ``engine`` still has to run it: recorded
+    since the last drain (on the current tape) and not failed (a failed one was poisoned: a token
+    on it would re-run it, on this rank only)."""
+    refs = _last_collective.get(engine)
+    if refs is None:
+        return None
+    storage, node = refs[0](), refs[1]()
+    if node is None or node.tape is not engine.tape or storage is None or storage.current.op is Op.ERROR:
+        return None
+    return node
 
 
 def check_divisible(t, dim: int, world: int, what: str) -> None:

@@ -50,10 +50,10 @@ def library_thunk(step, bufs, gather=None):
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind == "matmul":
         return matmul_call(step, step.config, bufs)
+    args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     if step.kind == "collective":
         from ..distributed.launch import collective_thunk
-        return collective_thunk(step, [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))])
-    args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
+        return collective_thunk(step, args)
     return functools.partial(gather or _gather, *args, *step.kernel[3])
 
 
