@@ -20,3 +20,4 @@ from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
 from .version import __version__  # noqa: F401
+from . import distributed  # noqa: F401

@@ -40,3 +40,8 @@ class AutogradError(LazyfuseError, RuntimeError):
 
 class ConfigError(LazyfuseError, ValueError):
     """A ``LAZYFUSE_*`` environment variable with a value its knob does not accept (lazyfuse/config.py)."""
+
+
+class CollectiveError(DeviceError):
+    """A collective could not run: no process group, a bad argument, or a failure or timeout inside
+    torch.distributed (another rank failed or never reached it). Also a ``RuntimeError``."""

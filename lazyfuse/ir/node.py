@@ -83,6 +83,9 @@ class Op(enum.Enum):
     MATMUL = ("matmul", Kind.EXTERN)
     # srcs (x, index): x indexed along dim arg[0] (of size arg[1]) by the flat integer ``index``
     GATHER = ("gather", Kind.EXTERN)
+    # srcs (x,) or (x, previous collective): a torch.distributed collective on x; ``arg`` is a
+    # lazyfuse.distributed Collective (what it does, on which process group)
+    COLLECTIVE = ("collective", Kind.EXTERN)
 
     def __init__(self, label: str, kind: Kind):
         self.label = label

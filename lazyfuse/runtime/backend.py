@@ -19,6 +19,7 @@ class StepKind(str, Enum):
     KERNEL = "kernel"
     MATMUL = "matmul"
     GATHER = "gather"
+    COLLECTIVE = "collective"
 
     def __str__(self) -> str:
         return self.value

@@ -47,11 +47,14 @@ class HostMeta:
 
 
 def library_thunk(step, bufs, gather=None):
-    """A library call (matmul, gather) on torch views of the bound buffers: no copies.
+    """A library call (matmul, gather, collective) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is StepKind.MATMUL:
         return matmul_call(step, step.config, bufs)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
+    if step.kind is StepKind.COLLECTIVE:
+        from .collectives import collective_thunk
+        return collective_thunk(step, args)
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 

@@ -155,6 +155,9 @@ class Engine:
         # the ERROR leaves of values that failed to compute (their readers fail too), held weakly:
         # once none is left, no pending op can read one and drains stop looking for them
         self.poisoned = weakref.WeakSet()
+        # storages the next drain computes even when their tensors are dropped: collectives, which
+        # every rank must run (lazyfuse.distributed); held until a drain consumes the queue
+        self.pinned: list = []
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -246,6 +249,7 @@ class Engine:
     def _consume(self) -> None:
         """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
         self.pending.clear()
+        self.pinned.clear()
         self.pending_ops = 0
         old, self.tape = self.tape, []
         old.clear()   # nodes still point at it (so it is never reused): emptied, it holds no buffer

@@ -1,0 +1,323 @@
+"""One rank of a tests/test_distributed.py case: ``python tests/distributed_worker.py CASE RANK
+WORLD PORT TIMEOUT``. Joins a gloo process group on 127.0.0.1:PORT (collectives time out after
+TIMEOUT seconds), runs ``case_CASE(rank, world)``, prints ``RANK-OK`` and exits 0, or prints the
+traceback and exits 1. ``os._exit`` skips interpreter teardown: a torch process group torn down
+at exit can abort the process (``terminate called``) after the case passed.
+"""
+import datetime
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+import lazyfuse as lf  # noqa: E402
+
+D = lf.distributed
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]
+
+
+def rank_data(rank, shape, dtype, salt=0):
+    """Rank-specific values of ``dtype`` (small integers for the integer types, so sums are exact)."""
+    rng = np.random.default_rng(1000 * rank + salt)
+    if dtype == "bool":
+        return torch.from_numpy(rng.random(shape) < 0.5)
+    if dtype in ("int32", "int64"):
+        return torch.from_numpy(rng.integers(-50, 50, shape)).to(getattr(torch, dtype))
+    return torch.from_numpy(rng.standard_normal(shape)).to(getattr(torch, dtype))
+
+
+def same(got, want, what):
+    want = want.cpu()
+    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert torch.equal(got, want), f"{what}: lazyfuse {got} != torch.distributed {want}"
+
+
+# -- every collective against torch.distributed on plain torch tensors, every dtype -----------------
+def case_collectives(rank, world):
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+    for name in DTYPES:
+        x = rank_data(rank, (4, 6), name)
+        t = lf.from_torch(x.clone())
+        is_float = name.startswith("float") or name == "bfloat16"
+        for op, top in ops.items():
+            if op == "avg" and not is_float:
+                continue
+            want = x.clone()
+            dist.all_reduce(want, top)
+            same(D.all_reduce(t, op).torch(), want, f"all_reduce {op} {name}")
+            want = torch.empty(2, 6, dtype=x.dtype)
+            (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(want, x.clone(), top)
+            same(D.reduce_scatter(t, op).torch(), want, f"reduce_scatter {op} {name}")
+        want = torch.empty(8, 6, dtype=x.dtype)
+        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(want, x)
+        same(D.all_gather(t).torch(), want, f"all_gather {name}")
+        want = torch.empty(4, 6, dtype=x.dtype)
+        dist.all_to_all_single(want, x.clone())
+        same(D.all_to_all(t).torch(), want, f"all_to_all {name}")
+        want = x.clone()
+        dist.broadcast(want, 1)
+        same(D.broadcast(t, src=1).torch(), want, f"broadcast {name}")
+        same(t.torch(), x, f"the input of the functional collectives {name}")
+    # the arithmetic itself, not only torch's word for it (float64: exact for two ranks)
+    x = rank_data(rank, (4, 6), "float64")
+    others = [rank_data(r, (4, 6), "float64") for r in range(world)]
+    t = lf.from_torch(x)
+    np.testing.assert_array_equal(D.all_reduce(t, "avg").numpy(), (sum(others) / world).numpy())
+    np.testing.assert_array_equal(D.all_reduce(t, "max").numpy(), torch.stack(others).amax(0).numpy())
+    # along another dim, a strided (transposed) input, torch's ReduceOp, out= and the in-place forms
+    same(D.all_gather(t, dim=1).torch(), torch.cat(others, 1), "all_gather dim=1")
+    same(D.reduce_scatter(t, dim=1).torch(), sum(others).chunk(world, 1)[rank], "reduce_scatter dim=1")
+    same(D.all_reduce(t.T, dist.ReduceOp.SUM).torch(), sum(others).T, "all_reduce of a transposed view")
+    out = lf.zeros((4, 6), dtype=lf.float64)
+    assert D.all_reduce(t, "min", out=out) is out
+    same(out.torch(), torch.stack(others).amin(0), "all_reduce out=")
+    u = lf.from_torch(x.clone())
+    assert D.all_reduce_(u) is u
+    same(u.torch(), sum(others), "all_reduce_")
+    v = lf.from_torch(x.clone())
+    view = v[1:3]
+    D.broadcast_(view, src=0)
+    want = x.clone()
+    want[1:3] = others[0][1:3]
+    same(v.torch(), want, "broadcast_ into a view lands in its base")
+
+
+def case_bad_input(rank, world):
+    t = lf.ones((3, 4))
+    for call, err, words in [
+        (lambda: D.all_reduce(t, "prod"), D.CollectiveError, "op='prod'"),
+        (lambda: D.reduce_scatter(t), lf.ShapeError, "multiple of the group's world size"),
+        (lambda: D.all_to_all(lf.ones(3)), lf.ShapeError, "multiple"),
+        (lambda: D.broadcast(t, src=5), D.CollectiveError, "src=5"),
+        (lambda: D.all_reduce(lf.ones(3, dtype=lf.int32), "avg"), lf.DTypeError, "floating"),
+        (lambda: D.all_reduce(torch.ones(3)), lf.DTypeError, "lazyfuse Tensor"),
+        (lambda: D.all_reduce(lf.ones(3, requires_grad=True)), lf.AutogradError, "not differentiable"),
+    ]:
+        try:
+            call()
+        except err as e:
+            assert words in str(e), f"{err.__name__} message {e!r} lacks {words!r}"
+        else:
+            raise AssertionError(f"no {err.__name__} for {words}")
+    # nothing was recorded by the refused calls: the ranks are still in step
+    same(D.all_reduce(t).torch(), torch.full((3, 4), float(world)), "after the refused calls")
+
+
+# -- fusion around a collective, program order, dropped results -------------------------------------------
+def case_fusion_and_order(rank, world):
+    x = lf.tensor(np.arange(12, dtype=np.float32).reshape(3, 4) + rank)
+    xs = [np.arange(12, dtype=np.float32).reshape(3, 4) + r for r in range(world)]
+    lf.sync()
+    before = lf.stats().snapshot()
+    y = ((D.all_reduce(x * 2 + 1) * 3).exp() - 1).numpy()
+    ran = lf.stats() - before
+    # the producer chain is one kernel up to the collective, the consumer chain one after it
+    assert ran.kernels_launched == 3, f"{ran.kernels_launched} launches, expected kernel + collective + kernel"
+    np.testing.assert_allclose(y, np.exp(3 * sum(2 * a + 1 for a in xs)) - 1, rtol=1e-5)
+
+    # program order: the same two collectives, recorded in the same order, but with a live root
+    # on rank 0 (an in-place write recorded before both) that reads the second one; its graph
+    # walk reaches the second collective first. Each must still run the first one first.
+    a_in = lf.tensor(np.full(4, 1.0 + rank, dtype=np.float32))
+    b_in = lf.tensor(np.full(4, 10.0 * (1 + rank), dtype=np.float32))
+    w = lf.zeros(4)
+    lf.sync()
+    if rank == 0:
+        w.add_(1)
+    a = D.all_reduce(a_in)
+    b = D.all_reduce(b_in)
+    w.add_(b)
+    lf.sync()
+    np.testing.assert_array_equal(a.numpy(), np.full(4, sum(1.0 + r for r in range(world))))
+    np.testing.assert_array_equal(b.numpy(), np.full(4, sum(10.0 * (1 + r) for r in range(world))))
+
+    # reads in another order than records on one rank: the drain runs all pending collectives
+    c = D.all_reduce(a_in * 2)
+    d = D.all_gather(b_in)
+    if rank == 1:
+        got_d, got_c = d.numpy(), c.numpy()
+    else:
+        got_c, got_d = c.numpy(), d.numpy()
+    np.testing.assert_array_equal(got_c, a.numpy() * 2)
+    np.testing.assert_array_equal(got_d, np.concatenate([np.full(4, 10.0 * (1 + r)) for r in range(world)]))
+
+
+def case_dropped(rank, world):
+    x = lf.tensor(np.full(5, 1.0 + rank, dtype=np.float32))
+    total = sum(1.0 + r for r in range(world))
+    lf.sync()
+    before = lf.stats().snapshot()
+    kept = D.all_reduce(x * 3)
+    dropped = D.all_reduce(x + 1)
+    if rank == 0:
+        del dropped   # dropped on one rank only: rank 0 must still take part
+    lf.sync()
+    ran = lf.stats() - before
+    assert ran.ops_elided == 0, f"{ran.ops_elided} ops elided: a collective (or its input) was dropped"
+    assert ran.kernels_launched == 4, f"{ran.kernels_launched} launches: expected 2 kernels + 2 collectives"
+    np.testing.assert_array_equal(kept.numpy(), np.full(5, 3 * total))
+    if rank == 1:
+        np.testing.assert_array_equal(dropped.numpy(), np.full(5, total + world))
+    # dropped on every rank, consumer and all: the collective still runs, what reads it is elided
+    lf.sync()
+    before = lf.stats().snapshot()
+    gone = D.all_reduce(x).exp() * 2
+    del gone
+    lf.sync()
+    ran = lf.stats() - before
+    assert ran.kernels_launched == 1 and ran.ops_elided == 2, ran
+    # the in-place form of a dropped tensor still runs too
+    z = lf.tensor(np.full(3, 2.0, dtype=np.float32))
+    D.all_reduce_(z)
+    del z
+    after = D.all_reduce(x)
+    np.testing.assert_array_equal(after.numpy(), np.full(5, total))
+
+
+def case_rank_fails(rank, world):
+    """Rank 1 fails before the collective and stays alive (it never joins) until rank 0 is done;
+    rank 0 gets a clean CollectiveError after the group's timeout, its engine still usable."""
+    done = Path(os.environ["LF_TEST_SCRATCH"]) / "rank0-done"
+    x = lf.tensor(np.ones(4, dtype=np.float32))
+    assert D.all_reduce(x).numpy()[0] == world   # the group works
+    if rank == 1:
+        try:
+            raise ValueError("this rank's own bug")
+        except ValueError:
+            give_up = time.monotonic() + 120   # alive, never reaching the collective (the case's deadline is 90 s)
+            while not done.exists() and time.monotonic() < give_up:
+                time.sleep(0.1)
+        return
+    try:
+        y = D.all_reduce(x * 2)
+        z = y + 1
+        t0 = time.monotonic()
+        try:
+            z.numpy()
+        except D.CollectiveError as e:
+            waited = time.monotonic() - t0
+            assert isinstance(e, lf.LazyfuseError) and isinstance(e, RuntimeError)
+            assert "all_reduce(sum) on rank 0 of 2 failed" in str(e), str(e)
+            assert "timed out" in str(e.__cause__).lower(), repr(e.__cause__)   # gloo's own timeout, passed on
+            assert waited < float(os.environ["LF_TEST_TIMEOUT"]) + 10, waited
+        else:
+            raise AssertionError("rank 0's collective did not fail")
+        for t in (y, z):
+            try:
+                t.numpy()
+            except D.CollectiveError:
+                pass
+            else:
+                raise AssertionError("a value computed from the failed collective was readable")
+        np.testing.assert_array_equal((x * 5 + 1).numpy(), np.full(4, 6.0))   # the engine still works
+        print("TIMED-OUT-CLEANLY", flush=True)
+    finally:
+        done.touch()   # rank 1 may go
+
+
+# -- capture ----------------------------------------------------------------------------------------------
+def case_capture(rank, world):
+    dev = lf.device("cpu")
+    x = lf.tensor(np.zeros((4, 8), dtype=np.float32))
+    w = lf.tensor(np.random.default_rng(rank).standard_normal((4, 8)).astype(np.float32))
+
+    def step():
+        s = D.all_reduce(x * w + 1)                 # kernel, collective
+        g = D.all_gather(s[:2].relu(), dim=1)       # kernel, collective
+        r = D.reduce_scatter(s.tanh(), "max")       # kernel, collective
+        return (g.sum() + r.sum() * 2).reshape(1)   # kernel(s)
+
+    def eager(xv):
+        x.copy_(xv)
+        return step().numpy().copy()
+
+    rng = np.random.default_rng(7)   # the same inputs on every rank
+    base = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(100)]
+    inputs = [b + np.float32(rank) for b in base]
+    first = [(base[0] + np.float32(r)) * np.float32(3) for r in range(world)]   # each rank's x * 3
+    want = [eager(v) for v in inputs]
+
+    lf.reset_stats()
+    graph = lf.capture(dev, step)
+    stats = lf.stats()
+    # warmup as on one device: build path, then the steady state twice, then the capture run
+    assert stats.fusion_cache_misses == 1 and stats.fusion_cache_hits == 3, stats
+    assert graph.is_hardware and graph.fallback_reason is None
+    launches = graph.num_launches
+    assert launches >= 6, launches   # the three collectives are launches of the host graph
+    for v, ref in zip(inputs, want):
+        x.copy_(v)
+        np.testing.assert_array_equal(graph.replay().numpy(), ref)
+
+    # the two deliberate bugs, as on one device (a consumer reads the collective's result)
+    def closure():
+        return D.all_reduce(x * 3) + 1
+    for kwargs in ({"hold_outputs": False}, {"warmup_iters": 1}):
+        try:
+            lf.capture(dev, closure, **kwargs)
+        except lf.CaptureAllocationError as e:
+            assert "Likely cause" in str(e)
+        else:
+            raise AssertionError(f"capture with {kwargs} did not raise CaptureAllocationError")
+    # (the failed capture runs' collectives stay pending, on every rank alike, and run now)
+    lf.sync()
+    g2 = lf.capture(dev, closure)
+    x.copy_(inputs[0])
+    np.testing.assert_array_equal(g2.replay().numpy(), sum(first) + np.float32(1))
+    # a closure returning the collective's own result: never elided, so hold_outputs=False warms
+    # it up anyway and the capture succeeds (the documented exception to the one-device bug)
+    g3 = lf.capture(dev, lambda: D.all_reduce(x * 3), hold_outputs=False)
+    np.testing.assert_array_equal(g3.replay().numpy(), sum(first))
+
+
+def case_semantics(rank, world):
+    # the interpreter device binds collectives the same way (torch views of its host buffers)
+    t = lf.tensor(np.full(3, 1.0 + rank, dtype=np.float32), device="interpreter")
+    np.testing.assert_array_equal(D.all_reduce(t * 2).numpy(), np.full(3, sum(2.0 + 2 * r for r in range(world))))
+    case_bad_input(rank, world)
+    case_fusion_and_order(rank, world)
+    case_dropped(rank, world)
+
+
+# -- data-parallel training -----------------------------------------------------------------------------
+def case_ddp(rank, world):
+    import ddp_train
+    for captured in (False, True):
+        losses, params = ddp_train.train_ddp(steps=20, captured=captured, bucket_bytes=4096)
+        ref_losses, ref_params = ddp_train.train_single(steps=20)
+        seen = [k for k in range(20) if not np.isnan(losses[k])]
+        assert seen[0] == (3 if captured else 0) and len(seen) == 20 - seen[0], seen   # warmup steps are unobserved
+        np.testing.assert_allclose([losses[k] for k in seen], [ref_losses[k] for k in seen], rtol=1e-4, atol=1e-6,
+                                   err_msg=f"captured={captured}")
+        for got, want in zip(params, ref_params):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
+
+
+def main():
+    case, rank, world, port, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    os.environ["LF_TEST_TIMEOUT"] = timeout
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=float(timeout)))
+        globals()[f"case_{case}"](rank, world)
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    print("RANK-OK", flush=True)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
