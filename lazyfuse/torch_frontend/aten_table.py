@@ -58,8 +58,9 @@ def raw(*names):
     return register
 
 
-class MixedTensorError(LazyfuseError, TypeError):
-    """A plain torch tensor in an op with frontend tensors that cannot be moved in implicitly."""
+class MixedTensorError(LazyfuseError):
+    """A plain torch tensor in an op with frontend tensors that cannot be moved in implicitly. (Not a
+    TypeError: torch turns a TypeError raised in an operator into NotImplemented, hiding the message.)"""
 
 
 # -- argument conversion ---------------------------------------------------------------------------

@@ -43,8 +43,8 @@ def note(reason: str) -> None:
 
 def reset() -> None:
     """Forget every count (``lf.reset_stats`` does not touch these)."""
-    for c in dataclasses.astuple(counters):
-        c.clear()
+    for field in dataclasses.fields(counters):
+        getattr(counters, field.name).clear()
 
 
 def report() -> str:

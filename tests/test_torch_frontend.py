@@ -1,0 +1,236 @@
+"""The torch frontend (lf.lazy / lf.eager): torch programs unchanged over lazyfuse, differential
+against torch eager on the same initial weights and seeds."""
+import random
+
+import pytest
+import torch
+from torch import nn
+
+import lazyfuse as lf
+from lazyfuse.torch_frontend import LazyTensor, MixedTensorError
+
+DEV = lf.device("cpu")
+
+
+def close(a, b, tol=1e-5):
+    a, b = lf.eager(a), lf.eager(b)
+    assert type(a) is torch.Tensor and type(b) is torch.Tensor
+    torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_lazy_and_eager_round_trip_a_tensor_and_nested_structures():
+    x = torch.randn(3, 4)
+    lx = lf.lazy(x)
+    assert isinstance(lx, LazyTensor) and lx is not x and lx.shape == x.shape and lx.dtype == x.dtype
+    back = lf.eager({"a": [lx, (lx * 2,)], "b": 3})
+    assert type(back["a"][0]) is torch.Tensor and back["b"] == 3
+    assert torch.equal(back["a"][0], x) and torch.equal(back["a"][1][0], x * 2)
+    w = lf.lazy(torch.ones(2, requires_grad=True))
+    assert w.requires_grad and w.is_leaf and lf.eager(w).requires_grad
+
+
+def test_ops_record_lazily_and_fuse_until_a_host_read():
+    lx = lf.lazy(torch.randn(64))
+    lf.sync(DEV)
+    lf.reset_stats(DEV)
+    lf.torch_frontend.reset()
+    y = (torch.tanh(lx * 2 + 1).exp() * torch.sigmoid(lx)).sum()
+    dropped = (lx - 3).relu()   # noqa: F841 (dropped before the drain: elided)
+    del dropped
+    assert lf.stats(DEV).kernels_launched == 0          # recorded, nothing ran
+    y.item()
+    s = lf.stats(DEV)
+    assert s.kernels_launched == 1 and s.ops_elided >= 2   # the chain fused into its sum; the dropped one elided
+    (reason, line), n = next(iter(lf.torch_frontend.counters.drains.items()))
+    assert reason.startswith(".item()") and line.endswith(f"test_torch_frontend.py:{_line_of('y.item()')}")
+
+
+def _line_of(text):
+    with open(__file__) as f:
+        return next(i for i, ln in enumerate(f, 1) if ln.strip() == text)
+
+
+def _random_program(rng):
+    """A random program of view and in-place ops, run the same way on torch and the frontend."""
+    steps = []
+    for _ in range(rng.randint(4, 9)):
+        kind = rng.choice(["row_add", "col_mul", "t_copy", "view_fill", "read", "self_add", "sel_zero"])
+        i, j = rng.randrange(4), rng.randrange(6)
+        c = round(rng.uniform(-2, 2), 2)
+        steps.append((kind, i, j, c))
+
+    def run(x):
+        reads = []
+        for kind, i, j, c in steps:
+            if kind == "row_add":
+                x[i].add_(c)
+            elif kind == "col_mul":
+                x[:, j:j + 2].mul_(x[:, :2] + c)
+            elif kind == "t_copy":
+                x.t()[j].copy_(x[:, 0] * c)
+            elif kind == "view_fill":
+                x.view(2, 12)[i % 2, j::3].fill_(c)
+            elif kind == "read":
+                reads.append((x.exp() * c).sum(1))    # a value fixed in program order
+            elif kind == "self_add":
+                x += x[i] * c          # reads x[i] before writing it (Python's order)
+            elif kind == "sel_zero":
+                x.transpose(0, 1)[j, i].zero_()
+        return [x] + reads
+    return run
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_inplace_and_view_programs_follow_torch_eager_order(seed):
+    program = _random_program(random.Random(seed))
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(seed))
+    want = program(x.clone())
+    got = program(lf.lazy(x))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Dropout(0.25), nn.Linear(24, 24), nn.GELU(),
+                         nn.Linear(24, 5))
+
+
+def test_mlp_with_dropout_cross_entropy_and_sgd_momentum_trains_like_torch_eager():
+    ref, lazy = _mlp(), lf.lazy(_mlp())
+    assert all(isinstance(p, LazyTensor) and isinstance(p, nn.Parameter) for p in lazy.parameters())
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    opt_l = torch.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9)
+    crit = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(1)
+    for step in range(4):
+        x, y = torch.randn(8, 12, generator=gen), torch.randint(0, 5, (8,), generator=gen)
+        torch.manual_seed(100 + step)   # dropout draws from torch's generator: the same masks
+        opt_r.zero_grad()
+        loss_r = crit(ref(x), y)
+        loss_r.backward()
+        opt_r.step()
+        torch.manual_seed(100 + step)
+        opt_l.zero_grad()
+        loss_l = crit(lazy(lf.lazy(x)), lf.lazy(y))
+        loss_l.backward()
+        opt_l.step()
+        assert loss_l.item() == pytest.approx(loss_r.item(), rel=1e-5)
+    for (name, a), b in zip(ref.state_dict().items(), lazy.state_dict().values()):
+        close(b, a)
+
+
+def test_state_dict_round_trips_between_frontend_and_plain_torch():
+    lazy = lf.lazy(_mlp())
+    with torch.no_grad():
+        lazy[0].weight.mul_(2)       # a lazy in-place change, not yet drained
+    plain = _mlp()
+    plain.load_state_dict(lazy.state_dict())             # lazy -> plain
+    assert torch.equal(plain[0].weight, _mlp()[0].weight * 2)
+    other = lf.lazy(nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Dropout(0.25), nn.Linear(24, 24), nn.GELU(),
+                                  nn.Linear(24, 5)))
+    params_before = [id(p) for p in other.parameters()]
+    other.load_state_dict(plain.state_dict())            # plain -> lazy, into the same parameters
+    assert [id(p) for p in other.parameters()] == params_before
+    for a, b in zip(plain.state_dict().values(), other.state_dict().values()):
+        assert isinstance(b, LazyTensor)
+        close(b, a, 0)
+    assert type(lf.eager(other)[0].weight) is nn.Parameter
+
+
+def test_detach_no_grad_and_requires_grad_keep_torch_semantics():
+    w = lf.lazy(torch.randn(3, requires_grad=True))
+    d = w.detach()
+    assert not d.requires_grad and d.is_leaf
+    with torch.no_grad():
+        d.add_(1)                                # detach aliases: the write reaches w
+        y = w * 2
+    assert not y.requires_grad
+    assert torch.equal(lf.eager(w), lf.eager(d))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w.add_(1)
+    z = (w * w).sum()
+    w.data.mul_(1)                             # through .data: not seen by autograd (as torch)
+    z.backward()
+    close(w.grad, 2 * lf.eager(w))
+
+
+def test_weight_tying_survives_lazy():
+    model = nn.Sequential(nn.Embedding(7, 4), nn.Linear(4, 7, bias=False))
+    model[1].weight = model[0].weight
+    lf.lazy(model)
+    assert model[0].weight is model[1].weight and len(list(model.parameters())) == 1
+
+
+def test_a_captured_torch_training_step_replays_like_eager_and_the_two_bugs_reproduce():
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(6, 8, generator=gen) for _ in range(3)]
+    ys = [torch.randint(0, 4, (6,), generator=gen) for _ in range(3)]
+    ref = make()
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    want = []
+    for x, y in [(xs[0], ys[0])] * 4 + list(zip(xs[1:], ys[1:])):   # 3 warmup steps + the capture run
+        opt_r.zero_grad()
+        loss = nn.functional.cross_entropy(ref(x), y)
+        loss.backward()
+        opt_r.step()
+        want.append(loss.item())
+
+    def training(model, x, y):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    X, Y = lf.lazy(xs[0]), lf.lazy(ys[0])
+    graph = lf.capture(DEV, training(lf.lazy(make()), X, Y))
+    assert graph.is_hardware and isinstance(graph.output, LazyTensor)
+    got = [graph.output.item()]
+    for x, y in zip(xs[1:], ys[1:]):
+        X.copy_(x)
+        Y.copy_(y)
+        got.append(graph.replay().item())
+    assert got == pytest.approx(want[3:], rel=1e-5)
+    for kwargs in ({"hold_outputs": False}, {"warmup_iters": 1}):
+        with pytest.raises(lf.CaptureAllocationError):
+            lf.capture(DEV, training(lf.lazy(make()), X, Y), **kwargs)
+
+
+def test_misuse_raises_clear_errors():
+    lx = lf.lazy(torch.randn(3))
+    with pytest.raises(MixedTensorError, match="requires grad"):
+        lx * torch.randn(3, requires_grad=True)
+    with pytest.raises(MixedTensorError, match="plain torch tensor"):
+        torch.randn(3).add_(lx)
+    with pytest.raises(lf.DTypeError, match="uint8"):
+        lf.lazy(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(lf.DTypeError):
+        lx.to(torch.int16)
+    with pytest.raises(lf.CaptureError, match="during capture"):
+        lf.capture(DEV, lambda: lx.sum() if (lx * 2).sum().item() else lx.sum())
+    # a 0-d plain tensor is a scalar, and a plain CPU tensor is moved in (torch code makes them)
+    close(lx * torch.tensor(2.0) + torch.arange(3), lf.eager(lx) * 2 + torch.arange(3))
+    assert lf.eager(lx + 1).sum().item() == pytest.approx(lf.eager(lx).sum().item() + 3, rel=1e-5)
+
+
+def test_unmapped_ops_run_in_the_one_fallback_and_are_counted():
+    x = torch.randn(5, 4)
+    lf.torch_frontend.reset()
+    values, indices = torch.sort(lf.lazy(x) * 2, dim=0)     # no lazyfuse mapping: eager fallback
+    assert isinstance(values, LazyTensor) and isinstance(indices, LazyTensor)
+    want = torch.sort(x * 2, dim=0)
+    close(values, want.values)
+    close(indices, want.indices)
+    assert lf.torch_frontend.counters.fallback["aten.sort.default"] == 1
+    close(torch.cumsum(lf.lazy(x), 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
+    assert lf.torch_frontend.counters.decomposed["aten.cumsum.default"] == 1
+    assert "aten.sort.default" in lf.torch_frontend.report()
