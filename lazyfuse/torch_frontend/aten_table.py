@@ -146,7 +146,9 @@ def _functional_runner(fn, label):
     counts = drains.counters.native
 
     def run(func, args, kwargs):
-        dev = lf_device_of(args) or lf_device_of(list(kwargs.values()))
+        first = args[0] if args else None
+        dev = first._lf.device if type(first) is LazyTensor else \
+            lf_device_of(args) or lf_device_of(list(kwargs.values()))
         a = [x._lf if type(x) is LazyTensor else _unwrap(x, dev, func) for x in args]
         kw = {k: _unwrap(v, dev, func) for k, v in kwargs.items()} if kwargs else kwargs
         out = fn(*a, **kw)
