@@ -257,3 +257,21 @@ def test_dropout_inside_a_capture_draws_anew_on_each_replay():
     second = lf.eager(graph.replay())
     assert set(first.unique().tolist()) == {0.0, 2.0} and not torch.equal(first, second)
     assert 1500 < int((second == 0).sum()) < 2600
+
+
+def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
+    import io
+    from lazyfuse.explain import explain_script
+    x = lf.lazy(torch.randn(8))
+    assert "1 kernel(s)" in str(lf.explain(torch.exp(x * 2).sum()))
+    script = tmp_path / "torch_program.py"
+    script.write_text("import torch, lazyfuse as lf\n"
+                      "x = lf.lazy(torch.randn(4, 4))\n"
+                      "y = torch.sort(torch.relu(x @ x), dim=1).values\n"
+                      "print(float(y.sum()))\n")
+    out = io.StringIO()
+    lf.torch_frontend.reset()
+    explain_script(str(script), stream=out)
+    text = out.getvalue()
+    assert "aten.mm.default" in text and "ran eagerly (fallback" in text and "aten.sort.default" in text
+    assert f"{script}:3" in text and f"{script}:4" in text    # the lines that forced the drains

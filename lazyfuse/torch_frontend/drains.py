@@ -47,6 +47,11 @@ def reset() -> None:
         getattr(counters, field.name).clear()
 
 
+def used() -> bool:
+    """Whether torch code ran on frontend tensors since the last ``reset()``."""
+    return any(getattr(counters, f.name) for f in dataclasses.fields(counters))
+
+
 def report() -> str:
     """The drains torch code forced, by line, and how each aten op was run."""
     lines = [f"torch frontend: {sum(counters.drains.values())} drains forced by torch code"]
