@@ -275,3 +275,25 @@ def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
     text = out.getvalue()
     assert "aten.mm.default" in text and "ran eagerly (fallback" in text and "aten.sort.default" in text
     assert f"{script}:3" in text and f"{script}:4" in text    # the lines that forced the drains
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    ref, lazy = make(), lf.lazy(make())
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=0.01, foreach=foreach)
+    opt_l = torch.optim.AdamW(lazy.parameters(), lr=0.01, foreach=foreach)
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    lf.torch_frontend.reset()
+    for _ in range(3):
+        for model, opt, inputs in ((ref, opt_r, (x, y)), (lazy, opt_l, (lf.lazy(x), lf.lazy(y)))):
+            loss = nn.functional.cross_entropy(model(inputs[0]), inputs[1])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for a, b in zip(ref.parameters(), lazy.parameters()):
+        close(b, a)
+    foreach_ops = [op for op in lf.torch_frontend.counters.decomposed if op.startswith("aten._foreach_")]
+    assert bool(foreach_ops) == foreach and not lf.torch_frontend.counters.fallback

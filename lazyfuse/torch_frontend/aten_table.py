@@ -197,17 +197,24 @@ def _out_runner(fn, label):
 
 
 def _foreach_runner(base):
+    """``_foreach_<op>(lists..., scalars)``: ``<op>`` on each element. A foreach op passes
+    positionally what its single-tensor op takes by keyword (``_foreach_addcmul_(s, t1, t2, value)``
+    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names."""
     inplace = base.endswith("_")
     op = getattr(aten, base)
+    schemas = [getattr(op, o)._schema for o in op.overloads()]
+    n_positional = max(sum(1 for a in sc.arguments if not a.kwarg_only) for sc in schemas)
+    keywords = next(([a.name for a in sc.arguments if a.kwarg_only] for sc in schemas
+                     if any(a.kwarg_only for a in sc.arguments)), [])
 
     def run(func, args, kwargs):
         drains.counters.decomposed[str(func)] += 1
-        n = len(args[0])
         outs = []
-        for i in range(n):
+        for i in range(len(args[0])):
             a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
             kw = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
-            outs.append(op(*a, **kw))
+            kw.update(zip(keywords, a[n_positional:]))
+            outs.append(op(*a[:n_positional], **kw))
         return None if inplace else outs
     return run
 
