@@ -14,7 +14,7 @@ DEV = lf.device("cpu")
 
 def close(a, b, tol=1e-5):
     a, b = lf.eager(a), lf.eager(b)
-    assert type(a) is torch.Tensor and type(b) is torch.Tensor
+    assert not isinstance(a, LazyTensor) and not isinstance(b, LazyTensor)
     torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 

@@ -79,6 +79,9 @@ def _upload(t: torch.Tensor, device, func):
     return tensor(t, device=device)
 
 
+_PLAIN = (float, int, bool, type(None))   # arguments passed through as they are (the common ones)
+
+
 def _unwrap(a, device, func):
     if type(a) is LazyTensor:
         return a._lf
@@ -106,6 +109,9 @@ def dispatch(func, args, kwargs):
     if run is None:
         run = _resolved[func] = _resolve(func)
     return run(func, args, kwargs)
+
+
+LazyTensor._dispatch = staticmethod(dispatch)   # (installed here: this module imports LazyTensor)
 
 
 def _name(func) -> str:
@@ -149,7 +155,7 @@ def _functional_runner(fn, label):
         first = args[0] if args else None
         dev = first._lf.device if type(first) is LazyTensor else \
             lf_device_of(args) or lf_device_of(list(kwargs.values()))
-        a = [x._lf if type(x) is LazyTensor else _unwrap(x, dev, func) for x in args]
+        a = [x._lf if type(x) is LazyTensor else x if x.__class__ in _PLAIN else _unwrap(x, dev, func) for x in args]
         kw = {k: _unwrap(v, dev, func) for k, v in kwargs.items()} if kwargs else kwargs
         out = fn(*a, **kw)
         if out is NotImplemented:

@@ -38,8 +38,7 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from .aten_table import dispatch
-        return dispatch(func, args, kwargs or {})
+        return cls._dispatch(func, args, kwargs or {})   # aten_table.dispatch, installed by that module
 
     # -- host reads: each one drains, and is counted with the line of torch code that forced it --
     def _plain(self, reason: str) -> torch.Tensor:
