@@ -297,3 +297,14 @@ def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
         close(b, a)
     foreach_ops = [op for op in lf.torch_frontend.counters.decomposed if op.startswith("aten._foreach_")]
     assert bool(foreach_ops) == foreach and not lf.torch_frontend.counters.fallback
+
+
+def test_out_variants_write_into_their_target():
+    x = torch.randn(3, 4)
+    lx, target = lf.lazy(x), lf.lazy(torch.zeros(3, 4))
+    assert torch.add(lx, 2, out=target) is target
+    close(target, x + 2)
+    values, indices = lf.lazy(torch.zeros(3)), lf.lazy(torch.zeros(3, dtype=torch.long))
+    torch.max(lx, 1, out=(values, indices))
+    close(values, x.max(1).values)
+    close(indices, x.max(1).indices)

@@ -121,16 +121,15 @@ def _name(func) -> str:
 def _resolve(func):
     name = _name(func)
     if name in RAW:
-        fn = RAW[name]
-        return lambda func, args, kwargs: fn(func, args, kwargs)
+        return RAW[name]
+    if name in NATIVE and any(a.is_out for a in func._schema.arguments):   # add.out, max.dim_max
+        return _out_runner(NATIVE[name], str(func))
     if name in NATIVE:
         return _functional_runner(NATIVE[name], str(func))
     base = name[:-1] if name.endswith("_") else None
     if base is not None and base in NATIVE and func._schema.arguments and \
             func._schema.arguments[0].alias_info is not None:
         return _inplace_runner(NATIVE[base], str(func))
-    if func._schema.overload_name.startswith("out") and name in NATIVE:
-        return _out_runner(NATIVE[name], str(func))
     if name.startswith("_foreach_"):
         return _foreach_runner(name[len("_foreach_"):])
     decomp = torch._decomp.decomposition_table.get(func)
@@ -194,11 +193,12 @@ def _out_runner(fn, label):
 
     def run(func, args, kwargs):
         kwargs = dict(kwargs)
-        out = kwargs.pop("out")
+        outs = [kwargs.pop(a.name) for a in func._schema.arguments if a.is_out]   # out=, or values=/indices=
         res = run_functional(func, args, kwargs)
-        if isinstance(out, (list, tuple)):
-            return type(out)(_write_into(o, r._lf, func) for o, r in zip(out, res))
-        return _write_into(out, res._lf, func)
+        if len(outs) == 1 and not isinstance(outs[0], (list, tuple)):
+            return _write_into(outs[0], res._lf, func)
+        outs = outs[0] if len(outs) == 1 else outs
+        return tuple(_write_into(o, r._lf, func) for o, r in zip(outs, res))
     return run
 
 
