@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import DeviceError
 from . import drains
 
 
@@ -87,8 +86,3 @@ def lf_device_of(args):
                 return d
     return None
 
-
-def check_same_device(a, b):
-    if a.device is not b.device:
-        raise DeviceError(f"lazy tensors on {a.device.name} and {b.device.name} are mixed in one op; "
-                          "move one with lf.lazy(lf.eager(t), device=...)")
