@@ -392,6 +392,23 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
     return out.clone() if out is x else out
 
 
+@native("to")
+def _to(x, dtype=None, non_blocking=False, copy=False, memory_format=None, **options):
+    """``to.dtype`` and ``to.dtype_layout`` (torch's decompositions call them); a device move
+    (``to.device``, ``to.other``'s) is left to the fallback."""
+    if not isinstance(dtype, torch.dtype) or options.get("device") not in (None, x.device.torch_device):
+        return NotImplemented
+    out = x.to(dtype)
+    return out.clone() if copy and out is x else out
+
+
+@native("sign")
+def _sign(x):
+    if x.dtype is dt.bool_:
+        return x.clone()
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
 @native("clone")
 def _clone(x, memory_format=None):
     return x.clone()
