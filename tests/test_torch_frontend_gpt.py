@@ -41,8 +41,15 @@ def test_gpt_trains_30_steps_with_adamw_to_torch_eager_losses():
         opt_l.step()
         got.append(loss.item())
     assert got == pytest.approx(want, rel=2e-4)
+    n = CFG.n_embd
     for (name, a), b in zip(ref.state_dict().items(), lazy.state_dict().values()):
-        torch.testing.assert_close(lf.eager(b), a, rtol=1e-3, atol=1e-4, msg=name)
+        b = lf.eager(b)
+        if name.endswith("attn.c_attn.bias"):
+            # the key bias's true gradient is 0 (it shifts each row of scores by a constant, which
+            # softmax ignores): both sides get float noise there, which AdamW scales up to full
+            # steps, so that third of the bias is noise on either side and is left out
+            a, b = torch.cat([a[:n], a[2 * n:]]), torch.cat([b[:n], b[2 * n:]])
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_gpt_generate_samples_the_same_tokens_as_torch_eager():
