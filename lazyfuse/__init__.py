@@ -21,3 +21,5 @@ from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
 from .version import __version__  # noqa: F401
 from . import distributed  # noqa: F401
+from .torch_frontend import eager, lazy  # noqa: F401
+from . import torch_frontend  # noqa: F401

@@ -121,6 +121,8 @@ def _dot_escape(text: str) -> str:
 
 
 def _tensors(obj) -> list:
+    if getattr(obj, "_lazyfuse_frontend", False):   # a torch frontend tensor (lf.lazy): its lazyfuse Tensor
+        return [obj._lf]
     if isinstance(obj, Tensor):
         return [obj]
     if isinstance(obj, (list, tuple)):
@@ -270,4 +272,7 @@ def explain_script(path, args=(), stream=None, dot_dir=None, dot_format="dot") -
     finally:
         engine.drain_hook, sys.argv, sys.path[:] = saved
         print(f"=== {reporter.drains} drain(s), {len(reporter.plan_ids)} distinct plan(s)", file=reporter.stream)
+        from .torch_frontend import drains as frontend
+        if frontend.used():   # the script ran torch code on lf.lazy tensors
+            print(frontend.report(), file=reporter.stream)
     return reporter

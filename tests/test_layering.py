@@ -3,7 +3,7 @@
 Layers, bottom up (README, Layout): the base (errors, config, version) -> ``ir/`` (nodes, dtypes,
 views, the planner) -> ``codegen/`` (lowering, printers, compilers, autotuning) -> ``runtime/``
 (engine, pool, devices, backends) -> the API (tensor, ops, creation, functions, indexing,
-interop, autograd, nn, optim, explain, testing, distributed) -> ``graph/`` (capture, replay) -> the package's
+interop, autograd, nn, optim, explain, testing, distributed, torch_frontend) -> ``graph/`` (capture, replay) -> the package's
 entry points (``__init__``, ``__main__``, demo). Every import counts, those inside functions too:
 a lazy import is still an arrow. A lower layer that must call up does it through a registration
 the upper one makes (the engine's ``drain_hook``, installed by explain.py; a device's backend,
@@ -18,7 +18,7 @@ PACKAGE = ROOT / "lazyfuse"
 
 BASE = {"lazyfuse.errors", "lazyfuse.config", "lazyfuse.version"}
 API = {"lazyfuse." + m for m in ("tensor", "ops", "creation", "functions", "indexing", "interop", "autograd",
-                                 "nn", "optim", "explain", "testing", "distributed")}
+                                 "nn", "optim", "explain", "testing", "distributed", "torch_frontend")}
 TOP = {"lazyfuse", "lazyfuse.__main__", "lazyfuse.demo"}
 LAYERS = ["base", "ir", "codegen", "runtime", "api", "graph", "top"]
 DECLARED_UPWARD: dict = {}   # (importer, imported) -> why; none so far

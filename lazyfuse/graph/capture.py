@@ -33,8 +33,8 @@ _warned: set = set()
 
 
 def _check_output(out):
-    """A closure returns a Tensor, None, or a tuple/list/dict of them."""
-    if out is None or isinstance(out, Tensor):
+    """A closure returns a Tensor, None, or a tuple/list/dict of them (torch frontend tensors too)."""
+    if out is None or isinstance(out, Tensor) or getattr(out, "_lazyfuse_frontend", False):
         return
     if isinstance(out, (tuple, list)):
         for o in out:

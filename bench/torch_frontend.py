@@ -1,0 +1,112 @@
+"""Issue 19's numbers: the torch frontend's cost (lf.lazy / lf.eager).
+
+    python -m bench.torch_frontend [--quick]
+
+1. Recording cost per op: the same chain of small elementwise ops recorded through the frontend
+   (an aten op through ``LazyTensor.__torch_dispatch__``) and through lazyfuse's own API, without
+   the drain (which is the same for both: it sees the same IR).
+2. One nanoGPT training step (forward, backward, torch.optim.AdamW) at n_layer=2, n_head=4,
+   n_embd=128, block 64, vocab 65, batch 8: torch eager, warm torch.compile, the frontend lazily
+   (recorded and drained each step) and captured (``lf.capture``, replayed); the cold first step
+   (build path: code generation and compiles) of the frontend and of torch.compile.
+Numbers from a shared machine are noisy; --quick is a smoke run (small sizes, no torch.compile).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import lazyfuse as lf
+from bench.common import compiled, configure, timeit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from nanogpt_model import GPT, GPTConfig  # noqa: E402
+
+CHAIN = 200
+
+
+def record_chain(x):
+    for _ in range(CHAIN // 2):
+        x = x * 1.0001 + 0.5
+    return x
+
+
+def per_op_record_cost(dev, rounds: int = 15) -> dict:
+    """Microseconds of CPU time (``time.process_time``: a busy shared machine's descheduling is
+    not counted) per recorded op, median over rounds that alternate the two."""
+    inputs = {"lazyfuse native": lf.randn(16, device=dev), "torch frontend": lf.lazy(torch.randn(16), device=dev)}
+    times = {name: [] for name in inputs}
+    for _ in range(rounds):
+        for name, x in inputs.items():
+            t0 = time.process_time()
+            for _ in range(5):
+                record_chain(x)
+            times[name].append((time.process_time() - t0) / (5 * CHAIN) * 1e6)
+            lf.sync(dev)      # nothing live: the chains are elided; this only resets the queue
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
+def gpt_step_times(dev, quick: bool) -> dict:
+    cfg = GPTConfig(block_size=64, vocab_size=65, n_layer=2, n_head=4, n_embd=128, dropout=0.0)
+    batch = 8
+    if quick:
+        cfg = GPTConfig(block_size=16, vocab_size=65, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
+        batch = 2
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=gen)
+    y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=gen)
+
+    def trainer(model, x, y):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step():
+            _, loss = model(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    torch.manual_seed(0)
+    results = {"torch eager": timeit(trainer(GPT(cfg), x, y), reps=10, warmup=2) * 1e3}
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    step_c = compiled(trainer(model, x, y))
+    if step_c is not None:
+        t0 = time.perf_counter()
+        step_c()
+        results["torch.compile cold first step"] = (time.perf_counter() - t0) * 1e3
+        results["torch.compile"] = timeit(step_c, reps=10, warmup=2) * 1e3
+    torch.manual_seed(0)
+    lazy_step = trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev), lf.lazy(y, device=dev))
+    t0 = time.perf_counter()
+    lazy_step().item()
+    results["frontend cold first step"] = (time.perf_counter() - t0) * 1e3
+    results["frontend lazy"] = timeit(lambda: lazy_step().item(), reps=10, warmup=2) * 1e3
+    torch.manual_seed(0)
+    graph = lf.capture(dev, trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev),
+                                    lf.lazy(y, device=dev)))
+    results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2) * 1e3
+    results["captured launches"] = graph.num_launches
+    return results
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: small sizes, no torch.compile")
+    args = ap.parse_args(argv)
+    configure(smoke=args.quick)
+    dev = lf.device("cpu")
+    print("# torch frontend (noisy: a shared machine)")
+    for name, us in per_op_record_cost(dev).items():
+        print(f"recording, per elementwise op, {name}: {us:.1f} us of CPU time")
+    for name, v in gpt_step_times(dev, args.quick).items():
+        print(f"nanoGPT step, {name}: {v:.1f}" + ("" if name == "captured launches" else " ms"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,737 @@
+"""The per-aten-op table: how each aten op reaching ``LazyTensor.__torch_dispatch__`` records on
+lazyfuse.
+
+Resolution of an op (once per overload, then cached):
+1. a *native* handler here (keyed by the op's name): it gets the lazyfuse Tensors and records
+   lazyfuse ops. An in-place op (``add_``) or an ``out=`` variant with no handler of its own is
+   its functional op followed by ``copy_`` into the target, which lazyfuse records in program
+   order (docs/semantics.md, Views and in-place writes): torch's eager order, views included.
+2. ``_foreach_*`` ops: the op per list element (``torch.optim``'s foreach updates).
+3. torch's own decomposition of the op (``torch._decomp``), when it has one: the smaller aten
+   ops it calls come back through here.
+4. else ``eager_fallback.run_eagerly``: correct, but a drain.
+
+Arguments: frontend tensors become their lazyfuse Tensors. A plain CPU torch tensor mixed in is
+*uploaded* (torch code makes them: ``torch.arange(t, device=x.device)``, indices of ``x[:, [1]]``,
+``torch.tensor`` constants) — a 0-d one becomes a Python number, as torch treats a CPU scalar
+beside a GPU tensor — and counted per line in the report; one that requires grad (its gradient
+would be lost) or lives on another device raises.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import ops as lf_ops
+from ..creation import arange, empty, full, rand
+from ..errors import DeviceError, DTypeError, LazyfuseError, ShapeError
+from ..functions import cat, stack, where
+from ..indexing import index_select
+from ..ir import dtypes as dt
+from ..ir.node import Op
+from ..ir.view import View
+from ..nn import functional as F
+from ..tensor import Tensor as LfTensor
+from . import drains
+from .eager_fallback import run_eagerly
+from .tensor import LazyTensor, lf_device_of
+
+aten = torch.ops.aten
+NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
+RAW = {}        # aten op name -> handler(func, args, kwargs) on the LazyTensor arguments themselves
+
+
+def native(*names):
+    def register(fn):
+        for n in names:
+            NATIVE[n] = fn
+        return fn
+    return register
+
+
+def raw(*names):
+    def register(fn):
+        for n in names:
+            RAW[n] = fn
+        return fn
+    return register
+
+
+class MixedTensorError(LazyfuseError):
+    """A plain torch tensor in an op with frontend tensors that cannot be moved in implicitly. (Not a
+    TypeError: torch turns a TypeError raised in an operator into NotImplemented, hiding the message.)"""
+
+
+# -- argument conversion ---------------------------------------------------------------------------
+def _upload(t: torch.Tensor, device, func):
+    if t.requires_grad:
+        raise MixedTensorError(
+            f"{func}: a plain torch tensor that requires grad is mixed with lazyfuse frontend tensors; its "
+            "gradient would be lost. Convert it with lf.lazy(t) first (or detach it)")
+    if t.device.type != "cpu" and t.device != device.torch_device:
+        raise DeviceError(f"{func}: a plain torch tensor on {t.device} is mixed with lazyfuse frontend tensors on "
+                          f"{device.name}; move it with lf.lazy(t, device={device.name!r})")
+    if t.dim() == 0:
+        return t.item()   # a CPU scalar, as torch treats one beside a GPU tensor
+    drains.counters.drains[("implicit upload of a plain tensor", drains.user_line())] += 1
+    from ..creation import tensor
+    return tensor(t, device=device)
+
+
+_PLAIN = (float, int, bool, type(None))   # arguments passed through as they are (the common ones)
+
+
+def _unwrap(a, device, func):
+    if type(a) is LazyTensor:
+        return a._lf
+    if isinstance(a, torch.Tensor):
+        return _upload(a, device, func)
+    if type(a) in (list, tuple):
+        return [_unwrap(x, device, func) for x in a]
+    return a
+
+
+def _wrap(out):
+    if out.__class__ is LfTensor:
+        return LazyTensor(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_wrap(o) for o in out) if not hasattr(out, "_fields") else tuple(_wrap(o) for o in out)
+    return out
+
+
+# -- dispatch ----------------------------------------------------------------------------------------
+_resolved = {}
+
+
+def dispatch(func, args, kwargs):
+    run = _resolved.get(func)
+    if run is None:
+        run = _resolved[func] = _resolve(func)
+    return run(func, args, kwargs)
+
+
+LazyTensor._dispatch = staticmethod(dispatch)   # (installed here: this module imports LazyTensor)
+
+
+def _name(func) -> str:
+    return func._schema.name.split("::", 1)[1]
+
+
+def _resolve(func):
+    name = _name(func)
+    if name in RAW:
+        return RAW[name]
+    if name in NATIVE and any(a.is_out for a in func._schema.arguments):   # add.out, max.dim_max
+        return _out_runner(NATIVE[name], str(func))
+    if name in NATIVE:
+        return _functional_runner(NATIVE[name], str(func))
+    base = name[:-1] if name.endswith("_") else None
+    if base is not None and base in NATIVE and func._schema.arguments and \
+            func._schema.arguments[0].alias_info is not None:
+        return _inplace_runner(NATIVE[base], str(func))
+    if name.startswith("_foreach_"):
+        return _foreach_runner(name[len("_foreach_"):])
+    decomp = torch._decomp.decomposition_table.get(func)
+    if decomp is not None:
+        label = str(func)
+
+        def run_decomposed(func, args, kwargs):
+            drains.counters.decomposed[label] += 1
+            return decomp(*args, **kwargs)
+        return run_decomposed
+    return _fallback
+
+
+def _fallback(func, args, kwargs):
+    return run_eagerly(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
+
+
+def _functional_runner(fn, label):
+    counts = drains.counters.native
+
+    def run(func, args, kwargs):
+        first = args[0] if args else None
+        dev = first._lf.device if type(first) is LazyTensor else \
+            lf_device_of(args) or lf_device_of(list(kwargs.values()))
+        a = [x._lf if type(x) is LazyTensor else x if x.__class__ in _PLAIN else _unwrap(x, dev, func) for x in args]
+        kw = {k: _unwrap(v, dev, func) for k, v in kwargs.items()} if kwargs else kwargs
+        out = fn(*a, **kw)
+        if out is NotImplemented:
+            return _fallback(func, args, kwargs)
+        counts[label] += 1
+        return _wrap(out)
+    return run
+
+
+def _write_into(target, value, func):
+    """``target`` (a LazyTensor) <- ``value`` (a lazyfuse Tensor), with torch's in-place dtype rule."""
+    if type(target) is not LazyTensor:
+        raise MixedTensorError(f"{func} writes into a plain torch tensor from lazyfuse frontend tensors; "
+                               "convert it with lf.lazy(t) first, or read the value with lf.eager(...)")
+    lf = target._lf
+    if value.dtype.category > lf.dtype.category:
+        raise DTypeError(f"{func}: result type {value.dtype.name} can't be cast to the desired output type "
+                         f"{lf.dtype.name} (as in torch)")
+    if value.shape != lf.shape:
+        raise ShapeError(f"{func}: the result shape {value.shape} differs from the target's {lf.shape}")
+    lf.copy_(value)
+    return target
+
+
+def _inplace_runner(fn, label):
+    run_functional = _functional_runner(fn, label)
+
+    def run(func, args, kwargs):
+        out = run_functional(func, args, kwargs)
+        return _write_into(args[0], out._lf if type(out) is LazyTensor else out, func)
+    return run
+
+
+def _out_runner(fn, label):
+    run_functional = _functional_runner(fn, label)
+
+    def run(func, args, kwargs):
+        kwargs = dict(kwargs)
+        outs = [kwargs.pop(a.name) for a in func._schema.arguments if a.is_out]   # out=, or values=/indices=
+        res = run_functional(func, args, kwargs)
+        if len(outs) == 1 and not isinstance(outs[0], (list, tuple)):
+            return _write_into(outs[0], res._lf, func)
+        outs = outs[0] if len(outs) == 1 else outs
+        return tuple(_write_into(o, r._lf, func) for o, r in zip(outs, res))
+    return run
+
+
+def _foreach_runner(base):
+    """``_foreach_<op>(lists..., scalars)``: ``<op>`` on each element. A foreach op passes
+    positionally what its single-tensor op takes by keyword (``_foreach_addcmul_(s, t1, t2, value)``
+    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names."""
+    inplace = base.endswith("_")
+    op = getattr(aten, base)
+    schemas = [getattr(op, o)._schema for o in op.overloads()]
+    n_positional = max(sum(1 for a in sc.arguments if not a.kwarg_only) for sc in schemas)
+    keywords = next(([a.name for a in sc.arguments if a.kwarg_only] for sc in schemas
+                     if any(a.kwarg_only for a in sc.arguments)), [])
+
+    def run(func, args, kwargs):
+        drains.counters.decomposed[str(func)] += 1
+        outs = []
+        for i in range(len(args[0])):
+            a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
+            kw = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
+            kw.update(zip(keywords, a[n_positional:]))
+            outs.append(op(*a[:n_positional], **kw))
+        return None if inplace else outs
+    return run
+
+
+# -- raw handlers: ops that need the frontend tensors themselves --------------------------------------
+@raw("_local_scalar_dense")
+def _item(func, args, kwargs):
+    drains.note(".item() / bool() / float()")
+    return args[0]._lf.item()
+
+
+@raw("copy_")
+def _copy(func, args, kwargs):
+    dest, src = args[0], args[1]
+    if type(dest) is LazyTensor:
+        if type(src) is LazyTensor:
+            if src._lf.device is not dest._lf.device:
+                raise DeviceError(f"copy_ between lazy tensors on {src._lf.device.name} and {dest._lf.device.name}")
+            dest._lf.copy_(src._lf)
+        elif isinstance(src, torch.Tensor):
+            if src.device.type != "cpu" and src.device != dest._lf.device.torch_device:
+                raise DeviceError(f"copy_ from a torch tensor on {src.device} into a lazy tensor on "
+                                  f"{dest._lf.device.name}")
+            dest._lf.copy_(src.detach())   # data moving in (load_state_dict): an upload, no drain
+        else:
+            dest._lf.copy_(src)
+        return dest
+    # a plain tensor written from a lazy one (load_state_dict into a plain module): data moving out
+    drains.note("copy_ into a plain tensor")
+    return func(dest, src._lf.torch(), *args[2:], **kwargs)
+
+
+@raw("detach", "alias", "lift_fresh")
+def _alias(func, args, kwargs):
+    return LazyTensor(args[0]._lf.detach())
+
+
+def _draws_on_host(x) -> bool:
+    """Random ops draw from torch's own generator on the host (bit-equal to torch eager;
+    ``torch.manual_seed`` works as is), except inside ``lf.capture`` (warmup included): there a
+    host draw would be baked into the graph, so they draw from lazyfuse's generator, which a
+    replay advances."""
+    return not x.device.pool.info()["persistent"]
+
+
+def _random_fill(func, args, draw_host, draw_lazy):
+    target = args[0]
+    x = target._lf
+    if _draws_on_host(x):
+        host = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype.torch)
+        x.copy_(draw_host(host))
+    else:
+        x.copy_(draw_lazy(x))
+    drains.counters.native[str(func)] += 1
+    return target
+
+
+@raw("bernoulli_")
+def _bernoulli_(func, args, kwargs):
+    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+    if isinstance(p, torch.Tensor):
+        return _fallback(func, args, kwargs)
+    return _random_fill(func, args, lambda h: h.bernoulli_(p),
+                        lambda x: rand(x.shape, device=x.device) < p)
+
+
+@raw("uniform_")
+def _uniform_(func, args, kwargs):
+    lo = args[1] if len(args) > 1 else kwargs.get("from", 0.0)
+    hi = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
+    return _random_fill(func, args, lambda h: h.uniform_(lo, hi),
+                        lambda x: rand(x.shape, device=x.device) * (hi - lo) + lo)
+
+
+@raw("normal_")
+def _normal_(func, args, kwargs):
+    mean = args[1] if len(args) > 1 else kwargs.get("mean", 0.0)
+    std = args[2] if len(args) > 2 else kwargs.get("std", 1.0)
+    from ..creation import randn
+    return _random_fill(func, args, lambda h: h.normal_(mean, std),
+                        lambda x: randn(x.shape, device=x.device) * std + mean)
+
+
+# -- elementwise -------------------------------------------------------------------------------------
+def _scaled(other, alpha):
+    return other if alpha == 1 else other * alpha
+
+
+native("add")(lambda x, other, alpha=1: x + _scaled(other, alpha))
+native("sub")(lambda x, other, alpha=1: x - _scaled(other, alpha))
+native("rsub")(lambda x, other, alpha=1: other - _scaled(x, alpha))
+native("mul")(lambda x, other: x * other)
+native("neg")(lambda x: -x)
+native("exp")(lambda x: x.exp())
+native("log")(lambda x: x.log())
+native("sqrt")(lambda x: x.sqrt())
+native("rsqrt")(lambda x: x.rsqrt())
+native("sin")(lambda x: x.sin())
+native("cos")(lambda x: x.cos())
+native("tanh")(lambda x: x.tanh())
+native("sigmoid")(lambda x: x.sigmoid())
+native("relu")(lambda x: x.relu())
+native("silu")(lambda x: x.silu())
+native("reciprocal")(lambda x: x.reciprocal())
+native("abs")(lambda x: abs(x))
+native("isnan")(lambda x: x.isnan())
+native("maximum")(lambda x, other: lf_ops.elementwise(Op.MAXIMUM, x, other))
+native("minimum")(lambda x, other: lf_ops.elementwise(Op.MINIMUM, x, other))
+native("eq")(lambda x, other: x == other)
+native("ne")(lambda x, other: x != other)
+native("lt")(lambda x, other: x < other)
+native("le")(lambda x, other: x <= other)
+native("gt")(lambda x, other: x > other)
+native("ge")(lambda x, other: x >= other)
+native("logical_not")(lambda x: x.logical_not())
+native("bitwise_not")(lambda x: ~x)
+native("bitwise_and")(lambda x, other: x & other)
+native("bitwise_or")(lambda x, other: x | other)
+native("bitwise_xor")(lambda x, other: x ^ other)
+native("logical_and")(lambda x, other: x.bool() & (other.bool() if hasattr(other, "bool") else bool(other)))
+native("logical_or")(lambda x, other: x.bool() | (other.bool() if hasattr(other, "bool") else bool(other)))
+native("where")(lambda cond, x, other: where(cond, x, other))
+native("gelu")(lambda x, approximate="none": F.gelu(x, approximate))
+native("clamp_min")(lambda x, min: x.clamp(min=min))
+native("clamp_max")(lambda x, max: x.clamp(max=max))
+
+
+@native("div")
+def _div(x, other, rounding_mode=None):
+    if rounding_mode is None:
+        return x / other
+    if rounding_mode == "floor":
+        return x // other
+    return NotImplemented   # "trunc": the fallback
+
+
+@native("pow")
+def _pow(x, exponent):
+    return x ** exponent
+
+
+@native("clamp")
+def _clamp(x, min=None, max=None):
+    return x if min is None and max is None else x.clamp(min, max)
+
+
+@native("masked_fill")
+def _masked_fill(x, mask, value):
+    return where(mask, value, x).to(x.dtype)
+
+
+@native("lerp")
+def _lerp(x, end, weight):
+    # torch's formula (two branches, for accuracy near either end)
+    if not isinstance(weight, (int, float)):
+        return where(abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
+    return x + weight * (end - x) if abs(weight) < 0.5 else end - (end - x) * (1 - weight)
+
+
+native("addcmul")(lambda x, t1, t2, value=1: x + _scaled(t1, value) * t2)
+native("addcdiv")(lambda x, t1, t2, value=1: x + _scaled(t1, value) / t2)
+
+
+@native("_to_copy")
+def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device) != x.device.torch_device:
+        return NotImplemented   # leaving lazyfuse: the fallback hands back a plain copy
+    out = x.to(dtype) if dtype is not None else x
+    return out.clone() if out is x else out
+
+
+@native("to")
+def _to(x, dtype=None, non_blocking=False, copy=False, memory_format=None, **options):
+    """``to.dtype`` and ``to.dtype_layout`` (torch's decompositions call them); a device move
+    (``to.device``, ``to.other``'s) is left to the fallback."""
+    if not isinstance(dtype, torch.dtype) or options.get("device") not in (None, x.device.torch_device):
+        return NotImplemented
+    out = x.to(dtype)
+    return out.clone() if copy and out is x else out
+
+
+@native("sign")
+def _sign(x):
+    if x.dtype is dt.bool_:
+        return x.clone()
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@native("clone")
+def _clone(x, memory_format=None):
+    return x.clone()
+
+
+@native("fill")
+def _fill(x, value):
+    return full(x.shape, value, dtype=x.dtype, device=x.device)
+
+
+@native("zero")
+def _zero(x):
+    return full(x.shape, 0, dtype=x.dtype, device=x.device)
+
+
+def _like(fill):
+    def like(x, *rest, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        value = rest[0] if fill is None else fill
+        d = dt.as_dtype(dtype) if dtype is not None else x.dtype
+        if value is empty:
+            return empty(x.shape, dtype=d, device=x.device)
+        return full(x.shape, value, dtype=d, device=x.device)
+    return like
+
+
+native("zeros_like")(_like(0))
+native("ones_like")(_like(1))
+native("empty_like")(_like(empty))
+native("full_like")(_like(None))
+
+
+def _new(fill):
+    def new(x, size, *rest, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
+        value = rest[0] if fill is None else fill
+        d = dt.as_dtype(dtype) if dtype is not None else x.dtype
+        if value is empty:
+            return empty(tuple(size), dtype=d, device=x.device)
+        return full(tuple(size), value, dtype=d, device=x.device)
+    return new
+
+
+native("new_zeros")(_new(0))
+native("new_ones")(_new(1))
+native("new_empty")(_new(empty))
+native("new_full")(_new(None))
+
+
+@native("new_empty_strided")
+def _new_empty_strided(x, size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    return empty(tuple(size), dtype=dt.as_dtype(dtype) if dtype is not None else x.dtype, device=x.device)
+
+
+# -- reductions ---------------------------------------------------------------------------------------
+def _dims(dim):
+    return None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) else tuple(dim) \
+        if isinstance(dim, (list, tuple)) else dim
+
+
+@native("sum")
+def _sum(x, dim=None, keepdim=False, dtype=None):
+    return x.sum(_dims(dim), keepdim, dtype=dt.as_dtype(dtype) if dtype is not None else None)
+
+
+@native("mean")
+def _mean(x, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    return x.mean(_dims(dim), keepdim)
+
+
+native("amax")(lambda x, dim=(), keepdim=False: x.amax(_dims(dim), keepdim))
+native("amin")(lambda x, dim=(), keepdim=False: x.amin(_dims(dim), keepdim))
+
+
+@native("max")
+def _max(x, dim=None, keepdim=False):
+    if isinstance(dim, LfTensor):
+        return lf_ops.elementwise(Op.MAXIMUM, x, dim)
+    return x.amax() if dim is None else tuple(x.max(dim, keepdim))
+
+
+@native("min")
+def _min(x, dim=None, keepdim=False):
+    if isinstance(dim, LfTensor):
+        return lf_ops.elementwise(Op.MINIMUM, x, dim)
+    return x.amin() if dim is None else tuple(x.min(dim, keepdim))
+
+
+native("argmax")(lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim))
+native("argmin")(lambda x, dim=None, keepdim=False: x.argmin(dim, keepdim))
+
+
+@native("var")
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    return x.var(_dims(dim), keepdim, correction=correction)
+
+
+@native("std")
+def _std(x, dim=None, *, correction=None, keepdim=False):
+    return x.std(_dims(dim), keepdim, correction=correction)
+
+
+@native("var_mean")
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    return x.var(_dims(dim), keepdim, correction=correction), x.mean(_dims(dim), keepdim)
+
+
+# -- matmul -------------------------------------------------------------------------------------------
+native("mm", "bmm", "matmul")(lambda a, b: a @ b)
+native("dot")(lambda a, b: (a * b).sum())
+native("mv")(lambda a, b: (a @ b.unsqueeze(1)).squeeze(1))
+
+
+@native("addmm", "baddbmm")
+def _addmm(bias, a, b, *, beta=1, alpha=1):
+    prod = _scaled(a @ b, alpha)
+    return prod if beta == 0 else _scaled(bias, beta) + prod
+
+
+# -- views (they alias their base, as in torch) ---------------------------------------------------------
+native("view", "_unsafe_view", "reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size))
+                                                            if stride else x.view(tuple(size)))
+native("expand")(lambda x, size, *, implicit=False: x.expand(tuple(size)))
+native("permute")(lambda x, dims: x.permute(tuple(dims)))
+native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)
+native("transpose")(lambda x, dim0, dim1: x.transpose(dim0, dim1))
+native("unsqueeze")(lambda x, dim: x.unsqueeze(dim))
+native("squeeze")(lambda x, dim=None: x.squeeze(tuple(dim) if isinstance(dim, (list, tuple)) else dim))
+native("select")(lambda x, dim, index: x[(slice(None),) * (dim % x.ndim) + (index,)])
+
+
+@native("slice")
+def _slice(x, dim=0, start=None, end=None, step=1):
+    dim = dim % x.ndim
+    return x[(slice(None),) * dim + (slice(start, end, step),)]
+
+
+@native("split")
+def _split(x, split_size, dim=0):
+    dim = dim % x.ndim
+    n = x.shape[dim]
+    return [_slice(x, dim, s, min(s + split_size, n)) for s in range(0, max(n, 1), split_size)]
+
+
+@native("split_with_sizes")
+def _split_with_sizes(x, split_sizes, dim=0):
+    dim = dim % x.ndim
+    out, s = [], 0
+    for size in split_sizes:
+        out.append(_slice(x, dim, s, s + size))
+        s += size
+    return out
+
+
+native("unbind")(lambda x, dim=0: [x[(slice(None),) * (dim % x.ndim) + (i,)] for i in range(x.shape[dim])])
+
+
+@native("as_strided")
+def _as_strided(x, size, stride, storage_offset=None):
+    offset = x._view.offset if storage_offset is None else storage_offset
+    return x._with_view(View(tuple(size), tuple(stride), offset))
+
+
+@native("cat")
+def _cat(tensors, dim=0):
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]   # torch skips legacy empty 1-d
+    return cat(tensors, dim)
+
+
+native("stack")(lambda tensors, dim=0: stack(tensors, dim))
+
+
+@native("index")
+def _index(x, indices):
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype in (dt.bool_,):
+        return NotImplemented
+    d, idx = tensors[0]
+    idx = where(idx < 0, idx + x.shape[d], idx)
+    return index_select(x, d, idx)
+
+
+# -- nn ops and their backward formulas ----------------------------------------------------------------
+native("_softmax")(lambda x, dim, half_to_float: F.softmax(x, dim))
+native("_log_softmax")(lambda x, dim, half_to_float: F.log_softmax(x, dim))
+native("_softmax_backward_data")(lambda g, y, dim, input_dtype: (y * (g - (g * y).sum(dim, keepdim=True)))
+                                 .to(input_dtype))
+native("_log_softmax_backward_data")(lambda g, y, dim, input_dtype: (g - y.exp() * g.sum(dim, keepdim=True))
+                                     .to(input_dtype))
+native("threshold_backward")(lambda g, x, threshold: where(x <= threshold, 0.0, g).to(g.dtype))
+native("sigmoid_backward")(lambda g, y: g * y * (1 - y))
+native("tanh_backward")(lambda g, y: g * (1 - y * y))
+
+
+@native("silu_backward")
+def _silu_backward(g, x):
+    s = x.sigmoid()
+    return g * s * (1 + x * (1 - s))
+
+
+@native("gelu_backward")
+def _gelu_backward(g, x, approximate="none"):
+    if approximate != "none":
+        return NotImplemented
+    from ..autograd.rules import _gelu_grad
+    return g * _gelu_grad(x)
+
+
+@native("native_layer_norm")
+def _native_layer_norm(x, normalized_shape, weight, bias, eps):
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    xf = x.to(dt.opmath(x.dtype))
+    mean = xf.mean(dims, keepdim=True)
+    d = xf - mean
+    rstd = ((d * d).mean(dims, keepdim=True) + eps).rsqrt()
+    out = d * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(x.dtype), mean, rstd
+
+
+@native("native_layer_norm_backward")
+def _native_layer_norm_backward(g, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    batch = tuple(range(x.ndim - len(normalized_shape)))
+    n = float(math.prod(normalized_shape))
+    xhat = (x - mean) * rstd
+    gw = g * weight if weight is not None else g
+    dx = dw = db = None
+    if output_mask[0]:
+        dx = (rstd / n) * (gw * n - gw.sum(dims, keepdim=True) - xhat * (gw * xhat).sum(dims, keepdim=True))
+    if output_mask[1] and weight is not None:
+        dw = (g * xhat).sum(batch) if batch else g * xhat
+    if output_mask[2] and bias is not None:
+        db = g.sum(batch) if batch else g
+    return dx, dw, db
+
+
+@native("embedding")
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return index_select(weight, 0, indices)
+
+
+def _one_hot(index, n, dtype):
+    return (index.unsqueeze(-1) == arange(n, device=index.device)).to(dtype)
+
+
+@native("embedding_dense_backward")
+def _embedding_dense_backward(g, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        return NotImplemented
+    flat = indices.reshape(-1)
+    onehot = _one_hot(flat, num_weights, g.dtype)
+    if padding_idx >= 0:
+        onehot = onehot * (flat != padding_idx).unsqueeze(-1).to(g.dtype)
+    return onehot.T @ g.reshape(-1, g.shape[-1])
+
+
+def _nll_parts(x, target, weight, ignore_index):
+    """The one-hot of each target (zero rows where ignored) times its class weight, and those weights."""
+    classes = x.shape[-1]
+    hot = _one_hot(target, classes, x.dtype) * (target != ignore_index).unsqueeze(-1).to(x.dtype)
+    if weight is not None:
+        hot = hot * weight
+    return hot, hot.sum(-1)
+
+
+@native("nll_loss_forward")
+def _nll_loss_forward(x, target, weight, reduction, ignore_index):
+    hot, w = _nll_parts(x, target, weight, ignore_index)
+    per_item = -(x * hot).sum(-1)
+    total = w.sum()
+    if reduction == 0:
+        return per_item, total
+    loss = per_item.sum()
+    return (loss / total if reduction == 1 else loss), total
+
+
+@native("nll_loss_backward")
+def _nll_loss_backward(g, x, target, weight, reduction, ignore_index, total_weight):
+    hot, _ = _nll_parts(x, target, weight, ignore_index)
+    if reduction == 0:
+        return -hot * g.unsqueeze(-1)
+    scale = g / total_weight if reduction == 1 else g
+    return -hot * scale
+
+
+@native("native_dropout_backward")
+def _native_dropout_backward(g, mask, scale):
+    return g * mask.to(g.dtype) * scale
+
+
+def _attention_probs(q, k, is_causal, attn_mask, scale):
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        keep = arange(L, device=q.device).unsqueeze(1) >= arange(S, device=q.device).unsqueeze(0)
+        s = where(keep, s, float("-inf"))
+    if attn_mask is not None:
+        s = where(attn_mask, s, float("-inf")) if attn_mask.dtype is dt.bool_ else s + attn_mask
+    return s, scale
+
+
+@native("_scaled_dot_product_flash_attention_for_cpu")
+def _sdpa_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    if dropout_p:
+        return NotImplemented
+    s, _ = _attention_probs(q, k, is_causal, attn_mask, scale)
+    m = s.detach().amax(-1, keepdim=True)
+    lse = (s - m).exp().sum(-1, keepdim=True).log() + m
+    return (s - lse).exp() @ v, lse.squeeze(-1)
+
+
+@native("_scaled_dot_product_flash_attention_for_cpu_backward")
+def _sdpa_cpu_backward(g, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=None, scale=None):
+    if dropout_p:
+        return NotImplemented
+    s, scale = _attention_probs(q, k, is_causal, attn_mask, scale)
+    p = (s - lse.unsqueeze(-1)).exp()
+    dv = p.transpose(-2, -1) @ g
+    dp = g @ v.transpose(-2, -1)
+    ds = p * (dp - (g * out).sum(-1, keepdim=True))
+    return (ds @ k) * scale, (ds.transpose(-2, -1) @ q) * scale, dv

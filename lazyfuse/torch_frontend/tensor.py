@@ -1,0 +1,88 @@
+"""``LazyTensor``: a torch tensor whose data is a lazyfuse Tensor.
+
+A wrapper subclass (``torch.Tensor._make_wrapper_subclass``: metadata only, no storage of its
+own), as torch's FakeTensor and DTensor are. Torch runs autograd, ``nn.Module`` and
+``torch.optim`` above the dispatcher as for any tensor; every aten op that reaches the Python
+dispatch key lands in ``__torch_dispatch__``, which records it on lazyfuse through the table in
+``aten_table`` (or the one eager fallback there). So torch's own backward formulas and
+optimizer updates record lazily with no extra work, and host reads (``.item()``, printing,
+``bool()``, ``.numpy()``, ``.cpu()``) are where torch code drains.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import drains
+
+
+class LazyTensor(torch.Tensor):
+    """A torch tensor backed by a lazyfuse ``Tensor`` (``._lf``). Make one with ``lf.lazy(t)``;
+    ``lf.eager(t)`` (or ``.cpu()``, ``.numpy()``) drains and gives plain torch back."""
+    _lf: object
+    _lazyfuse_frontend = True   # lets lf.capture accept one as a closure's output
+    __slots__ = ("_lf",)
+
+    @staticmethod
+    def __new__(cls, lf_tensor, requires_grad: bool = False):
+        view = lf_tensor._view
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, view.shape, strides=view.strides, storage_offset=view.offset,
+            dtype=lf_tensor._storage.dtype.torch, device=lf_tensor.device.torch_device,
+            requires_grad=requires_grad)
+        r._lf = lf_tensor
+        return r
+
+    # no __torch_function__ layer: everything is decided at dispatch (cheaper, as DTensor)
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return cls._dispatch(func, args, kwargs or {})   # aten_table.dispatch, installed by that module
+
+    # -- host reads: each one drains, and is counted with the line of torch code that forced it --
+    def _plain(self, reason: str) -> torch.Tensor:
+        drains.note(reason)
+        return self._lf.torch()
+
+    def __repr__(self, *, tensor_contents=None):
+        if self._lf.device.capturing:
+            return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype}, pending)"
+        return repr(self._plain("print"))
+
+    def numpy(self, *, force=False):
+        """Drains, then a numpy array holding a copy of the value (as ``t.cpu().numpy()``)."""
+        return self._plain(".numpy()").numpy()
+
+    def tolist(self):
+        return self._plain(".tolist()").tolist()
+
+    def cpu(self, memory_format=torch.preserve_format):
+        """Drains, then a plain CPU torch tensor holding a copy of the value (no autograd history;
+        ``lf.eager`` is the same)."""
+        return self._plain(".cpu()")
+
+    def __reduce_ex__(self, protocol):
+        # pickling (torch.save) stores the plain value: a lazy tensor's data only exists after a drain
+        return self._plain("pickle").__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo):
+        # copy.deepcopy(model): a new lazy tensor with a copy of the value, recorded (no drain)
+        from .convert import wrap
+        out = wrap(self._lf.clone(), self.requires_grad)
+        if isinstance(self, torch.nn.Parameter):
+            out = torch.nn.Parameter(out, requires_grad=self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+
+def lf_device_of(args):
+    """The lazyfuse device of the first LazyTensor among ``args`` (nested lists included)."""
+    for a in args:
+        if type(a) is LazyTensor:
+            return a._lf.device
+        if isinstance(a, (list, tuple)):
+            d = lf_device_of(a)
+            if d is not None:
+                return d
+    return None
+

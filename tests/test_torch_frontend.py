@@ -1,0 +1,336 @@
+"""The torch frontend (lf.lazy / lf.eager): torch programs unchanged over lazyfuse, differential
+against torch eager on the same initial weights and seeds."""
+import random
+
+import pytest
+import torch
+from torch import nn
+
+import lazyfuse as lf
+from lazyfuse.torch_frontend import LazyTensor, MixedTensorError
+
+DEV = lf.device("cpu")
+
+
+def close(a, b, tol=1e-5):
+    a, b = lf.eager(a), lf.eager(b)
+    assert not isinstance(a, LazyTensor) and not isinstance(b, LazyTensor)
+    torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_lazy_and_eager_round_trip_a_tensor_and_nested_structures():
+    x = torch.randn(3, 4)
+    lx = lf.lazy(x)
+    assert isinstance(lx, LazyTensor) and lx is not x and lx.shape == x.shape and lx.dtype == x.dtype
+    back = lf.eager({"a": [lx, (lx * 2,)], "b": 3})
+    assert type(back["a"][0]) is torch.Tensor and back["b"] == 3
+    assert torch.equal(back["a"][0], x) and torch.equal(back["a"][1][0], x * 2)
+    w = lf.lazy(torch.ones(2, requires_grad=True))
+    assert w.requires_grad and w.is_leaf and lf.eager(w).requires_grad
+
+
+def test_ops_record_lazily_and_fuse_until_a_host_read():
+    lx = lf.lazy(torch.randn(64))
+    lf.sync(DEV)
+    lf.reset_stats(DEV)
+    lf.torch_frontend.reset()
+    y = (torch.tanh(lx * 2 + 1).exp() * torch.sigmoid(lx)).sum()
+    dropped = (lx - 3).relu()   # noqa: F841 (dropped before the drain: elided)
+    del dropped
+    assert lf.stats(DEV).kernels_launched == 0          # recorded, nothing ran
+    y.item()
+    s = lf.stats(DEV)
+    assert s.kernels_launched == 1 and s.ops_elided >= 2   # the chain fused into its sum; the dropped one elided
+    (reason, line), n = next(iter(lf.torch_frontend.counters.drains.items()))
+    assert reason.startswith(".item()") and line.endswith(f"test_torch_frontend.py:{_line_of('y.item()')}")
+
+
+def _line_of(text):
+    with open(__file__) as f:
+        return next(i for i, ln in enumerate(f, 1) if ln.strip() == text)
+
+
+def _random_program(rng):
+    """A random program of view and in-place ops, run the same way on torch and the frontend."""
+    steps = []
+    for _ in range(rng.randint(4, 9)):
+        kind = rng.choice(["row_add", "col_mul", "t_copy", "view_fill", "read", "self_add", "sel_zero"])
+        i, j = rng.randrange(4), rng.randrange(6)
+        c = round(rng.uniform(-2, 2), 2)
+        steps.append((kind, i, j, c))
+
+    def run(x):
+        reads = []
+        for kind, i, j, c in steps:
+            if kind == "row_add":
+                x[i].add_(c)
+            elif kind == "col_mul":
+                x[:, j:j + 2].mul_(x[:, :2] + c)
+            elif kind == "t_copy":
+                x.t()[j].copy_(x[:, 0] * c)
+            elif kind == "view_fill":
+                x.view(2, 12)[i % 2, j::3].fill_(c)
+            elif kind == "read":
+                reads.append((x.exp() * c).sum(1))    # a value fixed in program order
+            elif kind == "self_add":
+                x += x[i] * c          # reads x[i] before writing it (Python's order)
+            elif kind == "sel_zero":
+                x.transpose(0, 1)[j, i].zero_()
+        return [x] + reads
+    return run
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_inplace_and_view_programs_follow_torch_eager_order(seed):
+    program = _random_program(random.Random(seed))
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(seed))
+    want = program(x.clone())
+    got = program(lf.lazy(x))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Dropout(0.25), nn.Linear(24, 24), nn.GELU(),
+                         nn.Linear(24, 5))
+
+
+def test_mlp_with_dropout_cross_entropy_and_sgd_momentum_trains_like_torch_eager():
+    ref, lazy = _mlp(), lf.lazy(_mlp())
+    assert all(isinstance(p, LazyTensor) and isinstance(p, nn.Parameter) for p in lazy.parameters())
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    opt_l = torch.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9)
+    crit = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(1)
+    for step in range(4):
+        x, y = torch.randn(8, 12, generator=gen), torch.randint(0, 5, (8,), generator=gen)
+        torch.manual_seed(100 + step)   # dropout draws from torch's generator: the same masks
+        opt_r.zero_grad()
+        loss_r = crit(ref(x), y)
+        loss_r.backward()
+        opt_r.step()
+        torch.manual_seed(100 + step)
+        opt_l.zero_grad()
+        loss_l = crit(lazy(lf.lazy(x)), lf.lazy(y))
+        loss_l.backward()
+        opt_l.step()
+        assert loss_l.item() == pytest.approx(loss_r.item(), rel=1e-5)
+    for (name, a), b in zip(ref.state_dict().items(), lazy.state_dict().values()):
+        close(b, a)
+
+
+def test_state_dict_round_trips_between_frontend_and_plain_torch():
+    lazy = lf.lazy(_mlp())
+    with torch.no_grad():
+        lazy[0].weight.mul_(2)       # a lazy in-place change, not yet drained
+    plain = _mlp()
+    plain.load_state_dict(lazy.state_dict())             # lazy -> plain
+    assert torch.equal(plain[0].weight, _mlp()[0].weight * 2)
+    other = lf.lazy(nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Dropout(0.25), nn.Linear(24, 24), nn.GELU(),
+                                  nn.Linear(24, 5)))
+    params_before = [id(p) for p in other.parameters()]
+    other.load_state_dict(plain.state_dict())            # plain -> lazy, into the same parameters
+    assert [id(p) for p in other.parameters()] == params_before
+    for a, b in zip(plain.state_dict().values(), other.state_dict().values()):
+        assert isinstance(b, LazyTensor)
+        close(b, a, 0)
+    assert type(lf.eager(other)[0].weight) is nn.Parameter
+
+
+def test_detach_no_grad_and_requires_grad_keep_torch_semantics():
+    w = lf.lazy(torch.randn(3, requires_grad=True))
+    d = w.detach()
+    assert not d.requires_grad and d.is_leaf
+    with torch.no_grad():
+        d.add_(1)                                # detach aliases: the write reaches w
+        y = w * 2
+    assert not y.requires_grad
+    assert torch.equal(lf.eager(w), lf.eager(d))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w.add_(1)
+    z = (w * w).sum()
+    w.data.mul_(1)                             # through .data: not seen by autograd (as torch)
+    z.backward()
+    close(w.grad, 2 * lf.eager(w))
+
+
+def test_weight_tying_survives_lazy():
+    model = nn.Sequential(nn.Embedding(7, 4), nn.Linear(4, 7, bias=False))
+    model[1].weight = model[0].weight
+    lf.lazy(model)
+    assert model[0].weight is model[1].weight and len(list(model.parameters())) == 1
+
+
+def test_a_captured_torch_training_step_replays_like_eager_and_the_two_bugs_reproduce():
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(6, 8, generator=gen) for _ in range(3)]
+    ys = [torch.randint(0, 4, (6,), generator=gen) for _ in range(3)]
+    ref = make()
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    want = []
+    for x, y in [(xs[0], ys[0])] * 4 + list(zip(xs[1:], ys[1:])):   # 3 warmup steps + the capture run
+        opt_r.zero_grad()
+        loss = nn.functional.cross_entropy(ref(x), y)
+        loss.backward()
+        opt_r.step()
+        want.append(loss.item())
+
+    def training(model, x, y):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    X, Y = lf.lazy(xs[0]), lf.lazy(ys[0])
+    graph = lf.capture(DEV, training(lf.lazy(make()), X, Y))
+    assert graph.is_hardware and isinstance(graph.output, LazyTensor)
+    got = [graph.output.item()]
+    recorded = sum(lf.torch_frontend.counters.native.values())
+    for x, y in zip(xs[1:], ys[1:]):
+        X.copy_(x)
+        Y.copy_(y)
+        got.append(graph.replay().item())
+    assert got == pytest.approx(want[3:], rel=1e-5)
+    # a replay runs no torch code: no aten op was recorded (the input copies and reads are not counted)
+    assert sum(lf.torch_frontend.counters.native.values()) == recorded
+    for kwargs in ({"hold_outputs": False}, {"warmup_iters": 1}):
+        with pytest.raises(lf.CaptureAllocationError):
+            lf.capture(DEV, training(lf.lazy(make()), X, Y), **kwargs)
+
+
+def test_misuse_raises_clear_errors():
+    lx = lf.lazy(torch.randn(3))
+    with pytest.raises(MixedTensorError, match="requires grad"):
+        lx * torch.randn(3, requires_grad=True)
+    with pytest.raises(MixedTensorError, match="plain torch tensor"):
+        torch.randn(3).add_(lx)
+    with pytest.raises(lf.DTypeError, match="uint8"):
+        lf.lazy(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(lf.DTypeError):
+        lx.to(torch.int16)
+    with pytest.raises(lf.CaptureError, match="during capture"):
+        lf.capture(DEV, lambda: lx.sum() if (lx * 2).sum().item() else lx.sum())
+    # a 0-d plain tensor is a scalar, and a plain CPU tensor is moved in (torch code makes them)
+    close(lx * torch.tensor(2.0) + torch.arange(3), lf.eager(lx) * 2 + torch.arange(3))
+    assert lf.eager(lx + 1).sum().item() == pytest.approx(lf.eager(lx).sum().item() + 3, rel=1e-5)
+
+
+def test_unmapped_ops_run_in_the_one_fallback_and_are_counted():
+    x = torch.randn(5, 4)
+    lf.torch_frontend.reset()
+    values, indices = torch.sort(lf.lazy(x) * 2, dim=0)     # no lazyfuse mapping: eager fallback
+    assert isinstance(values, LazyTensor) and isinstance(indices, LazyTensor)
+    want = torch.sort(x * 2, dim=0)
+    close(values, want.values)
+    close(indices, want.indices)
+    assert lf.torch_frontend.counters.fallback["aten.sort.default"] == 1
+    close(torch.cumsum(lf.lazy(x), 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
+    assert lf.torch_frontend.counters.decomposed["aten.cumsum.default"] == 1
+    assert "aten.sort.default" in lf.torch_frontend.report()
+
+
+def test_deepcopy_and_torch_save_of_a_lazy_module():
+    import copy
+    import io
+    model = lf.lazy(nn.Linear(3, 2))
+    twin = copy.deepcopy(model)
+    assert isinstance(twin.weight, LazyTensor) and isinstance(twin.weight, nn.Parameter)
+    assert twin.weight is not model.weight and torch.equal(lf.eager(twin.weight), lf.eager(model.weight))
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert type(loaded["weight"]) is torch.Tensor and torch.equal(loaded["weight"], lf.eager(model.weight))
+
+
+def test_dropout_inside_a_capture_draws_anew_on_each_replay():
+    x = lf.lazy(torch.ones(4096))
+    graph = lf.capture(DEV, lambda: nn.functional.dropout(x, 0.5, training=True))
+    first = lf.eager(graph.replay()).clone()
+    second = lf.eager(graph.replay())
+    assert set(first.unique().tolist()) == {0.0, 2.0} and not torch.equal(first, second)
+    assert 1500 < int((second == 0).sum()) < 2600
+
+
+def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
+    import io
+    from lazyfuse.explain import explain_script
+    x = lf.lazy(torch.randn(8))
+    assert "1 kernel(s)" in str(lf.explain(torch.exp(x * 2).sum()))
+    script = tmp_path / "torch_program.py"
+    script.write_text("import torch, lazyfuse as lf\n"
+                      "x = lf.lazy(torch.randn(4, 4))\n"
+                      "y = torch.sort(torch.relu(x @ x), dim=1).values\n"
+                      "print(float(y.sum()))\n")
+    out = io.StringIO()
+    lf.torch_frontend.reset()
+    explain_script(str(script), stream=out)
+    text = out.getvalue()
+    assert "aten.mm.default" in text and "ran eagerly (fallback" in text and "aten.sort.default" in text
+    assert f"{script}:3" in text and f"{script}:4" in text    # the lines that forced the drains
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    ref, lazy = make(), lf.lazy(make())
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=0.01, foreach=foreach)
+    opt_l = torch.optim.AdamW(lazy.parameters(), lr=0.01, foreach=foreach)
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    lf.torch_frontend.reset()
+    for _ in range(3):
+        for model, opt, inputs in ((ref, opt_r, (x, y)), (lazy, opt_l, (lf.lazy(x), lf.lazy(y)))):
+            loss = nn.functional.cross_entropy(model(inputs[0]), inputs[1])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for a, b in zip(ref.parameters(), lazy.parameters()):
+        close(b, a)
+    foreach_ops = [op for op in lf.torch_frontend.counters.decomposed if op.startswith("aten._foreach_")]
+    assert bool(foreach_ops) == foreach and not lf.torch_frontend.counters.fallback
+
+
+def test_out_variants_write_into_their_target():
+    x = torch.randn(3, 4)
+    lx, target = lf.lazy(x), lf.lazy(torch.zeros(3, 4))
+    assert torch.add(lx, 2, out=target) is target
+    close(target, x + 2)
+    values, indices = lf.lazy(torch.zeros(3)), lf.lazy(torch.zeros(3, dtype=torch.long))
+    torch.max(lx, 1, out=(values, indices))
+    close(values, x.max(1).values)
+    close(indices, x.max(1).indices)
+
+
+GRADIENT_PROGRAMS = {
+    "norm": lambda x: x.norm(),
+    "einsum": lambda x: torch.einsum("ij,kj->ik", x, x).sum(),
+    "clamp_sign": lambda x: (x.clamp(min=0.1) * torch.sign(x)).sum(),
+    "logsumexp": lambda x: torch.logsumexp(x, 1).sum(),
+    "max_min": lambda x: (x.max(0).values - x.min(1, keepdim=True).values).sum(),
+    "bce_logits": lambda x: nn.functional.binary_cross_entropy_with_logits(x, (x.detach() > 0).float()),
+}
+
+
+@pytest.mark.parametrize("name", GRADIENT_PROGRAMS)
+def test_torch_functions_and_their_gradients_match_torch_eager(name):
+    """Ops reached through torch's decompositions and backward formulas, values and gradients."""
+    program = GRADIENT_PROGRAMS[name]
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    lx = lf.lazy(x)
+    want, got = program(x), program(lx)
+    want.backward()
+    got.backward()
+    close(got, want.detach(), 1e-4)
+    close(lx.grad, x.grad, 1e-4)

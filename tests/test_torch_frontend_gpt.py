@@ -1,0 +1,95 @@
+"""A GPT of nanoGPT's structure (tests/nanogpt_model.py), unchanged torch code, trained on the lazyfuse
+frontend to torch eager's losses from the same initial weights, and sampling the same tokens.
+Slow (its many kernels compile on a cold cache in minutes on CI's 2 cores): the frontend's core is
+tested in the fast suite by tests/test_torch_frontend.py."""
+import pytest
+import torch
+
+import lazyfuse as lf
+from nanogpt_model import GPT, GPTConfig
+
+pytestmark = pytest.mark.slow
+CFG = GPTConfig(block_size=16, vocab_size=65, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
+
+
+def _model():
+    torch.manual_seed(0)
+    return GPT(CFG)
+
+
+def _batches(n):
+    gen = torch.Generator().manual_seed(5)
+    data = [torch.randint(0, CFG.vocab_size, (4, CFG.block_size + 1), generator=gen) for _ in range(n)]
+    return [(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data]
+
+
+def test_gpt_trains_30_steps_with_adamw_to_torch_eager_losses():
+    ref, lazy = _model(), lf.lazy(_model())
+    assert lazy.lm_head.weight is lazy.transformer.wte.weight      # weight tying kept
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    opt_l = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
+    want, got = [], []
+    for x, y in _batches(30):
+        _, loss = ref(x, y)
+        opt_r.zero_grad()
+        loss.backward()
+        opt_r.step()
+        want.append(loss.item())
+        _, loss = lazy(lf.lazy(x), lf.lazy(y))
+        opt_l.zero_grad()
+        loss.backward()
+        opt_l.step()
+        got.append(loss.item())
+    assert got == pytest.approx(want, rel=2e-4)
+    n = CFG.n_embd
+    for (name, a), b in zip(ref.state_dict().items(), lazy.state_dict().values()):
+        b = lf.eager(b)
+        if name.endswith("attn.c_attn.bias"):
+            # the key bias's true gradient is 0 (it shifts each row of scores by a constant, which
+            # softmax ignores): both sides get float noise there, which AdamW scales up to full
+            # steps, so that third of the bias is noise on either side and is left out
+            a, b = torch.cat([a[:n], a[2 * n:]]), torch.cat([b[:n], b[2 * n:]])
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_gpt_generate_samples_the_same_tokens_as_torch_eager():
+    ref, lazy = _model().eval(), lf.lazy(_model()).eval()
+    idx = torch.zeros((2, 1), dtype=torch.long)
+    torch.manual_seed(7)
+    want = ref.generate(idx, 12, temperature=0.8, top_k=10)
+    torch.manual_seed(7)
+    got = lazy.generate(lf.lazy(idx), 12, temperature=0.8, top_k=10)
+    assert torch.equal(lf.eager(got), want)
+
+
+def test_a_captured_gpt_training_step_replays_torch_eager_losses():
+    """SGD with momentum: its update has no step-dependent Python scalars (torch.optim.AdamW on the
+    CPU computes its bias corrections in Python, so a captured AdamW step replays the captured
+    step's corrections: see the README)."""
+    batches = _batches(6)
+    ref = _model()
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    want = []
+    for x, y in [batches[0]] * 4 + batches[1:]:
+        _, loss = ref(x, y)
+        opt_r.zero_grad()
+        loss.backward()
+        opt_r.step()
+        want.append(loss.item())
+    lazy = lf.lazy(_model())
+    opt = torch.optim.SGD(lazy.parameters(), lr=0.05, momentum=0.9)
+    X, Y = lf.lazy(batches[0][0]), lf.lazy(batches[0][1])
+
+    def step():
+        _, loss = lazy(X, Y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    graph = lf.capture(lf.device("cpu"), step)
+    got = [graph.output.item()]
+    for x, y in batches[1:]:
+        X.copy_(x)
+        Y.copy_(y)
+        got.append(graph.replay().item())
+    assert got == pytest.approx(want[3:], rel=2e-4)
