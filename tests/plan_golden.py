@@ -6,7 +6,7 @@ Every drain of the recorded programs runs on ``cpu``; each drain graph is planne
 the CPU planned it (with the nodes the lowering forced, matmul a library call) and with a
 matmul template (a Triton device's capability), so both planner paths are pinned. A plan is
 written as its kernels in execution order — outputs, inlined members, boundary reason, the
-matmul it computes, its foreach parts — and its buffer slots.
+matmul it computes, the materialized values it reads, its foreach parts — and its buffer slots.
 
     python tests/plan_golden.py      # re-record tests/golden/plans.json (only on purpose)
 """
@@ -32,8 +32,9 @@ TEMPLATE = frozenset({"float32", "float16", "bfloat16"})
 
 
 def fingerprint(planned) -> dict:
-    return {"kernels": [[grp.output, list(grp.extra), sorted(grp.members), grp.reason, grp.matmul,
-                         [list(p.outputs) for p in grp.parts]] for grp in planned.groups],
+    return {"kernels": [[grp.id, grp.output, list(grp.extra), sorted(grp.members), grp.reason, grp.matmul,
+                         list(grp.inputs), [[list(p.outputs), list(p.inputs)] for p in grp.parts]]
+                        for grp in planned.groups],
             "slots": sorted([i, *slot] for i, slot in planned.slots.items()), "temps": planned.n_temps}
 
 
