@@ -11,9 +11,10 @@ import argparse
 import sys
 import time
 
-from bench import autotune, capture, common, core, programs, training
+from bench import autotune, build, capture, common, core, programs, training
 
-SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training}
+SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
+           "build": build}
 
 
 def main(argv=None) -> int:
