@@ -112,7 +112,7 @@ def block_run(d: int, t: int):
 
 
 def gpt_run(layers: int, width: int, quick: bool):
-    shape = dict(vocab=65, block=16 if quick else 64, width=width, layers=layers, heads=4, batch=2 if quick else 8)
+    shape = dict(vocab=65, block=8 if quick else 64, width=width, layers=layers, heads=4, batch=2 if quick else 8)
 
     def run():
         _, step = gpt.lf_trainer(device="cpu", **shape)
@@ -146,20 +146,27 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
-    old_cache = os.environ.get("LAZYFUSE_CACHE_DIR")
+    # the smoke run only checks that the script works: one small GPT, short chains, no tuning
+    # (a cold GPT step compiles for minutes on a loaded 2-core machine)
+    gpts = ((1, 16),) if args.quick else ((2, 128), (4, 256))
+    sizes = (50, 100, 200) if args.quick else CHAIN_SIZES
+    saved = {k: os.environ.get(k) for k in ("LAZYFUSE_CACHE_DIR", "LAZYFUSE_AUTOTUNE")}
     with tempfile.TemporaryDirectory(prefix="lazyfuse-build-bench-") as cold:
         os.environ["LAZYFUSE_CACHE_DIR"] = cold   # empty caches: every compile and tuning is a cold one
+        if args.quick:
+            os.environ["LAZYFUSE_AUTOTUNE"] = "0"
         try:
-            rows = [measure("transformer block", block_run(64 if args.quick else 512, 16 if args.quick else 128))]
-            rows += [measure(f"GPT step, {layers} layers x {width}", gpt_run(layers, width, args.quick))
-                     for layers, width in ((2, 32 if args.quick else 128), (4, 64 if args.quick else 256))]
-            chains = [measure(f"chain of {n} ops", chain_run(n)) for n in CHAIN_SIZES]
+            rows = [measure("transformer block", block_run(32 if args.quick else 512, 8 if args.quick else 128))]
+            rows += [measure(f"GPT step, {layers} layer{'s' if layers > 1 else ''} x {width}",
+                             gpt_run(layers, width, args.quick)) for layers, width in gpts]
+            chains = [measure(f"chain of {n} ops", chain_run(n)) for n in sizes]
         finally:
-            if old_cache is None:
-                os.environ.pop("LAZYFUSE_CACHE_DIR", None)
-            else:
-                os.environ["LAZYFUSE_CACHE_DIR"] = old_cache
-    growth = {phase: exponent(CHAIN_SIZES, [r[phase] for r in chains]) for phase in (*PHASES, "wall_s")}
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    growth = {phase: exponent(sizes, [r[phase] for r in chains]) for phase in (*PHASES, "wall_s")}
     info = machine()
     lines = heading("build-path benchmarks", info) + [
         "Cold build path on `cpu` (empty caches), seconds per phase (steps 1 and 2 of the GPT: two builds):", "",
@@ -168,7 +175,7 @@ def main(argv=None) -> int:
     for r in rows + chains:
         lines.append(f"| {r['workload']} | {r['ops']} | {r['drains_built']} | {r['kernels']} | {r['compiler_runs']} | "
                      f"{r['plan']:.3f} | {r['lower']:.3f} | {r['compile']:.2f} | {r['autotune']:.2f} | {r['wall_s']:.2f} |")
-    lines += ["", "Growth with the chain's length N = " + ", ".join(map(str, CHAIN_SIZES)) + " (t ~ N^k): " +
+    lines += ["", "Growth with the chain's length N = " + ", ".join(map(str, sizes)) + " (t ~ N^k): " +
               ", ".join(f"{phase} k = {k:.2f}" for phase, k in growth.items()), ""]
     publish("build", {"machine": info, "workloads": rows, "chain": chains, "chain_growth_exponent": growth}, lines)
     return 0
