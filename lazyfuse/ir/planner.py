@@ -392,7 +392,7 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
     a fused epilogue (empty: matmul is a library call)."""
     forced = dict(forced or {})
     for _ in range(len(g.nodes) + 1):
-        groups, node_groups, must = _partition(g, forced, matmul_template)
+        groups, _, must = _partition(g, forced, matmul_template)
         slots, n_temps = _assign_slots(g, groups, must)
         fix = _repairs(g, groups, slots)
         if not fix:
