@@ -31,14 +31,13 @@ class ParamGroup(dict):
     """One parameter group: a dict as in torch, whose hyperparameters are mirrored in 0-d device
     tensors (made on the optimizer's first step) that setting an entry overwrites in place."""
 
-    def __init__(self, options: dict, check):
+    def __init__(self, options: dict):
         super().__init__(options)
-        self._check = check
         self.scalars: dict = {}    # option name -> 0-d float64 tensor (betas: "betas0", "betas1")
 
     def __setitem__(self, key, value) -> None:
         if key != "params":
-            self._check(key, value)
+            _check_option(key, value)
         super().__setitem__(key, value)
         for name, v in _scalar_options(key, value):
             if name in self.scalars:
@@ -51,6 +50,14 @@ class ParamGroup(dict):
                 for name, v in _scalar_options(key, value):
                     self.scalars[name] = full((), v, dtype="float64", device=device)
         return self.scalars
+
+
+def _check_option(key, value) -> None:
+    if key == "betas":
+        if len(value) != 2 or not all(0.0 <= b < 1.0 for b in value):
+            raise ShapeError(f"betas={value} must be two numbers in [0, 1)")
+    elif isinstance(value, (int, float)) and value < 0:
+        raise ShapeError(f"{key}={value} must be >= 0")
 
 
 def _scalar_options(key, value) -> list:
@@ -101,15 +108,9 @@ class Optimizer:
             seen.add(id(p))
         options = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}}
         for key, value in options.items():
-            self._check(key, value)
-        self.param_groups.append(ParamGroup({"params": params, **options}, self._check))
-
-    def _check(self, key, value) -> None:
-        if key == "betas":
-            if len(value) != 2 or not all(0.0 <= b < 1.0 for b in value):
-                raise ShapeError(f"betas={value} must be two numbers in [0, 1)")
-        elif isinstance(value, (int, float)) and value < 0:
-            raise ShapeError(f"{key}={value} must be >= 0")
+            _check_option(key, value)
+        # (no reference back to the optimizer: a cycle would keep its state buffers until a collection)
+        self.param_groups.append(ParamGroup({"params": params, **options}))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """``set_to_none=False`` zeroes each ``.grad`` in place: the buffers stay the same, which is
