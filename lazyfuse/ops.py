@@ -315,6 +315,14 @@ def matmul(a, b):
     Tensor, result_tensor = _t.Tensor, _t.result_tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul needs two Tensors")
+    if a.ndim > 2 and b.ndim == 2 and a.shape[-1] == b.shape[0] and \
+            a.dtype.name not in getattr(a.device.backend, "matmul_template", frozenset()):
+        # one matrix on the right: the rows of ``a`` times it is one 2-D matmul (one GEMM), and so
+        # is its weight gradient, where a batched matmul would need a batched GEMM and a sum. Not
+        # on a backend with a matmul template: its epilogue (bias, residual) would then read the
+        # product through a reshape, and the template takes an epilogue only at its own index
+        lead = a.shape[:-1]
+        return matmul(a.reshape(prod(lead), a.shape[-1]), b).reshape(*lead, b.shape[-1])
     if (a._ag is not None or b._ag is not None) and autograd.is_grad_enabled():
         return autograd.rules.record_matmul(a, b, matmul)
     dev = common_device((a, b))

@@ -7,10 +7,18 @@ values at the same index), and the updates of all parameters, independent of eac
 one foreach kernel. AdamW adds one kernel for its shared step counter and bias corrections.
 State is created lazily on the first step, as in torch.
 
-The step counter lives on the device (a 0-d float64 tensor incremented in place) and the
-bias corrections are computed from it, so a captured training step replays with the right
-correction at every step: a Python step count would be baked into the graph's launch scalars
-(torch's ``capturable=True`` does the same).
+Parameter groups are torch's: ``params`` is a list of tensors or of dicts
+(``[{"params": decay, "weight_decay": 0.1}, {"params": rest}]``), each group's missing options
+taken from the constructor's, and ``optimizer.param_groups`` is that list of dicts.
+
+Everything a captured step must see change lives on the device: the step counter (a 0-d
+float64 tensor incremented in place, the bias corrections computed from it) and every
+hyperparameter (a 0-d float64 tensor per group and option, overwritten in place when the
+group's entry is set), so ``param_group["lr"] = lr`` before each ``graph.replay()`` is a
+learning-rate schedule, as with torch's ``capturable=True`` optimizers. A Python number would
+be baked into the graph's launch scalars. Which code a step runs is fixed when it is recorded:
+turning momentum or SGD's weight decay on or off (zero to non-zero) takes effect only on steps
+recorded after it.
 """
 from __future__ import annotations
 
@@ -19,19 +27,90 @@ from .errors import AutogradError, ShapeError
 from .tensor import Tensor
 
 
+class ParamGroup(dict):
+    """One parameter group: a dict as in torch, whose hyperparameters are mirrored in 0-d device
+    tensors (made on the optimizer's first step) that setting an entry overwrites in place."""
+
+    def __init__(self, options: dict):
+        super().__init__(options)
+        self.scalars: dict = {}    # option name -> 0-d float64 tensor (betas: "betas0", "betas1")
+
+    def __setitem__(self, key, value) -> None:
+        if key != "params":
+            _check_option(key, value)
+        super().__setitem__(key, value)
+        for name, v in _scalar_options(key, value):
+            if name in self.scalars:
+                self.scalars[name].fill_(v)
+
+    def device_scalars(self, device) -> dict:
+        if not self.scalars:
+            from .creation import full
+            for key, value in self.items():
+                for name, v in _scalar_options(key, value):
+                    self.scalars[name] = full((), v, dtype="float64", device=device)
+        return self.scalars
+
+
+def _check_option(key, value) -> None:
+    if key == "betas":
+        if len(value) != 2 or not all(0.0 <= b < 1.0 for b in value):
+            raise ShapeError(f"betas={value} must be two numbers in [0, 1)")
+    elif isinstance(value, (int, float)) and value < 0:
+        raise ShapeError(f"{key}={value} must be >= 0")
+
+
+def _scalar_options(key, value) -> list:
+    """The (name, float) pairs a group option is mirrored as: numbers as themselves, ``betas`` as two."""
+    if key == "betas":
+        return [("betas0", float(value[0])), ("betas1", float(value[1]))]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [(key, float(value))]
+    return []
+
+
 class Optimizer:
-    def __init__(self, params, lr: float):
-        self.params = list(params)
-        if not self.params:
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        groups = list(params)
+        if not groups:
             raise ShapeError("optimizer got an empty parameter list")
-        for i, p in enumerate(self.params):
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        self.param_groups: list = []
+        for group in groups:
+            self.add_param_group(group)
+        self.state: dict = {}
+
+    @property
+    def params(self) -> list:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def add_param_group(self, group: dict) -> None:
+        """Add a group (torch's signature): its options not given are the constructor's."""
+        if not isinstance(group, dict) or "params" not in group:
+            raise ShapeError(f"a parameter group must be a dict with a 'params' entry, got {type(group).__name__}")
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        if not params:
+            raise ShapeError("optimizer got a parameter group with an empty 'params' list")
+        unknown = set(group) - set(self.defaults) - {"params"}
+        if unknown:
+            raise ShapeError(f"parameter group options {sorted(unknown)} are not options of {type(self).__name__} "
+                             f"(those are {sorted(self.defaults)})")
+        seen = {id(p) for p in self.params}
+        for i, p in enumerate(params):
             if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
                 raise AutogradError(f"params[{i}] is not a leaf tensor that requires grad; create it with "
                                     "requires_grad=True (or call .requires_grad_())")
-        if lr < 0:
-            raise ShapeError(f"lr={lr} must be >= 0")
-        self.lr = lr
-        self.state: dict = {}
+            if id(p) in seen:
+                raise ShapeError(f"params[{i}] appears in more than one parameter group (or twice in one)")
+            seen.add(id(p))
+        options = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}}
+        for key, value in options.items():
+            _check_option(key, value)
+        # (no reference back to the optimizer: a cycle would keep its state buffers until a collection)
+        self.param_groups.append(ParamGroup({"params": params, **options}))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """``set_to_none=False`` zeroes each ``.grad`` in place: the buffers stay the same, which is
@@ -45,63 +124,72 @@ class Optimizer:
                         p.grad.zero_()
 
     def _with_grads(self):
-        return [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
+        """Per group with a gradient anywhere: (group, its device scalars, [(state key, p, grad)])."""
+        out, i = [], 0
+        for group in self.param_groups:
+            items = []
+            for p in group["params"]:
+                if p.grad is not None:
+                    items.append((i, p, p.grad))
+                i += 1
+            if items:
+                out.append((group, group.device_scalars(items[0][1].device), items))
+        return out
 
 
 class SGD(Optimizer):
     """torch.optim.SGD (no dampening, no nesterov): d = g + wd * p; buf = momentum * buf + d; p -= lr * buf."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
-        super().__init__(params, lr)
-        self.momentum = momentum
-        self.weight_decay = weight_decay
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
 
     @no_grad()
     def step(self) -> None:
-        for i, p, g in self._with_grads():
-            d = g + p * self.weight_decay if self.weight_decay else g
-            if self.momentum:
-                buf = self.state.get(i)
-                if buf is None:
-                    self.state[i] = buf = d.clone()
-                else:
-                    buf.copy_(buf * self.momentum + d)
-                d = buf
-            p.copy_(p - d * self.lr)
+        for group, s, items in self._with_grads():
+            for i, p, g in items:
+                d = g + p * s["weight_decay"] if group["weight_decay"] else g
+                if group["momentum"]:
+                    buf = self.state.get(i)
+                    if buf is None:
+                        self.state[i] = buf = d.clone()
+                    else:
+                        buf.copy_(buf * s["momentum"] + d)
+                    d = buf
+                p.copy_(p - d * s["lr"])
 
 
 class AdamW(Optimizer):
     """torch.optim.AdamW (amsgrad=False)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
-        super().__init__(params, lr)
-        self.betas = tuple(betas)
-        self.eps = eps
-        self.weight_decay = weight_decay
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
         self.steps = None   # the device-side step count, made on the first step
 
     @no_grad()
     def step(self) -> None:
         from .creation import zeros, zeros_like
-        grads = self._with_grads()
-        if not grads:
+        groups = self._with_grads()
+        if not groups:
             return
-        b1, b2 = self.betas
         if self.steps is None:
-            self.steps = zeros((), dtype="float64", device=self.params[0].device)
+            self.steps = zeros((), dtype="float64", device=groups[0][2][0][1].device)
         self.steps.add_(1)
-        correction1 = 1.0 - b1 ** self.steps                 # 0-d tensors: scalars of the update kernels
-        root_correction2 = (1.0 - b2 ** self.steps).sqrt()
-        step_size = self.lr / correction1
-        for i, p, g in grads:
-            moments = self.state.get(i)
-            if moments is None:
-                self.state[i] = moments = (zeros_like(p), zeros_like(p))
-            m, v = moments
-            m.copy_(m * b1 + g * (1.0 - b1))
-            v.copy_(v * b2 + g * g * (1.0 - b2))
-            decayed = p * (1.0 - self.lr * self.weight_decay)
-            p.copy_(decayed - step_size * m / (v.sqrt() / root_correction2 + self.eps))
+        for _, s, items in groups:
+            b1, b2 = s["betas0"], s["betas1"]
+            correction1 = 1.0 - b1 ** self.steps                 # 0-d tensors: scalars of the update kernels
+            root_correction2 = (1.0 - b2 ** self.steps).sqrt()
+            step_size = s["lr"] / correction1
+            for i, p, g in items:
+                moments = self.state.get(i)
+                if moments is None:
+                    self.state[i] = moments = (zeros_like(p), zeros_like(p))
+                m, v = moments
+                m.copy_(m * b1 + g * (1.0 - b1))
+                v.copy_(v * b2 + g * g * (1.0 - b2))
+                # p * (1 - lr * wd) decays p; written per element, as 1 - lr * wd would be a 0-d value
+                # read by every update, so a kernel of its own
+                decayed = p - p * s["lr"] * s["weight_decay"]
+                p.copy_(decayed - step_size * m / (v.sqrt() / root_correction2 + s["eps"]))
 
 
-__all__ = ["Optimizer", "SGD", "AdamW"]
+__all__ = ["Optimizer", "SGD", "AdamW", "ParamGroup"]

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import config
@@ -38,6 +39,7 @@ def flags() -> list:
     """The compiler flags, the target included (read on each build: a test may change it)."""
     return [FLAGS[0], f"-march={march()}", *FLAGS[1:]]
 _loaded: dict = {}
+_building: dict = {}   # library key -> the lock its (one) compile holds
 _lock = threading.Lock()
 
 
@@ -109,25 +111,62 @@ def build(source: str, what: str = "kernel") -> ctypes.CDLL:
         lib = _loaded.get(key)
         if lib is not None:
             return lib
-        folder = cache_dir("c")
-        so = folder / f"{key}.so"
-        if not so.exists():
-            _compile(cc, source, so, what)
+        # one lock per library: two threads building the same source wait for one compile, while
+        # different sources compile at the same time (``build_many``)
+        key_lock = _building.setdefault(key, threading.Lock())
+    with key_lock:
+        with _lock:
+            lib = _loaded.get(key)
+        if lib is None:
+            lib = _compile_and_load(cc, source, key, what)
+            with _lock:
+                _loaded[key] = lib
+                _building.pop(key, None)
+        return lib
+
+
+def build_many(sources: list, what: str = "kernels") -> list:
+    """``build`` of each source, compiled by a pool of compiler processes, one per usable core:
+    the libraries (or the ``CompileError`` each failed with), in order."""
+    def one(k_src):
+        k, src = k_src
+        try:
+            return build(src, what=f"{what} (part {k + 1} of {len(sources)})")
+        except CompileError as e:
+            return e
+    if len(sources) <= 1:
+        return [one(ks) for ks in enumerate(sources)]
+    with ThreadPoolExecutor(max_workers=min(len(sources), compile_jobs())) as pool:
+        return list(pool.map(one, enumerate(sources)))
+
+
+def compile_jobs() -> int:
+    """How many compiler processes run at once: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _compile_and_load(cc: str, source: str, key: str, what: str) -> ctypes.CDLL:
+    folder = cache_dir("c")
+    so = folder / f"{key}.so"
+    if not so.exists():
+        _compile(cc, source, so, what)
+    try:
+        lib = ctypes.CDLL(str(so))
+    except OSError as e:
+        # a truncated or foreign file: rebuild once, then give up loudly
+        try:
+            so.unlink()
+        except FileNotFoundError:
+            pass
+        _compile(cc, source, so, what)
         try:
             lib = ctypes.CDLL(str(so))
-        except OSError as e:
-            # a truncated or foreign file: rebuild once, then give up loudly
-            try:
-                so.unlink()
-            except FileNotFoundError:
-                pass
-            _compile(cc, source, so, what)
-            try:
-                lib = ctypes.CDLL(str(so))
-            except OSError as e2:
-                raise CompileError(f"{what}: compiled library {so} does not load: {e2}") from e
-        _loaded[key] = lib
-        return lib
+        except OSError as e2:
+            raise CompileError(f"{what}: compiled library {so} does not load: {e2}") from e
+    return lib
 
 
 def _compile(cc: str, source: str, so: Path, what: str) -> None:

@@ -28,10 +28,15 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
   is otherwise one expression): lowering and printing recurse once per level, so a deeper
   value is materialized and the chain becomes several kernels.
 
-networkx does the graph work; it runs only on a plan-cache miss (the build path).
+The planner runs only on a plan-cache miss (the build path), in time near-linear in the drain
+graph: each pass over it is O(nodes + edges), and merging kernels into multi-output and
+foreach kernels keeps the dependency graph and a topological order of it up to date
+(``_Contraction``), so a merge's cycle check searches only the kernels between the two.
+networkx only names the cycle that a repair cuts.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -342,19 +347,6 @@ def _versions(g: DrainGraph, slots) -> list:
     return chains
 
 
-def _readers(g: DrainGraph, groups, node_groups, i) -> set:
-    """Groups that read node ``i`` (from memory or inline)."""
-    out = set()
-    pos = g_pos(g)
-    for grp in groups:
-        if i in grp.outputs:
-            continue
-        for m in grp.members:
-            if any(pos[id(s)] == i for s in g.nodes[m].srcs):
-                out.add(grp.id)
-    return out
-
-
 def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
     """Nodes inside ``grp`` that read a buffer it writes at another index than the one written.
 
@@ -400,12 +392,12 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
     a fused epilogue (empty: matmul is a library call)."""
     forced = dict(forced or {})
     for _ in range(len(g.nodes) + 1):
-        groups, node_groups, must = _partition(g, forced, matmul_template)
+        groups, _, must = _partition(g, forced, matmul_template)
         slots, n_temps = _assign_slots(g, groups, must)
-        fix = _repairs(g, groups, node_groups, slots)
+        fix = _repairs(g, groups, slots)
         if not fix:
             groups = _merge_foreach(g, _merge_pointwise(g, groups, slots), slots)
-            return Plan(_order(g, groups, node_groups, slots), slots, n_temps)
+            return Plan(_order(g, groups, slots), slots, n_temps)
         for i, why in fix.items():
             forced.setdefault(i, why)
     raise AssertionError("fusion planner did not converge")  # each round forces one more node: unreachable
@@ -426,11 +418,11 @@ def _pointwise_space(nodes, grp: Group):
 def _reads_at_own_index(g: DrainGraph, members, values) -> bool:
     """Whether the nodes ``members`` read ``values`` only at the index they are computed at:
     through elementwise ops and identity views, never a view that moves indices."""
-    pos = g_pos(g)
+    srcs = _src_index(g)
     tainted = set(values)
     for m in sorted(members):   # node indices are topological
         n = g.nodes[m]
-        if m in tainted or not any(pos[id(s)] in tainted for s in n.srcs):
+        if m in tainted or not any(s in tainted for s in srcs[m]):
             continue
         if n.kind is Kind.VIEW and not (n.arg == View.contiguous(n.shape) and n.srcs[0].shape == n.shape):
             return False
@@ -442,11 +434,79 @@ def _reads_at_own_index(g: DrainGraph, members, values) -> bool:
 
 def _height(g: DrainGraph, members) -> int:
     """The longest chain of values computed inside a kernel (what lowering recurses through)."""
-    pos = g_pos(g)
+    srcs = _src_index(g)
     h = {}
     for m in sorted(members):
-        h[m] = 1 + max((h.get(pos[id(s)], 0) for s in g.nodes[m].srcs), default=0)
+        h[m] = 1 + max((h.get(s, 0) for s in srcs[m]), default=0)
     return max(h.values(), default=0)
+
+
+class _Contraction:
+    """The kernels' dependency graph while kernels merge: successor and predecessor sets, and a
+    topological order kept valid across merges, so that whether a merge would close a cycle is
+    decided by a search over the kernels *between* the two in that order, not the whole graph.
+
+    Merging two kernels of an acyclic graph closes a cycle exactly when a path of two or more
+    edges joins them (an edge between them becomes internal). When it does not, the kernels
+    between them that the earlier one reaches move after the merged kernel and the rest before
+    (Pearce and Kelly's dynamic topological order, for a contraction).
+    """
+
+    def __init__(self, groups: list, edges):
+        self.succ = {id(grp): set() for grp in groups}
+        self.pred = {id(grp): set() for grp in groups}
+        for u, v in edges:
+            self.succ[id(groups[u])].add(id(groups[v]))
+            self.pred[id(groups[v])].add(id(groups[u]))
+        self.order = [id(grp) for grp in _topological(groups, edges, key=lambda k: k)]
+        self.rank = {k: r for r, k in enumerate(self.order)}
+
+    def adjacent(self, x, y) -> bool:
+        return id(y) in self.succ[id(x)] or id(y) in self.pred[id(x)]
+
+    def _between(self, a: int, b: int):
+        """``(cycle, reached)``: with ``a`` before ``b`` in the order, whether a path of 2+ edges
+        leads from ``a`` to ``b``, and the kernels before ``b`` that ``a`` reaches."""
+        limit = self.rank[b]
+        reached, stack = set(), [s for s in self.succ[a] if s != b]
+        while stack:
+            w = stack.pop()
+            if w in reached or self.rank[w] > limit:
+                continue
+            if b in self.succ[w]:
+                return True, reached
+            reached.add(w)
+            stack.extend(self.succ[w])
+        return False, reached
+
+    def would_cycle(self, x, y) -> bool:
+        a, b = sorted((id(x), id(y)), key=self.rank.__getitem__)
+        return self._between(a, b)[0]
+
+    def merge(self, x, y, merged) -> None:
+        """Replace kernels ``x`` and ``y`` by ``merged`` (their merge must not close a cycle)."""
+        a, b = sorted((id(x), id(y)), key=self.rank.__getitem__)
+        _, reached = self._between(a, b)
+        lo, hi = self.rank[a], self.rank[b]
+        region = self.order[lo:hi + 1]
+        k = id(merged)
+        new = [w for w in region if w is not None and w != a and w != b and w not in reached] + [k] + \
+              [w for w in region if w in reached]
+        new += [None] * (len(region) - len(new))   # the freed places: ranks elsewhere stay valid
+        self.order[lo:hi + 1] = new
+        for r, w in enumerate(new, lo):
+            if w is not None:
+                self.rank[w] = r
+        succ = (self.succ.pop(a) | self.succ.pop(b)) - {a, b}
+        pred = (self.pred.pop(a) | self.pred.pop(b)) - {a, b}
+        del self.rank[a], self.rank[b]
+        for w in succ:
+            self.pred[w] -= {a, b}
+            self.pred[w].add(k)
+        for w in pred:
+            self.succ[w] -= {a, b}
+            self.succ[w].add(k)
+        self.succ[k], self.pred[k] = succ, pred
 
 
 def _merge_pointwise(g: DrainGraph, groups: list, slots) -> list:
@@ -457,39 +517,80 @@ def _merge_pointwise(g: DrainGraph, groups: list, slots) -> list:
     A merge is kept only when the merged plan has no hazard and no cycle (the rules of
     ``_repairs``): a kernel between the two, or an in-place write the other one must precede,
     keeps them apart; so does the inline bound (``MAX_INLINE_DEPTH``) on the merged kernel.
+
+    Kernels are visited in plan order and each one's producers in the order of the values it
+    reads; the first pair that can merge does, and the visit resumes at the first kernel whose
+    pairs that merge changed. A pair that failed once fails for good (a merge only adds paths
+    between the other kernels, and leaves their members as they were), so it is never tried
+    again; hazards are checked on the merged kernel alone, cycles by ``_Contraction``.
     """
     nodes = g.nodes
-    pos = g_pos(g)
-    merged = True
-    while merged:
-        merged = False
-        producer = {o: grp for grp in groups for o in grp.outputs}
-        for y in groups:
-            space = _pointwise_space(nodes, y)
-            if space is None:
-                continue
-            read = {pos[id(s)] for m in y.members for s in nodes[m].srcs}
-            for gid in dict.fromkeys(producer[i].id for i in sorted(read) if i in producer and producer[i] is not y):
-                x = groups[gid]
-                if _pointwise_space(nodes, x) != space or not _reads_at_own_index(g, y.members, x.outputs) \
-                        or _height(g, x.members) + _height(g, y.members) > MAX_INLINE_DEPTH:
+    srcs = _src_index(g)
+    edges, _ = _edges(g, groups, slots)
+    deps = _Contraction(groups, edges)
+    versions_at = {}    # node -> the earlier versions of its buffer, when it is a later version
+    for chain in _versions(g, slots):
+        for k in range(1, len(chain)):
+            versions_at.setdefault(chain[k], []).append(chain[:k])
+    producer = {o: grp for grp in groups for o in grp.outputs}
+    reads = {id(grp): sorted({s for m in grp.members for s in srcs[m]}) for grp in groups}
+    readers: dict[int, set] = {}   # node -> ids of the kernels reading it
+    for grp in groups:
+        for s in reads[id(grp)]:
+            readers.setdefault(s, set()).add(id(grp))
+    heights = {}
+    failed = set()        # (id(y), id(x)) pairs that cannot merge
+    retired = []          # the merged-away groups, kept alive: the tables above know groups by id()
+
+    def height(grp):
+        if id(grp) not in heights:
+            heights[id(grp)] = _height(g, grp.members)
+        return heights[id(grp)]
+
+    def mergeable(y, x, space) -> bool:
+        if _pointwise_space(nodes, x) != space or not _reads_at_own_index(g, y.members, x.outputs) \
+                or height(x) + height(y) > MAX_INLINE_DEPTH:
+            return False
+        both = Group(y.id, y.output, y.members | x.members, reason=y.reason, extra=[*y.extra, *x.outputs])
+        if any(_aligned_write_hazards(g, both, set(older)) for o in both.outputs for older in versions_at.get(o, ())):
+            return False
+        return not deps.would_cycle(x, y)
+
+    at = 0
+    while at < len(groups):
+        y = groups[at]
+        space = _pointwise_space(nodes, y)
+        partner = None
+        if space is not None:
+            producers = {id(producer[i]): producer[i] for i in reads[id(y)] if i in producer and producer[i] is not y}
+            for x in producers.values():   # in the order of the values read
+                if (id(y), id(x)) in failed:
                     continue
-                both = Group(y.id, y.output, y.members | x.members, reason=y.reason,
-                             extra=[*y.extra, *x.outputs])
-                trial = [both if grp is y else grp for grp in groups if grp is not x]
-                for k, grp in enumerate(trial):
-                    grp.id = k
-                try:
-                    ok = not _repairs(g, trial, None, slots)
-                except AssertionError:   # an unrepairable cycle: the two must stay apart
-                    ok = False
-                if ok:
-                    groups, merged = trial, True
+                if mergeable(y, x, space):
+                    partner = x
                     break
-                for k, grp in enumerate(groups):
-                    grp.id = k
-            if merged:
-                break
+                failed.add((id(y), id(x)))
+        if partner is None:
+            at += 1
+            continue
+        x = partner
+        both = Group(y.id, y.output, y.members | x.members, reason=y.reason, extra=[*y.extra, *x.outputs])
+        deps.merge(x, y, both)
+        retired += (x, y)
+        groups = [both if grp is y else grp for grp in groups if grp is not x]
+        for o in both.outputs:
+            producer[o] = both
+        reads[id(both)] = sorted(set(reads.pop(id(x))) | set(reads.pop(id(y))))
+        for s in reads[id(both)]:
+            r = readers[s]
+            r.discard(id(x))
+            r.discard(id(y))
+            r.add(id(both))
+        # every pair of the kernels before ``both`` failed, but those of a kernel reading it are new
+        mine = {k for o in both.outputs for k in readers.get(o, ())}
+        at = next(k for k, grp in enumerate(groups) if grp is both or id(grp) in mine)
+    for k, grp in enumerate(groups):
+        grp.id = k
     return groups
 
 
@@ -507,7 +608,8 @@ def _merge_foreach(g: DrainGraph, groups: list, slots) -> list:
 
     The parts of one foreach kernel may run concurrently (a GPU's programs), so none may read
     what another writes or overwrite what another reads: no dependency edge between two parts,
-    and none through other kernels (the contracted plan stays acyclic).
+    and none through other kernels (the contracted plan stays acyclic; ``_Contraction`` checks
+    each addition to a cluster locally).
     """
     nodes = g.nodes
     overwrites = {r for r, t in zip(g.roots, g.root_targets) if t is not None}
@@ -515,46 +617,63 @@ def _merge_foreach(g: DrainGraph, groups: list, slots) -> list:
              if _pointwise_space(nodes, grp) is not None and all(o in overwrites for o in grp.outputs)]
     if len(loose) < 2:
         return groups
-    dg, _ = _dependency_graph(g, groups, None, slots)
-    original = list(groups)
+    edges, _ = _edges(g, groups, slots)
+    deps = _Contraction(groups, edges)
     clusters: list[list[int]] = []
-
-    def contracted(cs) -> list:
-        inside = {k for c in cs if len(c) > 1 for k in c}
-        out = [grp for k, grp in enumerate(original) if k not in inside]
-        out += [_foreach([original[k] for k in c]) for c in cs if len(c) > 1]
-        for k, grp in enumerate(out):
-            grp.id = k
-        return out
-
+    stand_in: list = []   # per cluster, the object that stands for it in ``deps``
+    tokens = []           # every stand-in made, kept alive: ``deps`` knows objects by id()
     for y in loose:
-        for c in clusters:
-            if any(dg.has_edge(x, y) or dg.has_edge(y, x) for x in c):
+        for c, cluster in enumerate(clusters):
+            if deps.adjacent(stand_in[c], groups[y]) or deps.would_cycle(stand_in[c], groups[y]):
                 continue
-            trial = [c + [y] if other is c else other for other in clusters]
-            if nx.is_directed_acyclic_graph(_dependency_graph(g, contracted(trial), None, slots)[0]):
-                clusters = trial
-                break
+            token = object()   # the grown cluster's own identity in ``deps``
+            tokens.append(token)
+            deps.merge(stand_in[c], groups[y], token)
+            stand_in[c] = token
+            cluster.append(y)
+            break
         else:
             clusters.append([y])
-    return contracted(clusters)
+            stand_in.append(groups[y])
+    inside = {k for c in clusters if len(c) > 1 for k in c}
+    out = [grp for k, grp in enumerate(groups) if k not in inside]
+    out += [_foreach([groups[k] for k in c]) for c in clusters if len(c) > 1]
+    for k, grp in enumerate(out):
+        grp.id = k
+    return out
 
 
-def _dependency_graph(g: DrainGraph, groups, node_groups, slots):
-    pos = g_pos(g)
-    dg = nx.DiGraph()
-    dg.add_nodes_from(grp.id for grp in groups)
+def _src_index(g: DrainGraph) -> list:
+    """For each node, the indices of the nodes it reads (computed once per drain graph)."""
+    srcs = getattr(g, "_srcs", None)
+    if srcs is None:
+        pos = g_pos(g)
+        srcs = g._srcs = [tuple(pos[id(s)] for s in n.srcs) for n in g.nodes]
+    return srcs
+
+
+def _edges(g: DrainGraph, groups, slots):
+    """The kernels' dependency edges ``(before, after)`` by group id, in a fixed order (data
+    edges kernel by kernel, then write-after-read edges buffer version by version), and the
+    write-after-read edges as ``(old version, reader, writer)``. Sets each group's ``inputs``.
+    One pass over the members' reads: O(nodes + edges)."""
+    nodes = g.nodes
+    srcs = _src_index(g)
     producer = {o: grp.id for grp in groups for o in grp.outputs}
+    readers: dict[int, list] = {}   # node -> the groups whose members read it, in plan order
+    edges = []
     for grp in groups:
         inputs = []
         for m in sorted(grp.members):
-            for s in g.nodes[m].srcs:
-                si = pos[id(s)]
+            for si in srcs[m]:
                 if si in producer and producer[si] != grp.id:
-                    dg.add_edge(producer[si], grp.id, kind="data")
+                    edges.append((producer[si], grp.id))
                     inputs.append(si)
-                elif g.nodes[si].op is Op.BUFFER:
+                elif nodes[si].op is Op.BUFFER:
                     inputs.append(si)
+                seen = readers.setdefault(si, [])
+                if not seen or seen[-1] is not grp:
+                    seen.append(grp)
         grp.inputs = sorted(set(inputs))
     war = []
     for chain in _versions(g, slots):
@@ -562,15 +681,36 @@ def _dependency_graph(g: DrainGraph, groups, node_groups, slots):
             writer = producer.get(newer)
             if writer is None:
                 continue
-            for reader in _readers(g, groups, node_groups, older):
+            for reader in {grp.id for grp in readers.get(older, ()) if older not in grp.outputs}:
                 if reader != writer:
-                    dg.add_edge(reader, writer, kind="war")
+                    edges.append((reader, writer))
                     war.append((older, reader, writer))
-    return dg, war
+    return edges, war
 
 
-def _repairs(g: DrainGraph, groups, node_groups, slots) -> dict:
-    pos = g_pos(g)
+def _topological(groups, edges, key):
+    """The groups in the topological order that is smallest in ``key(group id)`` at each step;
+    None when the edges have a cycle."""
+    succ = [[] for _ in groups]
+    indegree = [0] * len(groups)
+    for u, v in set(edges):
+        succ[u].append(v)
+        indegree[v] += 1
+    ready = [(key(k), k) for k in range(len(groups)) if indegree[k] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        order.append(groups[k])
+        for v in succ[k]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(ready, (key(v), v))
+    return order if len(order) == len(groups) else None
+
+
+def _repairs(g: DrainGraph, groups, slots) -> dict:
+    srcs = _src_index(g)
     fix = {}
     chains = _versions(g, slots)
     producer = {o: grp for grp in groups for o in grp.outputs}
@@ -583,23 +723,25 @@ def _repairs(g: DrainGraph, groups, node_groups, slots) -> dict:
                 fix[m] = "reads a buffer that its kernel overwrites, at another index"
     if fix:
         return fix
-    dg, war = _dependency_graph(g, groups, node_groups, slots)
-    try:
-        cycle = nx.find_cycle(dg)
-    except nx.NetworkXNoCycle:
+    edges, war = _edges(g, groups, slots)
+    if _topological(groups, edges, key=lambda k: k) is not None:
         return {}
+    # a cycle (rare: once per repair): networkx names one, and its write-after-read edge is cut
+    dg = nx.DiGraph()
+    dg.add_nodes_from(grp.id for grp in groups)
+    dg.add_edges_from(edges)
+    cycle = nx.find_cycle(dg)
     in_cycle = {u for u, _ in cycle}
     for older, reader, writer in war:
         if reader in in_cycle and writer in in_cycle:
             grp = groups[reader]
             for m in sorted(grp.members):
-                if m not in grp.outputs and any(pos[id(s)] == older for s in g.nodes[m].srcs):
+                if m not in grp.outputs and older in srcs[m]:
                     fix[m] = "reads an old version of a buffer written in place later"
                     return fix
     raise AssertionError(f"unrepairable cycle between kernels: {cycle}")
 
 
-def _order(g: DrainGraph, groups, node_groups, slots) -> list:
-    dg, _ = _dependency_graph(g, groups, node_groups, slots)
-    order = list(nx.lexicographical_topological_sort(dg, key=lambda gid: groups[gid].output))
-    return [groups[i] for i in order]
+def _order(g: DrainGraph, groups, slots) -> list:
+    edges, _ = _edges(g, groups, slots)
+    return _topological(groups, edges, key=lambda gid: groups[gid].output)

@@ -1,2 +1,2 @@
-"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``)."""
-from . import functional  # noqa: F401
+"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``) and ``lf.nn.utils``."""
+from . import functional, utils  # noqa: F401

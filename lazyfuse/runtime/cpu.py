@@ -96,6 +96,9 @@ def _library_views(call, library) -> tuple:
 # are in bench/results/cost-model-2026-11-30.md). So the library is an autotuned choice per
 # shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
+# the fewest kernels (candidates) a compiler process is given: below that, starting another
+# process costs more than the part it would take off the others
+MIN_PART = 16
 
 
 @functools.lru_cache(maxsize=None)
@@ -233,23 +236,31 @@ class CpuBackend(Backend):
         step.config = libraries[max(best, 0)]
 
     def _build_all(self, sources: dict, label: str) -> dict:
-        """All candidates in one library; if that fails, each alone, skipping those that fail."""
-        try:
-            lib = c_compile.build(PRELUDE + "\n\n".join(sources.values()) + "\n", what=f"plan {label}")
-            return {k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in sources}
-        except CompileError as first:
-            out = {}
-            for k, src in sources.items():
+        """All candidates in a few libraries, compiled at once (``c_compile.build_many``: one
+        compiler process per usable core, each given a part of at least ``MIN_PART`` kernels);
+        a part that fails is retried kernel by kernel, skipping those that fail."""
+        keys = list(sources)
+        n_parts = max(1, min(c_compile.compile_jobs(), len(keys) // MIN_PART))
+        parts = [keys[k::n_parts] for k in range(n_parts)]
+        libs = c_compile.build_many([PRELUDE + "\n\n".join(sources[k] for k in part) + "\n" for part in parts],
+                                    what=f"plan {label}")
+        out, first = {}, None
+        for part, lib in zip(parts, libs):
+            if not isinstance(lib, CompileError):
+                out.update({k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in part})
+                continue
+            first = first or lib
+            for k in part:
                 try:
-                    out[k] = c_compile.function(c_compile.build(PRELUDE + src + "\n", what=f"kernel {k[0]}"),
+                    out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}"),
                                                 f"{k[0]}__c{k[1]}")
                 except CompileError:
                     continue
-            if not out:
-                names = ", ".join(sorted({k[0] for k in sources}))
-                raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
-                                   f"the first error:\n{first}") from first
-            return out
+        if not out:
+            names = ", ".join(sorted({k[0] for k in sources}))
+            raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
+                               f"the first error:\n{first}") from first
+        return out
 
     @contextlib.contextmanager
     def _scratch(self, bufs, step, scalars):
