@@ -5,6 +5,12 @@ A library is keyed by the hash of its source, the flags and the compiler's ident
 built under a temporary name and renamed into place, so two processes compiling the same
 source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 
+Loaded libraries are bounded (``LAZYFUSE_MAX_LOADED_LIBRARIES``, default 1024): each maps a
+few memory segments and the OS caps a process's mappings (~65,530), so a process that met
+every shape of a sweep would otherwise fail to load its next kernel. ``LibraryCache`` keeps
+the most recently built libraries; one pushed out stays loaded while a cached plan or a live
+graph still holds a function of it, and is unloaded (``dlclose``) once nothing does.
+
 NaN and inf must behave as in torch, so the flags never assume finite math:
 ``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
 """
@@ -12,12 +18,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
+from collections import OrderedDict
 from pathlib import Path
 
 from ..errors import CompileError
@@ -26,8 +35,59 @@ from .cache import cache_dir
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
          "-std=gnu11", "-w"]
 KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
-_loaded: dict = {}
+MAX_LOADED = int(os.environ.get("LAZYFUSE_MAX_LOADED_LIBRARIES", "1024"))
 _lock = threading.Lock()
+compiler_runs = 0   # compiler invocations in this process (lf.stats() counts each device's own)
+
+
+class LibraryCache:
+    """Loaded libraries by key: the ``MAX_LOADED`` most recently used held here, the ones pushed
+    out kept only by weak reference — alive while a plan or graph holds one of their functions
+    (a function pointer keeps its library object alive), unloaded when the last such goes."""
+
+    def __init__(self):
+        self.recent: OrderedDict = OrderedDict()
+        self.retired = weakref.WeakValueDictionary()
+        self.unloaded = 0   # libraries dlclose'd so far
+        self._collect_at = MAX_LOADED
+
+    def get(self, key: str):
+        lib = self.recent.get(key)
+        if lib is None:
+            lib = self.retired.pop(key, None)   # still in use elsewhere: the same mapping, revived
+            if lib is None:
+                return None
+            self.recent[key] = lib
+        self.recent.move_to_end(key)
+        self._bound()
+        return lib
+
+    def put(self, key: str, lib: ctypes.CDLL) -> None:
+        weakref.finalize(lib, self._unload, lib._handle)
+        self.recent[key] = lib
+        self._bound()
+
+    def _bound(self) -> None:
+        while len(self.recent) > max(MAX_LOADED, 1):
+            key, lib = self.recent.popitem(last=False)
+            self.retired[key] = lib
+        if len(self.retired) > self._collect_at:
+            # a library and its ctypes functions form reference cycles: the retired ones no plan
+            # or graph uses any more are only freed (and unloaded) by a collection, run once per
+            # MAX_LOADED retirements so a process full of cached plans does not collect per build
+            gc.collect()
+            self._collect_at = len(self.retired) + max(MAX_LOADED, 1)
+
+    def _unload(self, handle: int) -> None:
+        import _ctypes
+        _ctypes.dlclose(handle)
+        self.unloaded += 1
+
+    def __len__(self) -> int:
+        return len(self.recent) + len(self.retired)
+
+
+_loaded = LibraryCache()
 
 
 def compiler() -> str | None:
@@ -87,8 +147,9 @@ def usable() -> str | None:
     return None
 
 
-def build(source: str, what: str = "kernel") -> ctypes.CDLL:
-    """The loaded library for ``source``, compiling it on a cache miss."""
+def build(source: str, what: str = "kernel", stats=None) -> ctypes.CDLL:
+    """The loaded library for ``source``, compiling it on a cache miss (counted in
+    ``stats.compiler_runs`` when given)."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
@@ -100,7 +161,7 @@ def build(source: str, what: str = "kernel") -> ctypes.CDLL:
         folder = cache_dir("c")
         so = folder / f"{key}.so"
         if not so.exists():
-            _compile(cc, source, so, what)
+            _compile(cc, source, so, what, stats)
         try:
             lib = ctypes.CDLL(str(so))
         except OSError as e:
@@ -109,16 +170,20 @@ def build(source: str, what: str = "kernel") -> ctypes.CDLL:
                 so.unlink()
             except FileNotFoundError:
                 pass
-            _compile(cc, source, so, what)
+            _compile(cc, source, so, what, stats)
             try:
                 lib = ctypes.CDLL(str(so))
             except OSError as e2:
                 raise CompileError(f"{what}: compiled library {so} does not load: {e2}") from e
-        _loaded[key] = lib
+        _loaded.put(key, lib)
         return lib
 
 
-def _compile(cc: str, source: str, so: Path, what: str) -> None:
+def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
+    global compiler_runs
+    compiler_runs += 1
+    if stats is not None:
+        stats.compiler_runs += 1
     (so.parent / (so.stem + ".c")).write_text(source)
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
     os.close(fd)

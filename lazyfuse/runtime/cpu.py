@@ -191,7 +191,7 @@ class CpuBackend:
         cands = {st.name: self.candidates(st.kernel) for st in steps}
         sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
                    for st in steps for j, cfg in enumerate(cands[st.name])}
-        fns = self._build_all(sources, plan.label)
+        fns = self._build_all(sources, plan.label, stats)
         for st in steps:
             n = len(cands[st.name])
             found = [fns.get((st.name, j)) for j in range(n)]
@@ -229,16 +229,16 @@ class CpuBackend:
         best = autotune.choose(self._tuner(), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
 
-    def _build_all(self, sources: dict, label: str) -> dict:
+    def _build_all(self, sources: dict, label: str, stats) -> dict:
         """All candidates in one library; if that fails, each alone, skipping those that fail."""
         try:
-            lib = c_compile.build(PRELUDE + "\n\n".join(sources.values()) + "\n", what=f"plan {label}")
+            lib = c_compile.build(PRELUDE + "\n\n".join(sources.values()) + "\n", what=f"plan {label}", stats=stats)
             return {k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in sources}
         except CompileError as first:
             out = {}
             for k, src in sources.items():
                 try:
-                    out[k] = c_compile.function(c_compile.build(PRELUDE + src + "\n", what=f"kernel {k[0]}"),
+                    out[k] = c_compile.function(c_compile.build(PRELUDE + src + "\n", what=f"kernel {k[0]}", stats=stats),
                                                 f"{k[0]}__c{k[1]}")
                 except CompileError:
                     continue

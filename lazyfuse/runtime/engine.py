@@ -47,6 +47,7 @@ from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .pool import DATA, META, SCRATCH
+from .recompile import MissLog
 
 MAX_PENDING = int(os.environ.get("LAZYFUSE_MAX_PENDING", "4096"))
 PLAN_CACHE_SIZE = int(os.environ.get("LAZYFUSE_PLAN_CACHE", "512"))
@@ -56,9 +57,11 @@ DEBUG = os.environ.get("LAZYFUSE_DEBUG", "0") not in ("", "0")
 
 
 def print_drain(device, plan, build: bool) -> None:
-    """``LAZYFUSE_DEBUG=1``: each drain's path and launches."""
+    """``LAZYFUSE_DEBUG=1``: each drain's path and launches, and for a build why it missed."""
     from ..explain import describe_plan
     print(describe_plan(plan, build))
+    if build and device.engine.misses.misses:
+        print(f"[lazyfuse]   why: {device.engine.misses.misses[-1]}")
 
 
 # called as drain_hook(device, plan, build) after every drain; ``python -m lazyfuse explain`` sets its own
@@ -157,6 +160,7 @@ class Engine:
         self.executed_keys: set | None = None  # plan keys run since graph_prepare (for error messages)
         self.captured_plans: list = []
         self.poisoned = 0      # values that failed to compute (their readers fail too)
+        self.misses = MissLog()  # the last plan-cache misses, explained on demand (lf.explain, LAZYFUSE_DEBUG)
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -392,6 +396,7 @@ class Engine:
                     f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
                     f"({len(trace(roots)[0])} nodes) on {self.device.name}, and building it would compile, "
                     "autotune and allocate mid-capture. " + self._capture_cause(None, True))
+            self.misses.add(self.device.name, key, self.plans)
             plan, build = self._build(key, roots)
         else:
             build = None
