@@ -11,9 +11,10 @@ import argparse
 import sys
 import time
 
-from bench import autotune, capture, common, core, programs, training
+from bench import autotune, capture, common, core, programs, shapes, training
 
-SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training}
+SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
+           "shapes": shapes}
 
 
 def main(argv=None) -> int:

@@ -144,15 +144,18 @@ def substitute(a: Affine, mapping: dict) -> Affine:
     return acc
 
 
-def render(a: Affine, floordiv: str) -> str:
+def render(a: Affine, floordiv: str, number=str) -> str:
     """``a`` as source text; ``floordiv`` is the language's integer division (C ``/``, Python ``//``:
-    indices are never negative, so the two agree)."""
+    indices are never negative, so the two agree). ``number`` prints each coefficient (a printer
+    may print one as a product of runtime extents); div/mod constants stay literals, which
+    compilers turn into multiplications."""
     parts = [str(a.const)] if a.const or not a.terms else []
     for t, c in a.terms:
         if isinstance(t, DivMod):
-            term = f"({render(t.base, floordiv)} {floordiv} {t.div})" if t.div != 1 else render(t.base, floordiv)
+            base = render(t.base, floordiv, number)
+            term = f"({base} {floordiv} {t.div})" if t.div != 1 else base
             term = f"({term} % {t.mod})" if t.mod is not None else term
         else:
             term = t.name
-        parts.append(term if c == 1 else f"{c}*{term}")
+        parts.append(term if c == 1 else f"{number(c)}*{term}")
     return "(" + " + ".join(parts) + ")"
