@@ -24,14 +24,13 @@ size as a literal instead (one library per size, as before: for measuring what g
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import c_parallel
-from .index import Affine, render
+from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .row_cache import kept_values
 from .scope import Scope
@@ -42,7 +41,6 @@ COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16":
            "bfloat16": "float", "float32": "float", "float64": "double"}
 C_BYTES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
 C_BYTES = {name: C_BYTES[c] for name, c in COMPUTE.items()}   # bytes of a value in its compute type
-SHAPE_GENERIC = os.environ.get("LAZYFUSE_SHAPE_GENERIC", "1") not in ("0", "", "false", "off")
 
 PRELUDE = r"""
 #include <stdint.h>
@@ -309,17 +307,7 @@ class CPrinter:
         return self.extents.get(v, str(v.extent))
 
     def index(self, a: Affine) -> str:
-        """``a`` as C, each loop coefficient that is the next smaller one times that loop's
-        extent (a row-major stride: ``n_r0`` for the row of a row-major matrix) printed as
-        that product of runtime extents; other coefficients stay literals."""
-        if not self.extents:
-            return render(a, "/")
-        names, prev = {}, None
-        for t, c in sorted(((t, c) for t, c in a.terms if t in self.extents and c > 0), key=lambda tc: tc[1]):
-            if prev is not None and c == prev[0] * prev[1].extent:
-                names[c] = self.extents[prev[1]] if prev[0] == 1 else f"{names.get(prev[0], prev[0])}*{self.extents[prev[1]]}"
-            prev = (c, t)
-        return render(a, "/", lambda c: names.get(c, str(c)))
+        return render(a, "/", extent_strides(a, self.extents)) if self.extents else render(a, "/")
 
     def size(self, vars_) -> str:
         """The product of ``vars_``' extents, in the source."""

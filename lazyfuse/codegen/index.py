@@ -8,7 +8,11 @@ inner loops stay free of divisions — and vectorisable.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+# printers print sizes as runtime values (``extent_strides``); off: every size a literal
+SHAPE_GENERIC = os.environ.get("LAZYFUSE_SHAPE_GENERIC", "1") not in ("0", "", "false", "off")
 
 
 @dataclass(frozen=True)
@@ -159,3 +163,18 @@ def render(a: Affine, floordiv: str, number=str) -> str:
             term = t.name
         parts.append(term if c == 1 else f"{number(c)}*{term}")
     return "(" + " + ".join(parts) + ")"
+
+
+def extent_strides(a: Affine, extents: dict):
+    """A ``number`` for ``render``: each coefficient of ``a`` that is the next smaller one times
+    that loop's extent (a row-major stride: the row length of a matrix read row by row) as
+    that product of the loops' runtime extents (``extents``: Var -> its name in the source);
+    other coefficients stay literals. Value-preserving at this size: a printer that prints
+    each size's source anew is right whatever another size's source shares with it."""
+    names, prev = {}, None
+    for t, c in sorted(((t, c) for t, c in a.terms if t in extents and c > 0), key=lambda tc: tc[1]):
+        if prev is not None and c == prev[0] * prev[1].extent:
+            names[c] = extents[prev[1]] if prev[0] == 1 else f"{names.get(prev[0], prev[0])}*{extents[prev[1]]}"
+        prev = (c, t)
+    return lambda c: names.get(c, str(c))
+
