@@ -144,7 +144,7 @@ def distinct_programs(count: int):
         yield n, (lambda x, k=i: (x * (k % 5 + 1)).tanh() + x.reshape(-1)[: 1 + k // 17].sum())
 
 
-@pytest.mark.parametrize("count", [24, pytest.param(300, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("count", [12, pytest.param(300, marks=pytest.mark.slow)])
 def test_a_process_meeting_many_kernels_keeps_its_mappings_flat(fresh_cache, monkeypatch, count):
     """Real kernels through the engine with a small bound on libraries and plans: results stay
     right, the mappings stay flat, and a graph captured first still replays correctly at the end
