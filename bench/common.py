@@ -13,17 +13,41 @@ from datetime import date
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-_settings = {"folder": RESULTS, "smoke": False}
+_settings = {"folder": RESULTS, "smoke": False, "busy": 0, "spreads": {}}
 SMOKE_NOTE = ("Smoke run (`python -m lazyfuse bench --quick`): at most 3 repeats, torch.compile peers skipped "
               "(n/a: compiling them takes longer than the whole run). Not results; run without --quick for those.")
+SMOKE_LABEL = "smoke run, not results"
+NOISY = 1.5   # p90 / p10 of one peer's timed calls above this: the machine was too noisy to trust
 
 
-def configure(out=None, smoke: bool = False) -> None:
+def configure(out=None, smoke: bool = False, busy: int = 0) -> None:
     """``python -m lazyfuse bench`` options for every script: ``out``, a folder for the reports
     instead of bench/results/; ``smoke`` (``--quick``), a run that only checks that everything
-    works: few repeats, no time floor, no torch.compile peer."""
+    works: few repeats, no time floor, no torch.compile peer; ``busy``, how many competing
+    busy processes the run had (``--busy N``), named on every page and chart."""
     _settings["folder"] = Path(out) if out is not None else RESULTS
     _settings["smoke"] = smoke
+    _settings["busy"] = busy
+
+
+class BusyProcesses:
+    """``n`` processes that each keep one core busy while the block runs (``--busy N``): the
+    load of another tenant, to measure how lazyfuse and its peers hold up under it."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        import sys
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        time.sleep(0.3 if self.n else 0)   # let them reach the run queue
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+        self.procs = []
 
 
 def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
@@ -51,21 +75,42 @@ def timeit_interleaved(fns: dict, reps: int = 10, warmup: int = 2, min_time: flo
         rounds += 1
         if rounds > 100_000:
             break
+    for name, t in times.items():
+        if len(t) >= 5:
+            q = statistics.quantiles(t, n=10)
+            spreads = _settings["spreads"]
+            spreads[name] = max(spreads.get(name, 0.0), q[-1] / q[0])
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def noise_note() -> list:
+    """A line for the page when some peer's timed calls spread by more than NOISY (p90/p10)
+    since the last page was published; the record starts again."""
+    spreads, _settings["spreads"] = _settings["spreads"], {}
+    worst = {k: v for k, v in spreads.items() if v > NOISY}
+    if not worst:
+        return []
+    named = ", ".join(f"{k} {v:.1f}x" for k, v in sorted(worst.items(), key=lambda kv: -kv[1])[:4])
+    return [f"The machine was noisy during this run: the timed calls of {named} spread by more than {NOISY}x "
+            "(p90/p10). Treat these ratios as rough; rerun on a quiet machine."]
 
 
 def machine() -> dict:
     cpu = platform.processor() or "?"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+                    if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        cpu = info.get("model name", cpu)
+        # the model name alone does not tell CPUs apart ("AMD EPYC" is a Zen 1 and a Zen 4 here)
+        simd = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in info.get("flags", "").split()), None)
+        if "cpu family" in info:
+            cpu += f" (family {info['cpu family']} model {info.get('model', '?')}" + (f", {simd}" if simd else "") + ")"
+    except (OSError, ValueError):
         pass
     import torch
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "date": date.today().isoformat()}
+            "date": date.today().isoformat(), "threads": threads()}
     try:
         info["cc"] = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except (OSError, IndexError):
@@ -73,11 +118,32 @@ def machine() -> dict:
     return info
 
 
+def match_threads() -> None:
+    """Give torch as many threads as lazyfuse's C kernels get now (the cores other processes
+    leave free, measured over one window), so the peers are compared like for like."""
+    import torch
+    import lazyfuse as lf
+    budget = lf.device("cpu").threads
+    if budget is not None:
+        torch.set_num_threads(budget.measure())
+
+
+def threads() -> dict:
+    import torch
+    import lazyfuse as lf
+    budget = lf.device("cpu").threads
+    return {"torch": torch.get_num_threads(), "lazyfuse": budget.threads if budget is not None else None}
+
+
 def heading(title: str, info: dict, *details: str) -> list:
-    """The first lines of every results page: the title with the date, then the machine and the
-    ``details`` named ("torch": its version, "cc": the C compiler's banner)."""
+    """The first lines of every results page: the title with the date, then the machine, the
+    thread counts of torch and lazyfuse, and the ``details`` named ("torch": its version, "cc":
+    the C compiler's banner)."""
     named = {"torch": f"torch {info['torch']}", "cc": info.get("cc", "")}
-    machine_line = "; ".join([f"Machine: {info['cpu']}, {info['cores']} cores"] + [named[d] for d in details])
+    t = info.get("threads") or {}
+    machine_line = "; ".join([f"Machine: {info['cpu']}, {info['cores']} cores",
+                              f"threads: torch {t.get('torch')}, lazyfuse {t.get('lazyfuse')}"] +
+                             [named[d] for d in details])
     return [f"# lazyfuse {title} ({info['date']})", "", machine_line, ""]
 
 
@@ -85,6 +151,12 @@ def publish(name: str, payload: dict, lines: list, ratios: dict | None = None) -
     """Print the Markdown report and write it, with the raw JSON, under the output folder
     (bench/results/ unless ``configure`` chose another); ``ratios`` (label -> how many times
     faster lazyfuse is, > 1 meaning faster) also become a PNG bar chart."""
+    if _settings["busy"]:
+        lines = [*lines, "", f"Run with {_settings['busy']} competing busy process(es) (`--busy "
+                 f"{_settings['busy']}`): numbers under load, not a quiet machine's."]
+    noise = noise_note()
+    if noise:
+        lines = [*lines, "", *noise]
     if _settings["smoke"]:
         lines = [*lines, "", SMOKE_NOTE]
     # a NaN (a peer that did not run) is "n/a" in tables, null in JSON, and no bar in the chart
@@ -133,6 +205,11 @@ def bar_chart(ratios: dict, title: str, path: Path) -> None:
     ax.set_title(title)
     for i, v in enumerate(values):
         ax.annotate(f"{v:.2f}x", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    notes = ([SMOKE_LABEL] if _settings["smoke"] else []) + \
+        ([f"under load: {_settings['busy']} busy process(es)"] if _settings["busy"] else [])
+    if notes:   # on the picture itself: a chart travels without its page
+        fig.text(0.5, 0.5, "\n".join(notes), ha="center", va="center", fontsize=20, color="#c0392b", alpha=0.45,
+                 rotation=12, transform=fig.transFigure)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -4,6 +4,8 @@
 autotune case): it checks that every script works, in well under a minute; its numbers are not
 results.
 ``--out DIR``: write the reports there instead of bench/results/.
+``--busy N``: run with N competing busy processes (one core each), to see how lazyfuse and its
+peers hold up on a shared machine; every page and chart says so.
 """
 from __future__ import annotations
 
@@ -11,10 +13,10 @@ import argparse
 import sys
 import time
 
-from bench import autotune, capture, common, core, programs, shapes, training
+from bench import autotune, capture, common, contention, core, programs, shapes, training
 
 SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
-           "shapes": shapes}
+           "contention": contention, "shapes": shapes}
 
 
 def main(argv=None) -> int:
@@ -22,12 +24,16 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes and few repeats")
     p.add_argument("--out", default=None, help="folder for the reports (default: bench/results/)")
     p.add_argument("--only", nargs="+", choices=sorted(SCRIPTS), default=list(SCRIPTS), help="run these scripts only")
+    p.add_argument("--busy", type=int, default=0, metavar="N", help="run with N competing busy processes")
     args = p.parse_args(argv)
-    common.configure(args.out, smoke=args.quick)
+    common.configure(args.out, smoke=args.quick, busy=args.busy)
     status = 0
     for name in args.only:
         start = time.perf_counter()
-        status |= SCRIPTS[name].main(["--quick"] if args.quick else [])
+        # the contention script starts its own load (quiet, then busy, in one run)
+        with common.BusyProcesses(0 if name == "contention" else args.busy):
+            common.match_threads()
+            status |= SCRIPTS[name].main(["--quick"] if args.quick else [])
         print(f"[bench] {name}: {time.perf_counter() - start:.0f} s\n")
     return status
 

@@ -108,6 +108,20 @@ def _progress(total, desc):
         return _Quiet()
 
 
+NOISY = 1.5   # p90 / p10 of the steady-state steps above this: the machine was too noisy to trust
+
+
+def steady(times: list) -> dict:
+    """The statistic every variant is timed with: the first (cold) step on its own, the median
+    of the steady-state steps after it, and their spread."""
+    rest = sorted(times[1:])
+    if not rest:
+        return {"cold": times[0], "median": float("nan"), "min": float("nan"), "max": float("nan"), "noisy": False}
+    p10, p90 = np.percentile(rest, 10), np.percentile(rest, 90)
+    return {"cold": times[0], "median": float(np.median(rest)), "min": rest[0], "max": rest[-1],
+            "noisy": len(rest) >= 3 and p90 > NOISY * p10}
+
+
 def run_demo(args) -> int:
     dev = lf.device(args.device)
     vocab, d, layers, heads, steps = args.vocab, args.hidden, args.layers, args.heads, args.steps
@@ -116,17 +130,23 @@ def run_demo(args) -> int:
     print(f"lazyfuse demo: greedy decoding, {layers}-layer transformer (hidden {d}, {heads} heads, vocab {vocab}), "
           f"{steps} steps with a pinned KV cache")
     print(f"device {dev.name} (kind {dev.kind}, backend {dev.backend.name}, graphs: {dev.supports_graphs})")
+    budget = getattr(dev, "threads", None)
+    if budget is not None:
+        # torch runs with as many threads as lazyfuse's kernels get (the cores left free)
+        torch.set_num_threads(budget.measure())
+        print(f"threads: torch {torch.get_num_threads()}, lazyfuse {budget.threads} "
+              f"(of {len(budget.cpus)} cores; LAZYFUSE_THREADS=auto counts the free ones)")
 
     # torch eager: the reference tokens and logits
     ref = TorchDecoder(p, heads, max_len)
-    tokens, ref_logits, tok = [], [], 1
-    t0 = time.perf_counter()
+    tokens, ref_logits, tok, eager_times = [], [], 1, []
     for pos in range(steps):
+        t0 = time.perf_counter()
         logits = ref.step(tok, pos)
+        eager_times.append(time.perf_counter() - t0)
         ref_logits.append(logits)
         tok = int(logits.argmax())
         tokens.append(tok)
-    t_eager = (time.perf_counter() - t0) / steps
 
     def run(decoder, launch, label):
         decoder.reset_cache()
@@ -144,31 +164,54 @@ def run_demo(args) -> int:
             tok = tokens[pos]  # teacher-forced on torch's tokens so that errors cannot compound
             bar.update()
         bar.close()
-        return lf.stats(dev), float(np.median(times[1:] or times)), err
+        return lf.stats(dev), times, err
 
     lazy = LazyDecoder(p, heads, max_len, dev)
-    s_lazy, t_lazy, e_lazy = run(lazy, lazy.step, "lazy (build path, then cached)")
+    s_lazy, lazy_times, e_lazy = run(lazy, lazy.step, "lazy (build path, then cached)")
 
     bar = _progress(1, "capture (warmup x3 + record)")
     lazy.set_inputs(1, 0)
+    t0 = time.perf_counter()
     graph = lf.capture(dev, lazy.step)
+    t_capture = time.perf_counter() - t0
     bar.update()
     bar.close()
-    s_cap, t_cap, e_cap = run(lazy, graph.replay, "captured replay")
+    s_cap, cap_times, e_cap = run(lazy, graph.replay, "captured replay")
 
-    rows = [("torch eager", "-", "-", t_eager, 1.0, 0.0),
-            ("lazyfuse lazy + fused", s_lazy.ops_recorded / steps, s_lazy.kernels_launched / steps, t_lazy,
-             t_eager / t_lazy, e_lazy),
-            ("lazyfuse captured", s_cap.ops_recorded / steps,
-             graph.num_launches if graph.is_hardware else s_cap.kernels_launched / steps, t_cap, t_eager / t_cap, e_cap)]
-    print(f"\n{'program':<24}{'ops/step':>10}{'kernels/step':>14}{'time/step':>12}{'speedup':>10}{'max err':>11}")
-    for name, nops, nk, t, sp, e in rows:
+    eager, lz, cap = steady(eager_times), steady(lazy_times), steady(cap_times)
+    kernels = graph.num_launches if graph.is_hardware else s_cap.kernels_launched / steps
+    rows = [("torch eager", "-", "-", eager, 0.0),
+            ("lazyfuse lazy + fused", s_lazy.ops_recorded / steps, s_lazy.kernels_launched / steps, lz, e_lazy),
+            ("lazyfuse captured", s_cap.ops_recorded / steps, kernels, cap, e_cap)]
+    print(f"\n{'program':<24}{'ops/step':>10}{'kernels/step':>14}{'time/step':>12}{'speedup':>10}"
+          f"{'min-max':>20}{'max err':>11}")
+    for name, nops, nk, t, e in rows:
         nops = nops if isinstance(nops, str) else f"{nops:.0f}"
         nk = nk if isinstance(nk, str) else f"{nk:.0f}"
-        print(f"{name:<24}{nops:>10}{nk:>14}{t * 1e3:>10.3f}ms{sp:>9.2f}x{e:>11.1e}")
+        if steps >= 2:
+            median, speedup = f"{t['median'] * 1e3:.3f}ms", f"{eager['median'] / t['median']:.2f}x"
+            spread = f"{t['min'] * 1e3:.3f}-{t['max'] * 1e3:.3f}ms"
+        else:
+            median = speedup = spread = "n/a"
+        print(f"{name:<24}{nops:>10}{nk:>14}{median:>12}{speedup:>10}{spread:>20}{e:>11.1e}")
+    steady_steps = f"the median of steps 2-{steps}" if steps > 2 else "step 2" if steps == 2 else \
+        "n/a: --steps 1 has no steady-state step (run --steps 2 or more for speedups)"
+    print(f"\ntime/step: {steady_steps} (steady state), every variant alike; speedup: torch eager's "
+          f"time over the row's. The first (cold) step, on its own: torch eager {eager['cold'] * 1e3:.1f} ms, "
+          f"lazyfuse lazy {lz['cold'] * 1e3:.1f} ms (plans, compiles{', tunes' if autotune_on() else ''}), "
+          f"capture {t_capture * 1e3:.1f} ms (3 warmups + recording), first replay {cap['cold'] * 1e3:.2f} ms.")
+    noisy = [name for name, _, _, t, _ in rows if t["noisy"]]
+    if noisy:
+        print(f"the machine was noisy: the steady-state steps of {', '.join(noisy)} spread by more than "
+              f"{NOISY}x (p90/p10); treat the speedups as rough, and rerun on a quiet machine")
     how = "one dispatch per step (recorded launch list)" if graph.is_hardware else \
         f"fallback, re-running the closure: {graph.fallback_reason}"
-    print(f"\ncaptured: {graph.num_launches} launches replayed as {how}")
+    print(f"captured: {graph.num_launches} launches replayed as {how}")
     ok = max(e_lazy, e_cap) < 1e-3
     print(f"logits {'match' if ok else 'DO NOT match'} torch eager (max abs error {max(e_lazy, e_cap):.1e})")
     return 0 if ok else 1
+
+
+def autotune_on() -> bool:
+    from .codegen import autotune
+    return autotune.enabled()

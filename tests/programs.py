@@ -319,9 +319,13 @@ class Program:
         err_l = (g - s).abs()
         err_t = (t - s).abs()
         close = err_l <= MULT * err_t + v.meta.rtol * v.meta.scale
-        # an infinite reference is only matched by the same infinity
-        close &= torch.isfinite(s) | (g == s)
-        ok = same | close
+        # Where the float64 reference is inf or nan, lazyfuse must give exactly that: inf equals
+        # inf, nan equals nan, nan never equals a number. torch float32 itself is not the truth
+        # there: its vectorised CPU gelu returns nan for gelu(inf) on AVX-512 machines (for
+        # tensors of 2+ elements) where float64, and lazyfuse, return inf.
+        special = ~torch.isfinite(s)
+        exact = (g == s) | (torch.isnan(g) & torch.isnan(s))
+        ok = same | torch.where(special, exact, close)
         assert bool(ok.all()), f"{ctx}\nreference {s}\nmismatch at {(~ok).nonzero().tolist()[:5]}"
 
 

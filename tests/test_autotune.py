@@ -104,3 +104,40 @@ def test_signature_rounds_shapes_to_a_size_class():
     k2 = Kernel("k", (Var("p0", 1020),), (), (), (), (), ())
     k3 = Kernel("k", (Var("p0", 5000),), (), (), (), (), ())
     assert autotune.signature(k1) == autotune.signature(k2) != autotune.signature(k3)
+
+
+CRASH_ON_SECOND_CANDIDATE = textwrap.dedent("""
+    import os, signal
+    from lazyfuse.codegen import autotune
+    real, calls = autotune.benchmark, []
+    def crashing(run, *a, **k):
+        calls.append(1)
+        if len(calls) == 2:          # the second candidate benchmarked kills the process
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(run, *a, **k)
+    autotune.benchmark = crashing
+""")
+
+
+def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
+    """A candidate that kills the process mid-tuning is marked before it runs, so the next
+    process skips it (with a warning naming it) instead of dying the same way forever."""
+    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT)}
+    dead = subprocess.run([sys.executable, "-c", CRASH_ON_SECOND_CANDIDATE + PROGRAM], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert dead.returncode == -11, dead.stderr
+    marks = [json.loads(p.read_text()) for p in (tmp_path / "autotune").glob("*.json")]
+    trying = [m["trying"] for m in marks if "trying" in m]
+    assert len(trying) == 1
+
+    again = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.strip().splitlines()[-1])["ok"]
+    assert f"candidate {trying[0]} never came back" in again.stderr
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "autotune").glob("*.json")]
+    crashed = [e for e in entries if e.get("crashed")]
+    assert len(crashed) == 1 and crashed[0]["crashed"] == trying[0:1]
+    assert trying[0] not in crashed[0]["timings_us"] and "trying" not in crashed[0]
+
+    third = run_program(tmp_path)   # the record stays: no warning, no re-tuning
+    assert third["ok"] and third["autotune_runs"] == 0

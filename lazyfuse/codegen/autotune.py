@@ -9,6 +9,15 @@ choice: tinygrad #11908). One small JSON file per key, written atomically: a cor
 truncated entry is ignored and rebuilt, and concurrent writers can only replace a whole file.
 
 ``LAZYFUSE_AUTOTUNE=0`` skips benchmarking and takes each backend's heuristic default.
+``LAZYFUSE_AUTOTUNE_FORCE=N`` takes every kernel's N-th candidate (its last where it has fewer)
+without benchmarking: the tests run each candidate this way, so no code path a tuner may pick
+goes untested.
+
+Crash safety: a candidate that kills the process (a segfault in generated code) must never be
+tried again, or every later run dies the same way before it can save a result. So the entry
+is written *before* each candidate runs, naming it as ``trying``; a process that finds a
+``trying`` mark left by another knows that candidate never came back, records it under
+``crashed``, warns once, and tunes again without it.
 """
 from __future__ import annotations
 
@@ -16,7 +25,9 @@ import hashlib
 import json
 import os
 import time
+import warnings
 
+from ..errors import CompileError
 from .cache import atomic_write, cache_dir
 from .index import DivMod
 from .kernel import Apply, Kernel, Load, walk
@@ -27,6 +38,22 @@ MARGIN = 0.05   # a candidate must beat the default by 5% to replace it
 
 def enabled() -> bool:
     return os.environ.get("LAZYFUSE_AUTOTUNE", "1") not in ("0", "", "false", "off")
+
+
+def forced() -> int | None:
+    """``LAZYFUSE_AUTOTUNE_FORCE``: the candidate index every kernel takes, or None."""
+    raw = os.environ.get("LAZYFUSE_AUTOTUNE_FORCE", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise CompileError(f"LAZYFUSE_AUTOTUNE_FORCE={raw!r} is not a candidate index: set it to 0, 1, 2, ... "
+                           "(each kernel takes its candidate of that index, its last where it has fewer) or unset it")
+    return int(raw)
+
+
+def explores() -> bool:
+    """Whether backends list every candidate (tuning, or one forced), not only the default."""
+    return enabled() or forced() is not None
 
 
 def size_class(n: int) -> int:
@@ -74,20 +101,30 @@ class Tuner:
             self.folder = cache_dir("autotune")
         return self.folder / f"{key}.json"
 
-    def lookup(self, key: str, labels: list) -> int | None:
-        """The cached winner's index among ``labels``, or None (missing, corrupted or stale)."""
+    def entry(self, key: str) -> dict:
+        """The stored entry of ``key`` ({} where missing or corrupted)."""
         try:
             entry = json.loads(self._path(key).read_text())
+        except (OSError, ValueError):
+            return {}
+        return entry if isinstance(entry, dict) else {}
+
+    def lookup(self, key: str, labels: list) -> int | None:
+        """The cached winner's index among ``labels``, or None (missing, corrupted, stale, or
+        left mid-tuning by a process that died)."""
+        entry = self.entry(key)
+        if "trying" in entry:
+            return None
+        try:
             return labels.index(entry["config"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
-    def store(self, key: str, label: str, timings: dict) -> None:
-        data = json.dumps({"config": label, "timings_us": timings, "backend": self.backend_id}).encode()
+    def store(self, key: str, entry: dict) -> None:
         try:
-            atomic_write(self._path(key), data)
+            atomic_write(self._path(key), json.dumps({**entry, "backend": self.backend_id}).encode())
         except OSError:
-            pass  # a read-only cache only costs a re-tune next time
+            pass  # a read-only cache only costs a re-tune next time (and loses the crash marks)
 
 
 def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
@@ -106,24 +143,34 @@ def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
 
 def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> int:
     """Index of the best candidate for the work ``signature`` describes (a kernel's
-    ``signature``, or a library call's): from the cache, or by benchmarking ``runners``
-    (None = failed)."""
+    ``signature``, or a library call's): forced, from the cache, or by benchmarking
+    ``runners`` (None = failed to build), never one that crashed an earlier process."""
+    force = forced()
+    if force is not None:
+        best = min(force, len(labels) - 1)
+        if runners[best] is None:
+            raise CompileError(f"forced autotune candidate {labels[best]} (LAZYFUSE_AUTOTUNE_FORCE={force}) "
+                               f"failed to build for {signature}")
+        return best
     if len(labels) == 1 or not enabled():
         return 0
     key = tuner.key(signature)
     hit = tuner.lookup(key, labels)
     if hit is not None and runners[hit] is not None:
         return hit
+    crashed = _crashed_candidates(tuner, key, signature)
     stats.autotune_runs += 1
     timings = {}
     for label, run in zip(labels, runners):
-        if run is None:
+        if run is None or label in crashed:
             continue
+        tuner.store(key, {"trying": label, "crashed": sorted(crashed), "signature": signature})
         try:
             timings[label] = benchmark(run) * 1e6
         except Exception:  # noqa: BLE001 (a candidate that fails to run is skipped)
             continue
     if not timings:
+        tuner.store(key, {"crashed": sorted(crashed), "signature": signature})
         return -1
     best = min(timings, key=timings.get)
     # the heuristic default (listed first) keeps its place unless beaten clearly: a choice
@@ -131,5 +178,20 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
     default = labels[0]
     if default in timings and timings[best] > timings[default] * (1 - MARGIN):
         best = default
-    tuner.store(key, best, {k: round(v, 2) for k, v in timings.items()})
+    tuner.store(key, {"config": best, "timings_us": {k: round(v, 2) for k, v in timings.items()},
+                      "crashed": sorted(crashed), "signature": signature})
     return labels.index(best)
+
+
+def _crashed_candidates(tuner: Tuner, key: str, signature: str) -> set:
+    """The candidates of ``key`` that killed a process while being benchmarked: those recorded
+    before, and the one an entry still names as ``trying`` (its process never came back)."""
+    entry = tuner.entry(key)
+    crashed = {c for c in entry.get("crashed", ()) if isinstance(c, str)}
+    dead = entry.get("trying")
+    if isinstance(dead, str) and dead not in crashed:
+        crashed.add(dead)
+        warnings.warn(f"autotuning: candidate {dead} never came back when an earlier process benchmarked it "
+                      f"(the process died, e.g. a crash in generated code); it is skipped from now on. "
+                      f"Kernel: {signature[:200]}; entry: {tuner._path(key)}", RuntimeWarning, stacklevel=3)
+    return crashed

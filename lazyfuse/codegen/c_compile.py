@@ -1,7 +1,8 @@
 """Compile C kernels with the system compiler into shared libraries, cached on disk.
 
-A library is keyed by the hash of its source, the flags and the compiler's identity (its
-``--version`` and the CPU model, since ``-march=native`` code is only valid on this CPU). It is
+A library is keyed by the hash of its source, the flags (the ``-march`` target included) and
+the compiler's identity (its ``--version`` and the CPU model, since ``-march=native`` code is
+only valid on this CPU). It is
 built under a temporary name and renamed into place, so two processes compiling the same
 source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 
@@ -32,10 +33,22 @@ from pathlib import Path
 from ..errors import CompileError
 from .cache import cache_dir
 
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
-         "-std=gnu11", "-w"]
+FLAGS = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
 KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 MAX_LOADED = int(os.environ.get("LAZYFUSE_MAX_LOADED_LIBRARIES", "1024"))
+
+
+def march() -> str:
+    """The target of ``-march`` (``LAZYFUSE_MARCH``, default ``native``): e.g. ``x86-64-v2`` to
+    test the kernels as a baseline x86-64 CPU runs them, on a CPU that can execute both."""
+    return os.environ.get("LAZYFUSE_MARCH", "").strip() or "native"
+
+
+def flags() -> list:
+    """The compiler flags, the target included (read on each build: a test may change it)."""
+    return [FLAGS[0], f"-march={march()}", *FLAGS[1:]]
+
+
 _lock = threading.Lock()
 compiler_runs = 0   # compiler invocations in this process (lf.stats() counts each device's own)
 
@@ -120,14 +133,14 @@ def _identity(cc: str) -> str:
 
 
 def identity_hash() -> str:
-    """A short hash of the compiler and CPU (part of autotuning keys)."""
+    """A short hash of the compiler, the CPU and the target (part of autotuning keys)."""
     cc = compiler()
-    return hashlib.sha256(_identity(cc).encode()).hexdigest()[:12] if cc else "none"
+    return hashlib.sha256((_identity(cc) + march()).encode()).hexdigest()[:12] if cc else "none"
 
 
 def library_key(source: str, cc: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join(FLAGS), _identity(cc)):
+    for part in (source, " ".join(flags()), _identity(cc)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -143,7 +156,8 @@ def usable() -> str | None:
     try:
         build("void lf_probe(char **args, const long *meta) { (void)args; (void)meta; }\n", what="compiler probe")
     except CompileError as e:
-        return f"the C compiler {cc} fails on a trivial kernel ({' '.join(str(e).split())[-300:]})"
+        target = f" with -march={march()} (LAZYFUSE_MARCH)" if march() != "native" else ""
+        return f"the C compiler {cc} fails on a trivial kernel{target} ({' '.join(str(e).split())[-300:]})"
     return None
 
 
@@ -188,7 +202,7 @@ def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
     os.close(fd)
     try:
-        proc = subprocess.run([cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
+        proc = subprocess.run([cc, *flags(), "-x", "c", "-", "-o", tmp, "-lm"], input=source,
                               capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise CompileError(f"{what}: {cc} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")

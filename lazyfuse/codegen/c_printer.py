@@ -42,11 +42,25 @@ COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16":
 C_BYTES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
 C_BYTES = {name: C_BYTES[c] for name, c in COMPUTE.items()}   # bytes of a value in its compute type
 
+def local_array(ctype: str, name: str, n) -> str:
+    """The declaration of a kernel's stack array ``name[n]``, aligned to 64 bytes (the widest
+    vector and a cache line). Without the attribute gcc 12 miscompiles our SIMD epilogues for
+    AVX-512 targets (``-march=icelake-server``, ``skylake-avx512``, and ``native`` on such
+    CPUs): after an ``omp simd reduction`` loop it sets up a frame pointer for a stack
+    realignment that it then drops, yet stores to the array with an aligned ``vmovaps`` that
+    assumes the realignment happened — the array sits at 8 mod 16 and the kernel faults. An
+    explicit alignment makes the compiler realign the frame itself (``and $-64, %rsp``), on
+    every ISA gcc or clang targets; ``tests/test_c_candidates.py`` runs every candidate."""
+    return f"{ctype} {name}[{n}] LF_ALIGNED"
+
+
 PRELUDE = r"""
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
 #include <omp.h>
+/* Every array a kernel declares on its stack is aligned explicitly (see local_array). */
+#define LF_ALIGNED __attribute__((aligned(64)))
 """ + (Path(__file__).with_name("c_math.h").read_text() if Path(__file__).with_name("c_math.h").exists() else "") + r"""
 static inline float lf_bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t lf_f2bf(float f) {
@@ -415,7 +429,7 @@ class CPrinter:
         pragma = f"#pragma omp parallel for collapse({n}) schedule(static){par}" if n and par is not None else None
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
         kept = kept_values(k, lambda e: C_BYTES[e.dtype.name])
-        body = [f"{indent}{COMPUTE[e.dtype.name]} row{i}[{self.size(k.inner)}];" for i, (_, e) in enumerate(kept)]
+        body = [f"{indent}{local_array(COMPUTE[e.dtype.name], f'row{i}', self.size(k.inner))};" for i, (_, e) in enumerate(kept)]
         for j, st in enumerate(k.stages):
             body += self._acc_decl(j, st, indent)
             body += self._stage_loop(j, st, indent, kept=kept)
@@ -469,9 +483,9 @@ class CPrinter:
         last = k.outer[-1]
         lines, indent = self._block_loops(par)
         for j, st in enumerate(k.stages):
-            lines.append(f"{indent}{_acc_type(st, k.inner_numel)} acc{j}v[{W}];")
+            lines.append(f"{indent}{local_array(_acc_type(st, k.inner_numel), f'acc{j}v', W)};")
             if st.arg_index is not None:
-                lines.append(f"{indent}int64_t accidx{j}v[{W}];")
+                lines.append(f"{indent}{local_array('int64_t', f'accidx{j}v', W)};")
         ind = indent + "    "
         U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op is Op.SUM and k.inner else 1
         if U > 1:
@@ -528,23 +542,28 @@ class CPrinter:
         return lines
 
     def _split(self, par):
-        """Few outputs: each stage's reduced extent is split across threads, partials combined in order."""
+        """Few outputs: each stage's reduced extent is cut into ``split_chunks`` fixed chunks that
+        the threads share, and the chunks' partials combined in order. The chunks do not depend on
+        the thread count, so neither does the result: the count follows the free cores
+        (``runtime/threads.py``), and a sum must not change with another process's load."""
         k = self.k
         loops, indent = self._loops(k.outer, "    ", None, simd_inner=False)
         total = self.size(k.inner)
+        chunks = split_chunks(k.inner_numel)
         body = []
         for j, st in enumerate(k.stages):
             acc_t = _acc_type(st, self.k.inner_numel)
             has_idx = st.arg_index is not None
             body += self._acc_decl(j, st, indent)
-            body.append(f"{indent}{{ {acc_t} part{j}[256]; int64_t partidx{j}[256]; int nparts{j} = 1;")
+            body.append(f"{indent}{{ {local_array(acc_t, f'part{j}', chunks)}; "
+                        f"{local_array('int64_t', f'partidx{j}', chunks)};")
             if par is not None and c_parallel.parallel_stage(k, st):   # a region per stage and output
-                body.append(f"{indent}#pragma omp parallel{par}")
-            body.append(f"{indent}{{")
+                body.append(f"{indent}#pragma omp parallel for schedule(static){par}")
+            body.append(f"{indent}for (int64_t c = 0; c < {chunks}; c++) {{")
             ind = indent + "    "
             body += self._acc_decl(j, st, ind)
-            body.append(f"{ind}const int tid = omp_get_thread_num(), nth = omp_get_num_threads();")
-            body.append(f"{ind}const int64_t lo = (int64_t){total} * tid / nth, hi = (int64_t){total} * (tid + 1) / nth;")
+            body.append(f"{ind}const int64_t lo = (int64_t){total} * c / {chunks}, "
+                        f"hi = (int64_t){total} * (c + 1) / {chunks};")
             if st.op is Op.SUM:
                 body.append(f"{ind}#pragma omp simd reduction(+:acc{j})")
             body.append(f"{ind}for (int64_t rflat = lo; rflat < hi; rflat++) {{")
@@ -561,12 +580,10 @@ class CPrinter:
             v = scope.value(st.value)
             idx = self.index(st.arg_index) if has_idx else "0"
             body += scope.lines + [f"{lind}{self._combine(j, st, v, idx)}", f"{ind}}}"]
-            body.append(f"{ind}if (tid < 256) {{ part{j}[tid] = acc{j};" + (f" partidx{j}[tid] = accidx{j};" if has_idx else "")
-                        + " }")
-            body.append(f"{ind}if (tid == 0) nparts{j} = nth < 256 ? nth : 256;")
+            body.append(f"{ind}part{j}[c] = acc{j};" + (f" partidx{j}[c] = accidx{j};" if has_idx else ""))
             body.append(f"{indent}}}")
-            body.append(f"{indent}for (int t = 0; t < nparts{j}; t++) {{")
-            body.append(f"{indent}    {self._combine(j, st, f'part{j}[t]', f'partidx{j}[t]')}")
+            body.append(f"{indent}for (int64_t c = 0; c < {chunks}; c++) {{")
+            body.append(f"{indent}    {self._combine(j, st, f'part{j}[c]', f'partidx{j}[c]')}")
             body.append(f"{indent}}} }}")
         scope = _Scope(self, indent)
         stores = self._store(scope)
@@ -586,7 +603,7 @@ class CPrinter:
             return out
 
         for j, st in enumerate(k.stages):
-            lines.append(f"{indent}{_acc_type(st, self.k.inner_numel)} acc{j}v[{W}];")
+            lines.append(f"{indent}{local_array(_acc_type(st, self.k.inner_numel), f'acc{j}v', W)};")
             lines.append(f"{indent}for (int w = 0; w < {W}; w++) acc{j}v[w] = {_acc_init(st)};")
             loops, ind = self._loops(k.inner, indent, None, simd_inner=False)
             lines += loops
@@ -613,6 +630,12 @@ class CPrinter:
 
 
 SHORT_SUM = 1024   # sums over at most this many elements accumulate in the compute type
+SPLIT_CHUNK = 2048  # a ``split`` reduction's chunks hold at least this many elements ...
+SPLIT_CHUNKS = 64   # ... and there are at most this many (enough for 64 threads)
+
+
+def split_chunks(total: int) -> int:
+    return max(1, min(SPLIT_CHUNKS, total // SPLIT_CHUNK))
 
 
 def _acc_type(st, inner_numel: int = 1 << 30) -> str:

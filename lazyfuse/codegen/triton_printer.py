@@ -355,6 +355,9 @@ def _warps(tile: int) -> int:
     return min(8, max(1, tile // 256))
 
 
+INTERPRETER_MAX_CANDIDATES = 2   # the default and one variant (see candidate_configs)
+
+
 def candidate_configs(kernel: Kernel, interpreter: bool = False) -> list:
     """What autotuning tries: the heuristic default first, then variants (deduplicated).
 

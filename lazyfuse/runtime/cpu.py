@@ -145,6 +145,16 @@ def _gather(x, index, out, dim, size):
     torch.index_select(x, dim, torch.where(index < 0, index + size, index), out=out)
 
 
+# What autotuning tries besides the heuristic default (``CConfig()``): a kernel that gets a
+# parallel region also runs serial; a reduction tries each strategy and variants of its widths.
+SERIAL_CONFIGS = (CConfig(threads=1),)
+REDUCTION_CONFIGS = (CConfig(strategy="rows"), CConfig(strategy="split"), CConfig(strategy="tile"),
+                     CConfig(strategy="rows", unroll=4),
+                     CConfig(strategy="tile", lanes=16), CConfig(strategy="tile", lanes=128),
+                     CConfig(strategy="tile", lanes=512))
+MAX_CANDIDATES = 1 + len(SERIAL_CONFIGS) + len(REDUCTION_CONFIGS)
+
+
 class CpuBackend:
     """C kernels: every candidate config of every kernel of a plan is compiled in one library,
     tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
@@ -165,13 +175,11 @@ class CpuBackend:
     def candidates(self, kernel) -> list:
         """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
         configs = [CConfig()]
-        if autotune.enabled():
+        if autotune.explores():
             if c_parallel.parallel(kernel):
-                configs.append(CConfig(threads=1))
+                configs += SERIAL_CONFIGS
             if kernel.stages:
-                configs += [CConfig(strategy=s) for s in ("rows", "split", "tile")]
-                configs.append(CConfig(strategy="rows", unroll=4))
-                configs += [CConfig(strategy="tile", lanes=w) for w in (16, 128, 512)]
+                configs += REDUCTION_CONFIGS
         out, seen = [], set()
         for cfg in configs:
             src = print_c(kernel, cfg)
@@ -222,7 +230,7 @@ class CpuBackend:
         """Which library computes matmul ``step``: timed on scratch copies of its buffers."""
         dtypes = [b.dtype for b in bufs]
         libraries = matmul_libraries(step, dtypes)
-        if len(libraries) == 1 or not autotune.enabled():
+        if len(libraries) == 1 or not autotune.explores():
             return
         copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
         runners = [matmul_call(step, lib, copies) for lib in libraries]
@@ -287,6 +295,21 @@ class CpuBackend:
 
 def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
+
+
+_THREADS = """
+#include <omp.h>
+void lf_set_threads(int n) { omp_set_num_threads(n); }
+"""
+
+
+def omp_set_num_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime the kernels link (built by the same
+    compiler with the same flags, so it is that runtime whichever compiler it is)."""
+    fn = c_compile.build(_THREADS, what="thread-count setter").lf_set_threads
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = None
+    return fn
 
 
 _RUNNER = """

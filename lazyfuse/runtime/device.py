@@ -145,6 +145,7 @@ class Device:
 class CpuDevice(Device):
     kind = "cpu"
     supports_graphs = True
+    threads = None   # the ThreadBudget of the C kernels (none when the interpreter stands in)
 
     def _make_backend(self):
         from ..codegen.c_compile import usable
@@ -152,8 +153,21 @@ class CpuDevice(Device):
         if why is not None:   # no working C compiler: the same kernels, run by the Triton interpreter
             from .triton_devices import interpreter_fallback
             return interpreter_fallback(why)
-        from .cpu import CpuBackend
+        from .cpu import CpuBackend, omp_set_num_threads
+        from .threads import ThreadBudget
+        self.threads = ThreadBudget(omp_set_num_threads())
         return CpuBackend(self.pool)
+
+    def launching(self):
+        """Kernels run on the cores other processes leave free (``runtime/threads.py``)."""
+        if self.threads is not None:
+            self.threads.apply()
+        return contextlib.nullcontext()
+
+    def graph_replay(self, graph) -> None:
+        if self.threads is not None:
+            self.threads.apply()
+        super().graph_replay(graph)
 
 
 _devices: dict = {}

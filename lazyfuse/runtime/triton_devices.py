@@ -221,7 +221,7 @@ class TritonBackend:
 
     def candidates(self, kernel) -> list:
         """The heuristic default first, then (autotuning on) what else to try."""
-        if not autotune.enabled():
+        if not autotune.explores():
             return [self.config(kernel)]
         return candidate_configs(kernel, self.interpreted)
 
