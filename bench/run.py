@@ -13,10 +13,10 @@ import argparse
 import sys
 import time
 
-from bench import autotune, build, capture, common, contention, core, programs, training
+from bench import autotune, build, capture, common, contention, core, programs, shapes, training
 
 SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
-           "contention": contention, "build": build}
+           "contention": contention, "build": build, "shapes": shapes}
 
 
 def main(argv=None) -> int:

@@ -144,6 +144,15 @@ PARALLEL_THRESHOLD = _declare(
     "`lazyfuse/codegen/c_parallel.py`); a huge value makes every C kernel serial (for a machine shared with "
     "other busy processes, where a worker may wait milliseconds for a core), 0 gives every loop a region",
     hint="a number of work units (a huge value makes every C kernel serial)", error=CompileError)
+MAX_LOADED_LIBRARIES = _declare(
+    "LAZYFUSE_MAX_LOADED_LIBRARIES", 1024, _whole_number, "import",
+    "how many compiled kernel libraries (C) and modules (Triton) stay loaded (default 1024); past it the "
+    "least recently used that no cached plan or live graph holds are unloaded, so a process can meet any "
+    "number of shapes without running out of memory mappings")
+SHAPE_GENERIC = _declare(
+    "LAZYFUSE_SHAPE_GENERIC", True, _bool, "import",
+    "`0` prints loop extents as literals again (one compiled kernel per size) instead of reading them from "
+    "the launch metadata (default on: one kernel serves every size of a structure)")
 TEST_DEVICE = _declare(
     "LAZYFUSE_TEST_DEVICE", None, _text, "use",
     "the device `tests/test_capture_device.py` and `tests/test_interpreter.py` run on (default `cpu` and "

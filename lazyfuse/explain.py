@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import config
@@ -41,10 +41,12 @@ class KernelInfo:
 @dataclass
 class Explanation:
     """A fused schedule: ``str()`` lists the IR and each kernel with its boundary reason and
-    source; ``to_dot()`` draws it."""
+    source; ``to_dot()`` draws it. ``recompiles``: the device's recent plan-cache misses, each
+    saying what differed from the nearest cached plan."""
     nodes: list
     kernels: list
     roots: list
+    recompiles: list = field(default_factory=list)
 
     @classmethod
     def from_plan(cls, plan) -> "Explanation":
@@ -81,6 +83,8 @@ class Explanation:
             writes = ", ".join(f"%{o}" for o in info.outputs)
             lines += ["", f"kernel {k} ({info.kind}{config}) writes {writes} — boundary: {info.reason}",
                       info.source]
+        if self.recompiles:
+            lines += ["", "recent plan-cache misses (why each drain recompiled):"] + [f"  {r}" for r in self.recompiles]
         return "\n".join(lines)
 
     @property
@@ -146,9 +150,10 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
         if t._storage.current.is_pending and id(t._storage) not in seen:
             seen.add(id(t._storage))
             storages.append(t._storage)
+    device = tensors[0].device if tensors else None
+    recompiles = device.engine.misses.reports() if device is not None else []
     if not storages:
-        return Explanation([], [], [])
-    device = tensors[0].device
+        return Explanation([], [], [], recompiles)
     nodes, _leaves, _scalars, targets = trace(storages)
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
     pos = {id(n): i for i, n in enumerate(nodes)}
@@ -170,7 +175,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
         return kernels
 
     _, kernels = plan_and_lower(graph, matmul_template(device), lower)
-    return Explanation(nodes, kernels, [r for r, _ in targets])
+    return Explanation(nodes, kernels, [r for r, _ in targets], recompiles)
 
 
 def to_dot(fn_or_tensor, *args, path=None, **kwargs) -> str:
@@ -215,8 +220,11 @@ def describe_plan(plan, build: bool) -> str:
 
 
 def print_drain(device, plan, build: bool) -> None:
-    """``LAZYFUSE_DEBUG=1``'s drain observer: each drain's path and launches."""
+    """``LAZYFUSE_DEBUG=1``'s drain observer: each drain's path and launches, and for a build
+    why the plan cache missed."""
     print(describe_plan(plan, build))
+    if build and device.engine.misses.misses:
+        print(f"[lazyfuse]   why: {device.engine.misses.misses[-1]}")
 
 
 if config.DEBUG.get():

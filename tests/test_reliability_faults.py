@@ -81,7 +81,7 @@ def test_a_failing_c_compiler_falls_back_to_the_interpreter_with_one_warning(tmp
 def private_cache(tmp_path, monkeypatch):
     """An empty cache folder, and no library or plan already in memory: the next drain compiles."""
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(c_compile, "_loaded", {})
+    monkeypatch.setattr(c_compile, "_loaded", c_compile.LibraryCache())
     CPU.engine.plans.clear()
     tuner = CPU.backend.tuner
     CPU.backend.tuner = None

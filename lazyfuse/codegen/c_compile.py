@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,9 +41,62 @@ def march() -> str:
 def flags() -> list:
     """The compiler flags, the target included (read on each build: a test may change it)."""
     return [FLAGS[0], f"-march={march()}", *FLAGS[1:]]
-_loaded: dict = {}
-_building: dict = {}   # library key -> the lock its (one) compile holds
+
+
+MAX_LOADED = config.MAX_LOADED_LIBRARIES.get()
 _lock = threading.Lock()
+_building: dict = {}   # library key -> the lock its (one) compile holds
+compiler_runs = 0   # compiler invocations in this process (lf.stats() counts each device's own)
+
+
+class LibraryCache:
+    """Loaded libraries by key: the ``MAX_LOADED`` most recently used held here, the ones pushed
+    out kept only by weak reference — alive while a plan or graph holds one of their functions
+    (a function pointer keeps its library object alive), unloaded when the last such goes."""
+
+    def __init__(self):
+        self.recent: OrderedDict = OrderedDict()
+        self.retired = weakref.WeakValueDictionary()
+        self.unloaded = 0   # libraries dlclose'd so far
+        self._collect_at = MAX_LOADED
+
+    def get(self, key: str):
+        lib = self.recent.get(key)
+        if lib is None:
+            lib = self.retired.pop(key, None)   # still in use elsewhere: the same mapping, revived
+            if lib is None:
+                return None
+            self.recent[key] = lib
+        self.recent.move_to_end(key)
+        self._bound()
+        return lib
+
+    def put(self, key: str, lib: ctypes.CDLL) -> None:
+        weakref.finalize(lib, self._unload, lib._handle)
+        self.recent[key] = lib
+        self._bound()
+
+    def _bound(self) -> None:
+        while len(self.recent) > max(MAX_LOADED, 1):
+            key, lib = self.recent.popitem(last=False)
+            self.retired[key] = lib
+        if len(self.retired) > self._collect_at:
+            # a library and its ctypes functions form reference cycles: the retired ones no plan
+            # or graph uses any more are only freed (and unloaded) by a collection, run once per
+            # MAX_LOADED retirements so a process full of cached plans does not collect per build
+            gc.collect()
+            self._collect_at = len(self.retired) + max(MAX_LOADED, 1)
+
+    def _unload(self, handle: int) -> None:
+        import _ctypes
+        _ctypes.dlclose(handle)
+        self.unloaded += 1
+
+    def __len__(self) -> int:
+        return len(self.recent) + len(self.retired)
+
+
+_loaded = LibraryCache()
 
 
 def compiler() -> str | None:
@@ -101,8 +157,9 @@ def usable() -> str | None:
     return None
 
 
-def build(source: str, what: str = "kernel") -> ctypes.CDLL:
-    """The loaded library for ``source``, compiling it on a cache miss."""
+def build(source: str, what: str = "kernel", stats=None) -> ctypes.CDLL:
+    """The loaded library for ``source``, compiling it on a cache miss (counted in
+    ``stats.compiler_runs`` when given)."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
@@ -118,20 +175,20 @@ def build(source: str, what: str = "kernel") -> ctypes.CDLL:
         with _lock:
             lib = _loaded.get(key)
         if lib is None:
-            lib = _compile_and_load(cc, source, key, what)
+            lib = _compile_and_load(cc, source, key, what, stats)
             with _lock:
-                _loaded[key] = lib
+                _loaded.put(key, lib)
                 _building.pop(key, None)
         return lib
 
 
-def build_many(sources: list, what: str = "kernels") -> list:
+def build_many(sources: list, what: str = "kernels", stats=None) -> list:
     """``build`` of each source, compiled by a pool of compiler processes, one per usable core:
     the libraries (or the ``CompileError`` each failed with), in order."""
     def one(k_src):
         k, src = k_src
         try:
-            return build(src, what=f"{what} (part {k + 1} of {len(sources)})")
+            return build(src, what=f"{what} (part {k + 1} of {len(sources)})", stats=stats)
         except CompileError as e:
             return e
     if len(sources) <= 1:
@@ -148,11 +205,11 @@ def compile_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _compile_and_load(cc: str, source: str, key: str, what: str) -> ctypes.CDLL:
+def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None) -> ctypes.CDLL:
     folder = cache_dir("c")
     so = folder / f"{key}.so"
     if not so.exists():
-        _compile(cc, source, so, what)
+        _compile(cc, source, so, what, stats)
     try:
         lib = ctypes.CDLL(str(so))
     except OSError as e:
@@ -161,7 +218,7 @@ def _compile_and_load(cc: str, source: str, key: str, what: str) -> ctypes.CDLL:
             so.unlink()
         except FileNotFoundError:
             pass
-        _compile(cc, source, so, what)
+        _compile(cc, source, so, what, stats)
         try:
             lib = ctypes.CDLL(str(so))
         except OSError as e2:
@@ -169,7 +226,12 @@ def _compile_and_load(cc: str, source: str, key: str, what: str) -> ctypes.CDLL:
     return lib
 
 
-def _compile(cc: str, source: str, so: Path, what: str) -> None:
+def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
+    global compiler_runs
+    with _lock:   # build_many compiles from several threads
+        compiler_runs += 1
+        if stats is not None:
+            stats.compiler_runs += 1
     (so.parent / (so.stem + ".c")).write_text(source)
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
     os.close(fd)

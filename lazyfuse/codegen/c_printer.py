@@ -11,6 +11,16 @@ so loops stay SIMD without ``-ffast-math``.
 strategy (``rows``: one output per iteration, reduce in a SIMD loop; ``split``: few outputs,
 the reduced extent split across threads; ``tile``: neighbouring outputs reduced together
 in SIMD lanes, for reductions along a strided dim).
+
+Sizes are runtime values: loop extents are ``n_<var>`` (read from the launch metadata's
+header), and an index stride or row-buffer length that is a product of loop extents is printed
+as that product (``n_r0*p0`` for a row of ``n_r0`` elements). A kernel's source then depends
+on its sizes only where they change the code (which dims have size 1, strides that are no
+such product, the thread and strategy choices), so one compiled library serves every size of
+a program whose source is otherwise the same — a new batch size or sequence length plans
+anew, but finds its library already built. The source is printed for each size, so whatever
+it shares with another size's is right for both. ``LAZYFUSE_SHAPE_GENERIC=0`` prints every
+size as a literal instead (one library per size, as before: for measuring what genericity costs).
 """
 from __future__ import annotations
 
@@ -20,7 +30,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import c_parallel
-from .index import Affine, render
+from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .row_cache import kept_values
 from .scope import Scope
@@ -128,10 +138,6 @@ REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strate
                       dict(strategy="tile", lanes=128), dict(strategy="tile", lanes=512))
 
 
-def c_index(a: Affine) -> str:
-    return render(a, "/")
-
-
 class _Scope(Scope):
     """C locals: ``T vN = ...;`` lines."""
 
@@ -154,6 +160,7 @@ class CPrinter:
         self.k = kernel
         self.cfg = cfg
         self._n = 0
+        self.extents = {}   # Var -> the C name of its runtime extent (the kernel's own loops only)
 
     def fresh(self) -> int:
         self._n += 1
@@ -167,18 +174,18 @@ class CPrinter:
 
     def rhs(self, e, scope: _Scope) -> str:
         if isinstance(e, Load):
-            raw = f"a{e.arg}[{c_index(e.index)}]"
+            raw = f"a{e.arg}[{self.index(e.index)}]"
             if e.dtype.name == "bfloat16":
                 return f"lf_bf2f({raw})"
             return f"({COMPUTE[e.dtype.name]}){raw}"
         if isinstance(e, Scalar):
             return f"s{e.slot}"
         if isinstance(e, IndexValue):
-            return f"({COMPUTE[e.dtype.name]}){c_index(e.index)}"
+            return f"({COMPUTE[e.dtype.name]}){self.index(e.index)}"
         if isinstance(e, Random):
             seed, off = scope.value(e.seed), scope.value(e.offset)
             fn = "lf_normal" if e.normal else "lf_uniform"
-            return f"({COMPUTE[e.dtype.name]}){fn}((uint64_t){seed}, (uint64_t){off} + (uint64_t){c_index(e.index)})"
+            return f"({COMPUTE[e.dtype.name]}){fn}((uint64_t){seed}, (uint64_t){off} + (uint64_t){self.index(e.index)})"
         assert isinstance(e, Apply)
         args = [scope.value(s) for s in e.srcs]
         return self.apply(e, args)
@@ -261,6 +268,10 @@ class CPrinter:
             word = f"meta[{base + i}]"
             val = f"lf_word2f64({word})" if dt.is_float else word
             lines.append(f"    const {COMPUTE[dt.name]} s{i} = ({COMPUTE[dt.name]}){val};")
+        # the header's words: meta[0] = len(outer), the outer extents, len(inner), the inner extents
+        for i, v in enumerate(k.outer + k.inner if SHAPE_GENERIC else ()):
+            self.extents[v] = f"n_{v.name}"
+            lines.append(f"    const int64_t n_{v.name} = meta[{1 + i + (i >= len(k.outer))}];")
         par = self._parallel(k)
         if k.segments:
             lines += self._segments()
@@ -313,6 +324,17 @@ class CPrinter:
         return bool(k.outer) and k.outer[-1].extent >= 2 and all(
             st.op in (Op.SUM, Op.MAX, Op.MIN) for st in k.stages)
 
+    def extent(self, v) -> str:
+        """``v``'s extent in the source: its runtime value for the kernel's own loops, else a literal."""
+        return self.extents.get(v, str(v.extent))
+
+    def index(self, a: Affine) -> str:
+        return render(a, "/", extent_strides(a, self.extents)) if self.extents else render(a, "/")
+
+    def size(self, vars_) -> str:
+        """The product of ``vars_``' extents, in the source."""
+        return "*".join(self.extent(v) for v in vars_) or "1"
+
     def _loops(self, vars_, indent, pragma_outer=None, simd_inner=True):
         out = []
         for d, v in enumerate(vars_):
@@ -320,7 +342,7 @@ class CPrinter:
                 out.append(f"{indent}{pragma_outer}")
             if d == len(vars_) - 1 and simd_inner:
                 out.append(f"{indent}#pragma omp simd")
-            out.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
+            out.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {self.extent(v)}; {v.name}++) {{")
             indent += "    "
         return out, indent
 
@@ -329,7 +351,7 @@ class CPrinter:
         for st in (self.k.stores if stores is None else stores):
             v = scope.value(st.value)
             dt = self.k.args[st.arg].dtype
-            lines.append(f"{scope.indent}a{st.arg}[{c_index(st.index)}] = {_to_storage(v, dt)};")
+            lines.append(f"{scope.indent}a{st.arg}[{self.index(st.index)}] = {_to_storage(v, dt)};")
         return lines
 
     def _pointwise(self, par):
@@ -395,7 +417,7 @@ class CPrinter:
         v = scope.value(st.value)
         flat = self._row_position()
         scope.lines += [f"{ind}row{i}[{flat}] = {scope.value(e)};" for i, (s, e) in enumerate(kept) if s == j]
-        idx = c_index(st.arg_index) if st.arg_index is not None else "0"
+        idx = self.index(st.arg_index) if st.arg_index is not None else "0"
         if nan_flag:
             cmp = ">" if st.op is Op.MAX else "<"
             body = [f"{ind}acc{j} = {v} {cmp} acc{j} ? {v} : acc{j};", f"{ind}nan{j} |= {v} != {v};"]
@@ -415,7 +437,7 @@ class CPrinter:
         pragma = f"#pragma omp parallel for collapse({n}) schedule(static){par}" if n and par is not None else None
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
         kept = kept_values(k, lambda e: C_BYTES[e.dtype.name])
-        body = [f"{indent}{local_array(COMPUTE[e.dtype.name], f'row{i}', k.inner_numel)};" for i, (_, e) in enumerate(kept)]
+        body = [f"{indent}{local_array(COMPUTE[e.dtype.name], f'row{i}', self.size(k.inner))};" for i, (_, e) in enumerate(kept)]
         for j, st in enumerate(k.stages):
             body += self._acc_decl(j, st, indent)
             body += self._stage_loop(j, st, indent, kept=kept)
@@ -431,10 +453,10 @@ class CPrinter:
 
     def _row_position(self) -> str:
         """The flat position along the reduced extent (a row buffer's index)."""
-        flat, stride = [], 1
+        flat, inside = [], []
         for v in reversed(self.k.inner):
-            flat.append(v.name if stride == 1 else f"{stride}*{v.name}")
-            stride *= v.extent
+            flat.append(f"{self.size(inside)}*{v.name}" if inside else v.name)
+            inside.insert(0, v)
         return " + ".join(reversed(flat)) or "0"
 
     def _read_kept(self, scope: _Scope, kept, before: int) -> None:
@@ -453,11 +475,12 @@ class CPrinter:
         lines = [f"    #pragma omp parallel for collapse({len(head) + 1}) schedule(static){par}"] if par is not None else []
         indent = "    "
         for v in head:
-            lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{")
+            lines.append(f"{indent}for (int64_t {v.name} = 0; {v.name} < {self.extent(v)}; {v.name}++) {{")
             indent += "    "
-        lines.append(f"{indent}for (int64_t blk = 0; blk < {(last.extent + W - 1) // W}; blk++) {{")
+        n = self.extent(last)
+        lines.append(f"{indent}for (int64_t blk = 0; blk < ({n} + {W - 1}) / {W}; blk++) {{")
         indent += "    "
-        lines.append(f"{indent}const int64_t lanes = ({last.extent} - blk * {W}) < {W} ? ({last.extent} - blk * {W}) : {W};")
+        lines.append(f"{indent}const int64_t lanes = ({n} - blk * {W}) < {W} ? ({n} - blk * {W}) : {W};")
         return lines, indent
 
     def _row_blocks(self, par):
@@ -533,8 +556,8 @@ class CPrinter:
         (``runtime/threads.py``), and a sum must not change with another process's load."""
         k = self.k
         loops, indent = self._loops(k.outer, "    ", None, simd_inner=False)
-        total = k.inner_numel
-        chunks = split_chunks(total)
+        total = self.size(k.inner)
+        chunks = split_chunks(k.inner_numel)
         body = []
         for j, st in enumerate(k.stages):
             acc_t = _acc_type(st, self.k.inner_numel)
@@ -558,10 +581,12 @@ class CPrinter:
             for v in reversed(k.inner):
                 decls.append(f"{lind}const int64_t {v.name} = (rflat / {stride}) % {v.extent};")
                 stride *= v.extent
+            if len(k.inner) == 1:   # the only reduced loop: its index is the flat one (no literal extent)
+                decls = [f"{lind}const int64_t {k.inner[0].name} = rflat;"]
             body += list(reversed(decls))
             scope = _Scope(self, lind)
             v = scope.value(st.value)
-            idx = c_index(st.arg_index) if has_idx else "0"
+            idx = self.index(st.arg_index) if has_idx else "0"
             body += scope.lines + [f"{lind}{self._combine(j, st, v, idx)}", f"{ind}}}"]
             body.append(f"{ind}part{j}[c] = acc{j};" + (f" partidx{j}[c] = accidx{j};" if has_idx else ""))
             body.append(f"{indent}}}")

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import config
+
+# printers print sizes as runtime values (``extent_strides``); off: every size a literal
+SHAPE_GENERIC = config.SHAPE_GENERIC.get()
+
 
 @dataclass(frozen=True)
 class Var:
@@ -140,15 +145,33 @@ def substitute(a: Affine, mapping: dict) -> Affine:
     return acc
 
 
-def render(a: Affine, floordiv: str) -> str:
+def render(a: Affine, floordiv: str, number=str) -> str:
     """``a`` as source text; ``floordiv`` is the language's integer division (C ``/``, Python ``//``:
-    indices are never negative, so the two agree)."""
+    indices are never negative, so the two agree). ``number`` prints each coefficient (a printer
+    may print one as a product of runtime extents); div/mod constants stay literals, which
+    compilers turn into multiplications."""
     parts = [str(a.const)] if a.const or not a.terms else []
     for t, c in a.terms:
         if isinstance(t, DivMod):
-            term = f"({render(t.base, floordiv)} {floordiv} {t.div})" if t.div != 1 else render(t.base, floordiv)
+            base = render(t.base, floordiv, number)
+            term = f"({base} {floordiv} {t.div})" if t.div != 1 else base
             term = f"({term} % {t.mod})" if t.mod is not None else term
         else:
             term = t.name
-        parts.append(term if c == 1 else f"{c}*{term}")
+        parts.append(term if c == 1 else f"{number(c)}*{term}")
     return "(" + " + ".join(parts) + ")"
+
+
+def extent_strides(a: Affine, extents: dict):
+    """A ``number`` for ``render``: each coefficient of ``a`` that is the next smaller one times
+    that loop's extent (a row-major stride: the row length of a matrix read row by row) as
+    that product of the loops' runtime extents (``extents``: Var -> its name in the source);
+    other coefficients stay literals. Value-preserving at this size: a printer that prints
+    each size's source anew is right whatever another size's source shares with it."""
+    names, prev = {}, None
+    for t, c in sorted(((t, c) for t, c in a.terms if t in extents and c > 0), key=lambda tc: tc[1]):
+        if prev is not None and c == prev[0] * prev[1].extent:
+            names[c] = extents[prev[1]] if prev[0] == 1 else f"{names.get(prev[0], prev[0])}*{extents[prev[1]]}"
+        prev = (c, t)
+    return lambda c: names.get(c, str(c))
+

@@ -8,8 +8,7 @@ Layout of a generated kernel ``lf_<hash>(a0, a1, ..., meta, BLOCK[, BLOCK_R])``:
 
 * **pointwise**: each program takes ``BLOCK`` consecutive flat output indices
   (``pid*BLOCK + arange``, masked at the ragged edge) and unravels them into the outer loop
-  variables with the extents printed as literals (shapes are part of the plan key, so they are
-  static; only scalars are runtime values).
+  variables.
 * **reduction**: each program takes ``BLOCK`` outer indices (a ``[BLOCK, 1]`` column) times a
   ``[1, BLOCK_R]`` tile of the reduced extent. When the extent fits one tile the kernel is
   *persistent* (one pass; all stages share the loaded tile, so variance reads ``x`` once),
@@ -26,7 +25,11 @@ Layout of a generated kernel ``lf_<hash>(a0, a1, ..., meta, BLOCK[, BLOCK_R])``:
   the kernel's stores on the tile -- the fused epilogue, printed like a pointwise block.
 
 Runtime scalars are read from the launch-metadata buffer (``tl.load(meta + k)``, float scalars
-bit-cast from int64 to float64), so a cached kernel serves every scalar value.
+bit-cast from int64 to float64), so a cached kernel serves every scalar value. So are the loop
+extents of pointwise and reduction kernels (``n_<var>``, from the header words), with row-major
+strides printed as products of them, as the C printer does: a new size of a known program then
+finds its module (and its compiled binary) already built. Matmul templates and foreach kernels
+keep literal sizes.
 
 The helpers of ``triton_prelude.py`` are ``@triton.jit`` functions printed into every module,
 and nothing from Triton's own jit-decorated standard library (``tl.sum``, ``tl.sigmoid``...) is
@@ -47,7 +50,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
-from .index import Affine, Var, render
+from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
 from .scope import Scope
 
@@ -214,14 +217,25 @@ def tl_index(a: Affine) -> str:
     return render(a, "//")
 
 
-def _unravel(flat: str, vars_, indent: str) -> list:
-    """``v = (flat // stride) % extent`` for each Var, the extents printed as literals."""
-    lines, stride = [], 1
+def _unravel(flat: str, vars_, indent: str, extents=None) -> list:
+    """``v = (flat // stride) % extent`` for each Var, the extents printed as their names in
+    ``extents`` (Var -> runtime name) or as literals."""
+    extents = extents or {}
+    lines, inside = [], []
     for d, v in reversed(list(enumerate(vars_))):
-        q = f"({flat} // {stride})" if stride != 1 else flat
-        lines.append(f"{indent}{v.name} = {q} % {v.extent}" if d else f"{indent}{v.name} = {q}")
-        stride *= v.extent
+        stride = "*".join(extents.get(u, str(u.extent)) for u in inside) if extents else str(prod_extents(inside))
+        stride = f"({stride})" if "*" in stride else stride
+        q = f"({flat} // {stride})" if inside and stride != "1" else flat
+        lines.append(f"{indent}{v.name} = {q} % {extents.get(v, v.extent)}" if d else f"{indent}{v.name} = {q}")
+        inside.insert(0, v)
     return lines[::-1]
+
+
+def prod_extents(vars_) -> int:
+    n = 1
+    for v in vars_:
+        n *= v.extent
+    return n
 
 
 class _Scope(Scope):
@@ -266,6 +280,15 @@ class TritonPrinter:
         self.outer = set(kernel.outer)
         self.inner = set(kernel.inner)
         self._n = 0
+        self.extents = {}   # Var -> the name of its runtime extent (pointwise and reduction kernels)
+
+    def index(self, a: Affine) -> str:
+        return render(a, "//", extent_strides(a, self.extents)) if self.extents else tl_index(a)
+
+    def size(self, vars_) -> str:
+        """The product of ``vars_``' extents, in the source."""
+        return "*".join(self.extents.get(v, str(v.extent)) for v in vars_) or "1" if self.extents else \
+            str(prod_extents(vars_))
 
     def fresh(self) -> int:
         self._n += 1
@@ -292,7 +315,7 @@ class TritonPrinter:
             return f"({word} != 0)" if e.dtype.is_bool else word
         if isinstance(e, Load):
             mask = scope.mask(e.index)
-            ptr = f"a{e.arg} + {tl_index(e.index)}"
+            ptr = f"a{e.arg} + {self.index(e.index)}"
             raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.broadcast_to(tl.load({ptr}), {scope.shape})"
             if e.dtype.name == "bfloat16":
                 return f"lf_bf16_to_f32({raw})"   # by bits: see ``_to_storage``
@@ -300,11 +323,11 @@ class TritonPrinter:
         if isinstance(e, IndexValue):
             if not e.index.terms:
                 return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})"
-            return f"{tl_index(e.index)}.to({COMPUTE[e.dtype.name]})"
+            return f"{self.index(e.index)}.to({COMPUTE[e.dtype.name]})"
         if isinstance(e, Random):
             seed, off = scope.value(e.seed), scope.value(e.offset)
             fn = "lf_normal" if e.normal else "lf_uniform"
-            i = f"({off} + {tl_index(e.index)}).to(tl.uint64)"
+            i = f"({off} + {self.index(e.index)}).to(tl.uint64)"
             return f"{fn}({seed}.to(tl.uint64), {i}).to({COMPUTE[e.dtype.name]})"
         assert isinstance(e, Apply)
         return self.apply(e, [scope.value(s) for s in e.srcs])
@@ -379,7 +402,14 @@ class TritonPrinter:
             else:
                 val = f"{word}.to({COMPUTE[dt.name]})"
             lines.append(f"    s{i} = {val}")
-        pid = "tl.program_id(0).to(tl.int64)" if self._wide() else "tl.program_id(0)"
+        wide = self._wide()
+        pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
+        if not k.segments and k.matmul is None and SHAPE_GENERIC:
+            # the header's words: meta[0] = len(outer), the outer extents, len(inner), the inner extents
+            for i, v in enumerate(k.outer + k.inner):
+                self.extents[v] = f"n_{v.name}"
+                word = f"tl.load(meta + {1 + i + (i >= len(k.outer))})"
+                lines.append(f"    n_{v.name} = {word}" if wide else f"    n_{v.name} = {word}.to(tl.int32)")
         if k.segments:
             return self._segment_functions(params) + "\n".join(lines + self._segments(pid)) + "\n"
         if k.matmul is not None:
@@ -434,7 +464,7 @@ class TritonPrinter:
         for st in stores:
             v = scope.value(st.value)
             dt = self.k.args[st.arg].dtype
-            idx = tl_index(st.index)
+            idx = self.index(st.index)
             if scope.ctx == "inner":
                 used = st.index.vars()
                 if not (used & self.outer and used & self.inner):
@@ -450,8 +480,8 @@ class TritonPrinter:
     def _pointwise(self, pid) -> list:
         k = self.k
         lines = [f"    flat = {pid} * BLOCK + tl.arange(0, BLOCK)",
-                 f"    mask = flat < {k.outer_numel}"]
-        lines += _unravel("flat", k.outer, "    ")
+                 f"    mask = flat < {self.size(k.outer)}"]
+        lines += _unravel("flat", k.outer, "    ", self.extents)
         if self._constant_store():
             lines.append("    zero = flat * 0")
         scope = _Scope(self, "    ", "point")
@@ -496,8 +526,8 @@ class TritonPrinter:
     def _reduce(self, pid) -> list:
         k = self.k
         lines = [f"    pflat = {pid} * BLOCK + tl.arange(0, BLOCK)[:, None]",
-                 f"    pmask = pflat < {k.outer_numel}"]
-        lines += _unravel("pflat", k.outer, "    ")
+                 f"    pmask = pflat < {self.size(k.outer)}"]
+        lines += _unravel("pflat", k.outer, "    ", self.extents)
         if self._constant_store():
             lines.append("    pzero = pflat * 0")
         if not k.inner_numel:
@@ -515,7 +545,7 @@ class TritonPrinter:
             for j, st in enumerate(k.stages):
                 lines += self._looped(j, st) + [f"    acc{j} = acc{j}.to({COMPUTE[st.dtype.name]})"]
             if k.inner_stores:
-                lines.append(f"    for rbase in range(0, {k.inner_numel}, BLOCK_R):")
+                lines.append(f"    for rbase in range(0, {self.size(k.inner)}, BLOCK_R):")
                 lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", "        ")
                 scope = _Scope(self, "        ", "inner")
                 stores = self._store(scope, k.inner_stores)
@@ -525,8 +555,8 @@ class TritonPrinter:
         return lines + scope.lines + stores
 
     def _tile_header(self, rflat: str, indent: str) -> list:
-        lines = [f"{indent}rflat = {rflat}", f"{indent}rmask = rflat < {self.k.inner_numel}"]
-        lines += _unravel("rflat", self.k.inner, indent)
+        lines = [f"{indent}rflat = {rflat}", f"{indent}rmask = rflat < {self.size(self.k.inner)}"]
+        lines += _unravel("rflat", self.k.inner, indent, self.extents)
         lines.append(f"{indent}mask = pmask & rmask")
         return lines
 
@@ -535,7 +565,7 @@ class TritonPrinter:
         ind = scope.indent
         lines = [f"{ind}t{j} = tl.where(mask, {v}, {_init(st)})"]
         if st.op in (Op.ARGMAX, Op.ARGMIN):
-            lines.append(f"{ind}i{j} = tl.where(mask, {tl_index(st.arg_index)}, {EMPTY})")
+            lines.append(f"{ind}i{j} = tl.where(mask, {self.index(st.arg_index)}, {EMPTY})")
         return lines + self._finish(j, st, f"t{j}", f"i{j}", ind)
 
     def _looped(self, j, st) -> list:
@@ -546,7 +576,7 @@ class TritonPrinter:
         lines = [f"    t{j} = tl.full([BLOCK, BLOCK_R], {init}, {acc_t})"]
         if arg:
             lines.append(f"    i{j} = tl.full([BLOCK, BLOCK_R], {EMPTY}, tl.int32)")
-        lines.append(f"    for rbase in range(0, {k.inner_numel}, BLOCK_R):")
+        lines.append(f"    for rbase in range(0, {self.size(k.inner)}, BLOCK_R):")
         ind = "        "
         lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", ind)
         scope = _Scope(self, ind, "inner")
@@ -563,7 +593,7 @@ class TritonPrinter:
             lines += [f"{ind}vm = tl.where(mask, {v}, {init})",
                       f"{ind}upd = mask & ((vm {cmp} t{j}) | ((vm != vm) & (t{j} == t{j})) | (i{j} == {EMPTY}))",
                       f"{ind}t{j} = tl.where(upd, vm, t{j})",
-                      f"{ind}i{j} = tl.where(upd, {tl_index(st.arg_index)}, i{j})"]
+                      f"{ind}i{j} = tl.where(upd, {self.index(st.arg_index)}, i{j})"]
         return lines + self._finish(j, st, f"t{j}", f"i{j}", "    ")
 
     def _finish(self, j, st, vals: str, idxs: str, ind: str) -> list:

@@ -13,11 +13,19 @@ from ..tensor import Tensor
 from .capture import _map_tensors, capture
 
 
-def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = True):
+def graphed(fn, *example_inputs, warmup_iters: int = 3, clone_outputs: bool = True, buckets=None, **bucket_options):
     """Capture ``fn(*inputs)`` with static inputs shaped like ``example_inputs``.
 
-    Returns a callable ``call(*inputs)``; ``call.graph`` is the underlying Graph.
+    Returns a callable ``call(*inputs)``; ``call.graph`` is the underlying Graph. With
+    ``buckets={dim: [sizes...]}``, one graph per bucket of the inputs' size along ``dim``
+    instead (``graph.buckets``: padding, masks, the cap and what happens past the last bucket).
     """
+    if buckets is not None:
+        from .buckets import BucketedGraphed
+        return BucketedGraphed(fn, example_inputs, buckets, warmup_iters=warmup_iters, clone_outputs=clone_outputs,
+                               **bucket_options)
+    if bucket_options:
+        raise TypeError(f"graphed: {sorted(bucket_options)} only apply with buckets=")
     if not example_inputs or not all(isinstance(x, Tensor) for x in example_inputs):
         raise CaptureError("graphed(fn, *example_inputs): give at least one example Tensor input")
     dev = example_inputs[0].device

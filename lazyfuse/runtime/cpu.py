@@ -197,7 +197,7 @@ class CpuBackend(Backend):
         cands = {st.name: self.candidates(st.kernel) for st in steps}
         sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
                    for st in steps for j, cfg in enumerate(cands[st.name])}
-        fns = self._build_all(sources, plan.label)
+        fns = self._build_all(sources, plan.label, stats)
         for st in steps:
             n = len(cands[st.name])
             found = [fns.get((st.name, j)) for j in range(n)]
@@ -235,7 +235,7 @@ class CpuBackend(Backend):
         best = autotune.choose(self._tuner(), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
 
-    def _build_all(self, sources: dict, label: str) -> dict:
+    def _build_all(self, sources: dict, label: str, stats) -> dict:
         """All candidates in a few libraries, compiled at once (``c_compile.build_many``: one
         compiler process per usable core, each given a part of at least ``MIN_PART`` kernels);
         a part that fails is retried kernel by kernel, skipping those that fail."""
@@ -243,7 +243,7 @@ class CpuBackend(Backend):
         n_parts = max(1, min(c_compile.compile_jobs(), len(keys) // MIN_PART))
         parts = [keys[k::n_parts] for k in range(n_parts)]
         libs = c_compile.build_many([PRELUDE + "\n\n".join(sources[k] for k in part) + "\n" for part in parts],
-                                    what=f"plan {label}")
+                                    what=f"plan {label}", stats=stats)
         out, first = {}, None
         for part, lib in zip(parts, libs):
             if not isinstance(lib, CompileError):
@@ -252,7 +252,7 @@ class CpuBackend(Backend):
             first = first or lib
             for k in part:
                 try:
-                    out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}"),
+                    out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}", stats=stats),
                                                 f"{k[0]}__c{k[1]}")
                 except CompileError:
                     continue

@@ -50,6 +50,7 @@ from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
 from .pool import DATA, META, SCRATCH
+from .recompile import MissLog
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
@@ -161,6 +162,7 @@ class Engine:
         # storages the next drain computes even when their tensors are dropped: collectives, which
         # every rank must run (lazyfuse.distributed); held until a drain consumes the queue
         self.pinned: list = []
+        self.misses = MissLog()  # the last plan-cache misses, explained on demand (lf.explain, LAZYFUSE_DEBUG)
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -387,6 +389,7 @@ class Engine:
                     f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
                     f"({len(trace(roots)[0])} nodes) on {self.device.name}, and building it would compile, "
                     "autotune and allocate mid-capture. " + self._capture_cause(None, True))
+            self.misses.add(self.device.name, key, self.plans)
             plan, build = self._build(key, roots)
         else:
             build = None

@@ -10,6 +10,10 @@ process-wide ``TRITON_INTERPRET`` switch: its copy of a module is imported norma
 the kernel and its helpers go through the module's globals, so the whole module is interpreted
 (this constructor exists unchanged throughout Triton 3.x). A cuda device in the same process
 keeps its own, compiled copy of the module.
+
+Loaded modules are bounded like C libraries (``LAZYFUSE_MAX_LOADED_LIBRARIES``): past the
+bound the least recently built leaves ``sys.modules`` and this cache, and is freed (with its
+compiled kernels) once no cached plan or live graph holds its function.
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ import struct
 import sys
 import threading
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import torch
 
-from ..codegen import autotune
+from ..codegen import autotune, c_compile
 from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
@@ -35,19 +40,21 @@ from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
 from .pool import SCRATCH
 
-_loaded: dict = {}
+_loaded: OrderedDict = OrderedDict()   # (digest, interpreted) -> (function, module name), most recent last
 _lock = threading.Lock()
 
 
-def load_kernel(name: str, function_source: str, interpreted: bool):
-    """The jit function ``name`` of the module PRELUDE + ``function_source`` (cached)."""
+def load_kernel(name: str, function_source: str, interpreted: bool, stats=None):
+    """The jit function ``name`` of the module PRELUDE + ``function_source`` (cached; a module
+    built anew counts in ``stats.compiler_runs``)."""
     source = PRELUDE + "\n\n" + function_source
     digest = hashlib.sha256(source.encode()).hexdigest()[:32]
     key = (digest, interpreted)
     with _lock:
-        fn = _loaded.get(key)
-        if fn is not None:
-            return fn
+        hit = _loaded.get(key)
+        if hit is not None:
+            _loaded.move_to_end(key)
+            return hit[0]
         path = cache_dir("triton") / f"{digest}.py"
         if not path.exists():
             atomic_write(path, source.encode())
@@ -64,7 +71,12 @@ def load_kernel(name: str, function_source: str, interpreted: bool):
             _interpret_module(module)
         else:
             _bind_device_math(module)
-        fn = _loaded[key] = getattr(module, name)
+        fn = getattr(module, name)
+        _loaded[key] = (fn, modname)
+        if stats is not None:
+            stats.compiler_runs += 1
+        while len(_loaded) > max(c_compile.MAX_LOADED, 1):
+            sys.modules.pop(_loaded.popitem(last=False)[1][1], None)
         return fn
 
 
@@ -238,7 +250,7 @@ class TritonBackend(Backend):
                 except NotImplementedError as e:
                     raise CompileError(f"plan {plan.label}: {e}") from e
                 try:
-                    built.append((load_kernel(name, src, self.interpreted), src))
+                    built.append((load_kernel(name, src, self.interpreted, stats), src))
                 except CompileError as e:
                     first = first or e
                     built.append(None)
