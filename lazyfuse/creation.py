@@ -122,12 +122,19 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not ops.is_scalar(v) or isinstance(v, bool):
             raise DTypeError(f"arange: {name}={v!r} must be a number")
-    if step == 0:
-        raise ShapeError("arange: step must be nonzero")
-    n = max(0, math.ceil((end - start) / step))
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.float32
     dtype = dt.as_dtype(dtype)
+    if dtype is dt.int64:
+        # torch truncates the bounds and the step to integers first and takes the length from those
+        start, end, step = int(start), int(end), int(step)
+    if step == 0 or (not dtype.is_float and int(step) == 0):
+        raise ShapeError("arange: step must be nonzero (an integer dtype truncates the step first)")
+    n = max(0, math.ceil((end - start) / step))
+    if not dtype.is_float:
+        # other integer dtypes, as torch: the length from the float bounds, values from the
+        # truncated start and step
+        start, step = int(start), int(step)
     dev = get_device(device)
     compute = dt.float64 if dtype.is_float else dt.int64
     srcs = (ops.scalar_node(start, compute), ops.scalar_node(step, compute))

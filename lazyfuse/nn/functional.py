@@ -157,6 +157,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"{query.dtype.name} (as in torch), got {attn_mask.dtype.name}")
     d = query.shape[-1]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    # float16/bfloat16 compute in float32 and round once at the end, as torch does: rounding the
+    # scores, the softmax and the product each to the low dtype costs ~8x torch's error
+    out_dtype = query.dtype
+    wide = opmath(out_dtype)
+    query, key, value = query.to(wide), key.to(wide), value.to(wide)
     scores = (query @ key.transpose(-2, -1)) * scale
     L, S = query.shape[-2], key.shape[-2]
     if is_causal:
@@ -169,11 +174,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.dtype.is_bool:
             scores = ops.where(attn_mask, scores, float("-inf"))
         else:
-            scores = (scores + attn_mask).to(scores.dtype)   # a float32 mask keeps a float16 query's dtype
+            scores = scores + attn_mask.to(wide)
     attn = softmax(scores, -1)
     if dropout_p:
         attn = dropout(attn, dropout_p, training=True)
-    return attn @ value
+    return (attn @ value).to(out_dtype)
 
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
