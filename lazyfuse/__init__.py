@@ -19,5 +19,6 @@ from .graph import Graph, capture, graphed  # noqa: F401
 from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
+from .extern import extern  # noqa: F401
 
 __version__ = "0.1.0"

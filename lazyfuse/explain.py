@@ -50,7 +50,7 @@ class Explanation:
         for st in plan.steps:
             grp = st.group
             members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
-            source = st.source if st.kind == "kernel" else _library_source(st.kind)
+            source = st.source if st.kind == "kernel" else _library_source(st.kind, st.kernel[3])
             config = st.config.label() if st.config is not None else ""
             kernels.append(KernelInfo(st.name, st.kernel.kind if st.kind == "kernel" else st.kind, members,
                                       grp.outputs, grp.reason, source, config))
@@ -108,7 +108,9 @@ class Explanation:
         return "\n".join(out)
 
 
-def _library_source(kind: str) -> str:
+def _library_source(kind: str, arg) -> str:
+    if kind == "extern":
+        return f"library call: {arg.name} (extern: no native lowering)"
     return f"library call: torch.{kind}"
 
 
@@ -156,7 +158,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
             members = sorted(i for i in grp.members if nodes[i].is_pending)
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.outputs, grp.reason,
-                                          _library_source(out.op.label)))
+                                          _library_source(out.op.label, out.arg)))
                 continue
             kernel, _ = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(kernels)}")
             kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.outputs, grp.reason,

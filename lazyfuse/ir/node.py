@@ -83,6 +83,9 @@ class Op(enum.Enum):
     MATMUL = ("matmul", Kind.EXTERN)
     # srcs (x, index): x indexed along dim arg[0] (of size arg[1]) by the flat integer ``index``
     GATHER = ("gather", Kind.EXTERN)
+    # srcs: the tensor arguments (views of their storages), then (seed, offset) scalars for a
+    # random op; ``arg``: the ExternCall (lazyfuse.extern) — a torch function with no native lowering
+    EXTERN = ("extern", Kind.EXTERN)
 
     def __init__(self, label: str, kind: Kind):
         self.label = label

@@ -45,13 +45,22 @@ class HostMeta:
                 self.words[base + k] = int(v)
 
 
-def library_thunk(step, bufs, gather=None):
+def library_thunk(step, bufs, gather=None, meta=None):
     """A library call (matmul, gather) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind == "matmul":
         return matmul_call(step, step.config, bufs)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
+    if step.kind == "extern":
+        call = step.kernel[3]
+        # a random call reads its seed and stream offset from the metadata words at each run
+        # (a graph replay advances the offset there)
+        return functools.partial(_run_extern, call, tuple(args[:-1]), args[-1], meta if call.random else None)
     return functools.partial(gather or _gather, *args, *step.kernel[3])
+
+
+def _run_extern(call, inputs, out, meta):
+    call.run(inputs, out, None if meta is None else meta.words)
 
 
 def typed_view(buf, view: View):
@@ -264,7 +273,7 @@ class CpuBackend:
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
         if step.kind != "kernel":
-            return library_thunk(step, bufs)
+            return library_thunk(step, bufs, meta=meta)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
         call.argv = argv   # the array the address points into

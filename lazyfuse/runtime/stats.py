@@ -16,6 +16,7 @@ class Stats:
     pooled_allocations: int = 0    # pool requests served from a kept block
     graph_replays: int = 0         # Graph.replay() calls that dispatched a recorded graph
     plan_cache_evictions: int = 0  # plans dropped because the plan cache was full
+    extern_launches: int = 0       # torch calls of extern nodes (ops with no native lowering), replays excluded
 
     def snapshot(self) -> "Stats":
         return Stats(**self.as_dict())

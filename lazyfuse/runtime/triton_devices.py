@@ -303,7 +303,7 @@ class TritonBackend:
 
     def thunk(self, step, bufs, meta):
         if step.kind != "kernel":
-            return library_thunk(step, bufs, self.gather)
+            return library_thunk(step, bufs, self.gather, meta)
         fn, grid, kwargs = step.compiled
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
 
