@@ -5,7 +5,7 @@ work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's inter
 launches them. ``lf.capture`` records a closure's steady-state launches for replay.
 """
 from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, DeviceError,  # noqa: F401
-                     DTypeError, LazyfuseError, ShapeError)
+                     DTypeError, LazyfuseError, ShapeError, UnsupportedOpError)
 from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
 from .runtime.device import Device, device  # noqa: F401
@@ -20,5 +20,13 @@ from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
 from .extern import extern  # noqa: F401
+
+
+def __getattr__(name):
+    """``lf.<torch name>`` lazyfuse does not define natively: torch's function, as an extern
+    (``lazyfuse.surface``)."""
+    import torch
+    from .surface import namespace_function
+    return namespace_function(torch, "lf.", name)
 
 __version__ = "0.1.0"

@@ -632,6 +632,11 @@ class Tensor:
         """``expand(other.shape)``."""
         return self.expand(other.shape)
 
+    def __getattr__(self, name):
+        """A torch Tensor method lazyfuse does not define natively: an extern (``lazyfuse.surface``)."""
+        from .surface import tensor_attribute
+        return tensor_attribute(self, name)
+
     def __getitem__(self, key):
         from .indexing import getitem
         return getitem(self, key)

@@ -183,3 +183,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
            "embedding", "dropout", "scaled_dot_product_attention"]
+
+
+def __getattr__(name):
+    """``F.<torch name>`` lazyfuse does not define natively: torch.nn.functional's, as an extern."""
+    import torch.nn.functional
+    from ..surface import namespace_function
+    return namespace_function(torch.nn.functional, "lf.nn.functional.", name)
