@@ -20,6 +20,11 @@ from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401
 from .interop import from_dlpack  # noqa: F401
 from .extern import extern  # noqa: F401
+from .creation import empty_like, rand_like, randn_like  # noqa: F401
+from . import torch_ops as _torch_ops
+
+_torch_ops.install()
+globals().update({k: v for k, v in _torch_ops.FUNCTIONS.items() if k not in globals()})
 
 
 def __getattr__(name):

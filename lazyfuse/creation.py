@@ -89,19 +89,36 @@ def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    """Zeros with ``t``'s shape, dtype and device."""
-    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device)
+def zeros_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Zeros with ``t``'s shape, dtype and device (unless given)."""
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None) -> Tensor:
-    """Ones with ``t``'s shape, dtype and device."""
-    return ones(t.shape, dtype=dtype or t.dtype, device=t.device)
+def ones_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Ones with ``t``'s shape, dtype and device (unless given)."""
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
-    """``fill_value`` with ``t``'s shape, dtype and device."""
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device)
+def full_like(t: Tensor, fill_value, dtype=None, *, device=None, requires_grad=False, memory_format=None,
+              layout=None) -> Tensor:
+    """``fill_value`` with ``t``'s shape, dtype and device (unless given)."""
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None,
+               layout=None) -> Tensor:
+    """Uninitialised memory with ``t``'s shape, dtype and device (unless given)."""
+    return empty(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Uniform [0, 1) values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Standard normal values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -185,6 +185,44 @@ def _factory(fn, args, kwargs):
     return tensor(result, device=dev, requires_grad=requires_grad)
 
 
+def _is_device(a) -> bool:
+    from .runtime.device import Device
+    if isinstance(a, (Device, torch.device)):
+        return True
+    return isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda", "interpreter", "hip")
+
+
+def to_arguments(t, args, kwargs) -> tuple:
+    """(device or None, dtype or None, copy) of a ``Tensor.to(...)`` call, torch's overloads:
+    ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)``, and the keywords ``dtype``,
+    ``device``, ``non_blocking``, ``copy``, ``memory_format``."""
+    from .errors import DTypeError
+    from .ir import dtypes as dt
+    from .runtime.device import device as get_device
+    from .tensor import Tensor
+    kwargs = dict(kwargs)
+    unknown = set(kwargs) - {"dtype", "device", "non_blocking", "copy", "memory_format"}
+    if unknown:
+        raise DTypeError(f"to(): unexpected keyword argument(s) {sorted(unknown)}")
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    args = list(args)
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+        device, dtype = other.device, other.dtype
+    elif args and _is_device(args[0]):
+        device = args.pop(0)
+    if args and not isinstance(args[0], bool):
+        dtype = args.pop(0)
+    if args and isinstance(args[0], bool):   # non_blocking, then copy, positionally
+        args.pop(0)
+        if args:
+            kwargs["copy"] = bool(args.pop(0))
+    if args:
+        raise DTypeError(f"to(): cannot read the arguments {args!r}: pass a dtype, a device or a Tensor")
+    return (None if device is None else get_device(device), None if dtype is None else dt.as_dtype(dtype),
+            bool(kwargs.get("copy", False)))
+
+
 def classify(name: str, namespace: str = "Tensor") -> str:
     """``native`` (lazyfuse lowers it itself), ``extern`` (torch runs it) or ``refused``, for
     torch's ``name`` on ``namespace`` (``Tensor``, ``torch`` or ``functional``)."""

@@ -124,10 +124,23 @@ def linear(x, weight, bias=None):
     return out
 
 
-def embedding(input, weight):
-    """Rows of ``weight`` picked by the integer tensor ``input`` (a gather)."""
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input`` (a gather). ``padding_idx``: those
+    rows get no gradient (as torch). ``max_norm`` (which renormalises ``weight`` in place),
+    ``scale_grad_by_freq`` and ``sparse`` raise UnsupportedOpError."""
+    from ..errors import UnsupportedOpError
     from ..indexing import index_select
-    return index_select(weight, 0, input)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise UnsupportedOpError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by lazyfuse; "
+                                 "renormalise the weight explicitly, and use dense gradients")
+    out = index_select(weight, 0, input)
+    if padding_idx is not None and weight.requires_grad:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        # the same values, read through a detached row where the index is the padding one
+        out = ops.where((input == padding_idx).unsqueeze(-1), weight.detach()[padding_idx], out)
+    return out
 
 
 def dropout(x, p=0.5, training=False):
@@ -184,6 +197,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
            "embedding", "dropout", "scaled_dot_product_attention"]
 
+
+from .activations import *  # noqa: E402,F401,F403 (torch.nn.functional's activations)
+from .activations import __all__ as _activations
+from .losses import *  # noqa: E402,F401,F403 (and its losses)
+from .losses import __all__ as _losses
+
+__all__ = __all__ + _activations + _losses
 
 def __getattr__(name):
     """``F.<torch name>`` lazyfuse does not define natively: torch.nn.functional's, as an extern."""
