@@ -144,8 +144,10 @@ def _spec_of(a, tensors: list):
     if isinstance(a, dt.DType):
         return a.torch
     if a is None or isinstance(a, (bool, int, float, str, torch.dtype, torch.device, torch.memory_format,
-                                   torch.layout, slice, type(Ellipsis))):
+                                   torch.layout, type(Ellipsis))):
         return a
+    if isinstance(a, slice):   # (slices hash only from Python 3.12)
+        return ("__slice__", (a.start, a.stop, a.step))
     if hasattr(a, "kind") and hasattr(a, "torch_device"):   # a lazyfuse Device
         return a.torch_device
     if isinstance(a, torch.Tensor) and a.is_complex():
@@ -164,9 +166,9 @@ def _value_of(a, tensors):
         return tensors[a.i]
     if isinstance(a, _Opaque):
         return a.value
-    if isinstance(a, tuple) and len(a) == 2 and a[0] in ("__list__", "__tuple__"):
+    if isinstance(a, tuple) and len(a) == 2 and a[0] in ("__list__", "__tuple__", "__slice__"):
         items = [_value_of(x, tensors) for x in a[1]]
-        return items if a[0] == "__list__" else tuple(items)
+        return items if a[0] == "__list__" else slice(*items) if a[0] == "__slice__" else tuple(items)
     return a
 
 

@@ -666,6 +666,9 @@ class Tensor:
         return getitem(self, key)
 
     def __setitem__(self, key, value):
+        from .advanced_indexing import setitem, writes_through_index
+        if writes_through_index(key):
+            return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
         if isinstance(value, Tensor) and value.ndim > dest.ndim and \
                 all(s == 1 for s in value.shape[:value.ndim - dest.ndim]):
