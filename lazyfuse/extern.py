@@ -317,13 +317,18 @@ def _operand(t) -> Node:
     return Node(Op.VIEW, (t._storage.current,), t.dtype, t._view.shape, t._view)
 
 
+eager_runs = 0   # calls run eagerly so far (the conformance script tells native from extern by it)
+
+
 def run_eagerly(fn, spec, tensors, dev, name):
     """A call whose result size needs the data: drain the inputs, run, wrap the results."""
+    global eager_runs
     if dev.capturing:
         raise CaptureError(f"{name} has a data-dependent result size, so it must read the data: not possible "
                            "inside a capture (the value would be baked into the graph). Keep shapes static: "
                            "use lf.where(mask, x, 0) or x.masked_fill(~mask, 0) instead of x[mask], "
                            "nonzero or masked_select")
+    eager_runs += 1
     views = [t._device_view(name) for t in tensors]
     args, kwargs = rebuild(spec, views)
     result = fn(*args, **kwargs)

@@ -424,15 +424,17 @@ class Tensor:
         total = (d * d).sum(dim, keepdim)
         return total / float(n - correction) if n - correction > 0 else total * float("nan")
 
-    def softmax(self, dim):
-        """Softmax along ``dim`` (floating tensors), max-shifted for stability; one row-wise kernel."""
+    def softmax(self, dim, dtype=None):
+        """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted
+        for stability; one row-wise kernel."""
         from .nn import functional as F
-        return F.softmax(self, dim)
+        return F.softmax(self, dim, dtype=dtype)
 
-    def log_softmax(self, dim):
-        """``x - logsumexp(x)`` along ``dim`` (floating tensors); one row-wise kernel, like softmax."""
+    def log_softmax(self, dim, dtype=None):
+        """``x - logsumexp(x)`` along ``dim`` (floating tensors; ``dtype`` as softmax's); one
+        row-wise kernel, like softmax."""
         from .nn import functional as F
-        return F.log_softmax(self, dim)
+        return F.log_softmax(self, dim, dtype=dtype)
 
     # -- casts ---------------------------------------------------------------------------------------
     def to(self, *args, **kwargs):
