@@ -202,6 +202,10 @@ def _meta_signature(fn, spec, inputs: tuple) -> tuple:
         raise NeedsData(f"returns {type(result).__name__}")
     described = []
     for r in outs:
+        if r.layout != torch.strided:
+            from .errors import UnsupportedOpError
+            raise UnsupportedOpError(f"{_name(fn)}: its result has layout {r.layout}; lazyfuse tensors are dense and "
+                                     "strided (sparse and other layouts are not supported)")
         if r.is_complex():
             raise DTypeError(f"{_name(fn)}: complex results are not supported by lazyfuse (its dtypes are "
                              "float16/bfloat16/float32/float64/int32/int64/bool)")

@@ -180,25 +180,39 @@ def clamp_max(x, max):  # noqa: A002 (torch's name)
     return x.clamp(max=max)
 
 
+def _wide(*xs):
+    """(operands widened to float32 where they are float16/bfloat16, the dtype to round back to):
+    torch's fused pointwise kernels compute there and round once."""
+    Tensor = _tensor_cls()
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
+                         [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
+    wide = dt.opmath(out) if out.is_float else out
+    return [x.to(wide) if isinstance(x, Tensor) else x for x in xs], out
+
+
 def addcmul(x, tensor1, tensor2, *, value=1):
-    """``x + value * tensor1 * tensor2``."""
-    return x + (tensor1 * tensor2) * value if value != 1 else x + tensor1 * tensor2
+    """``x + value * tensor1 * tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    (x, a, b), out = _wide(x, tensor1, tensor2)
+    return (x + (a * b) * value if value != 1 else x + a * b).to(out)
 
 
 def addcdiv(x, tensor1, tensor2, *, value=1):
-    """``x + value * tensor1 / tensor2``."""
-    return x + (tensor1 / tensor2) * value if value != 1 else x + tensor1 / tensor2
+    """``x + value * tensor1 / tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    (x, a, b), out = _wide(x, tensor1, tensor2)
+    return (x + (a / b) * value if value != 1 else x + a / b).to(out)
 
 
 def lerp(x, end, weight):
-    """``x + weight * (end - x)``, as torch computes it for weight < 0.5 (the other form above)."""
+    """``x + weight * (end - x)`` where ``|weight| < 0.5``, else ``end - (end - x) * (1 - weight)``,
+    as torch computes it (float16/bfloat16 in float32, rounded once)."""
     Tensor = _tensor_cls()
-    w = weight
+    (x, end, w), out = _wide(x, end, weight)
     near = x + w * (end - x)
     far = end - (end - x) * (1 - w)
     if isinstance(w, Tensor):
-        return ops.where(w.abs() < 0.5, near, far)
-    return near if abs(w) < 0.5 else far
+        return ops.where(w.abs() < 0.5, near, far).to(out)
+    return (near if abs(w) < 0.5 else far).to(out)
 
 
 def sign(x):
