@@ -224,6 +224,44 @@ def sign(x):
     return ops.where(x.isnan(), x, out) if x.dtype.is_float else out
 
 
+def _rounding(op):
+    def method(x, decimals=0):
+        if decimals:
+            import torch
+            from .extern import extern
+            return extern(torch.round, x, decimals=decimals)
+        if not x.dtype.is_float:
+            return x.clone()   # integers are already whole (torch returns a copy)
+        return ops.elementwise(op, x)   # no gradient edge: torch's is zero everywhere
+    method.__name__ = method.__qualname__ = op.label
+    method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
+                      + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND
+                         else "."))
+    return method
+
+
+floor, ceil, trunc, round = (_rounding(op) for op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND))  # noqa: A001
+
+
+def frac(x):
+    """``x - trunc(x)`` (float tensors)."""
+    if not x.dtype.is_float:
+        raise DTypeError(f"frac is not implemented for {x.dtype.name} tensors (as in torch)")
+    return x - trunc(x)
+
+
+def erf(x):
+    """Elementwise error function (integers give float32); its gradient is ``2/sqrt(pi) exp(-x^2)``."""
+    from .autograd import no_grad, recording
+    from .autograd.graph import attach
+    x = _float_of(x)
+    with no_grad():
+        out = ops.elementwise(Op.ERF, x)
+    if recording(x):
+        attach(out, "erf", [(x, lambda g: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)))])
+    return out
+
+
 def log2(x):
     """Elementwise base-2 logarithm (integers give float32)."""
     x = _float_of(x)
@@ -565,7 +603,8 @@ TENSOR_METHODS = {
     "nanmean": nanmean, "aminmax": aminmax, "square": square, "clamp_min": clamp_min, "clamp_max": clamp_max,
     "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp, "sign": sign, "sgn": sign, "log2": log2,
     "log10": log10, "isinf": isinf, "isposinf": isposinf, "isneginf": isneginf, "isfinite": isfinite,
-    "nan_to_num": nan_to_num, "logical_and": logical_and, "logical_or": logical_or,
+    "nan_to_num": nan_to_num, "floor": floor, "ceil": ceil, "trunc": trunc, "fix": trunc, "round": round,
+    "frac": frac, "erf": erf, "logical_and": logical_and, "logical_or": logical_or,
     "logical_xor": logical_xor, "remainder": remainder, "add": add, "sub": sub, "subtract": sub, "mul": mul,
     "multiply": mul, "div": div, "divide": div, "true_divide": div, "t": t, "narrow": narrow,
     "split": split, "chunk": chunk, "tensor_split": tensor_split, "unbind": unbind, "movedim": movedim,

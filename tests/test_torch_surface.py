@@ -162,3 +162,32 @@ def test_refused_ops_name_the_op_and_why():
     assert not hasattr(x, "not_a_torch_method")
     with pytest.raises(lf.UnsupportedOpError, match="max_norm"):
         F.embedding(L(TT.clamp(0)), x, max_norm=1.0)
+
+
+EDGES = torch.tensor([-2.5, -1.5, -0.5, 0.49999997, 0.5, 1.5, 2.5, 3.7, -3.7, float("nan"), float("inf"), 1e8 + 1, -0.0])
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_native_rounding_and_erf_match_torch_and_fuse(device, dtype):
+    dev = lf.device(device)
+    xt = EDGES.to(dtype)
+    x = lf.tensor(xt, device=dev)
+    outs = {name: getattr(x * 1, name)() for name in ("floor", "ceil", "trunc", "round", "frac", "erf")}
+    lf.sync(dev)
+    lf.reset_stats(dev)
+    fused = (x.floor() + x.round() * x.erf()).torch()
+    assert lf.stats(dev).kernels_launched == 1 and lf.stats(dev).extern_launches == 0
+    for name, got in outs.items():
+        same(got, getattr(xt, name)())
+    same(fused, xt.floor() + xt.round() * xt.erf())
+
+
+def test_rounding_of_integers_and_erf_gradient():
+    assert lf.tensor([1, -2]).floor().tolist() == [1, -2] and lf.tensor([1]).erf().dtype is lf.float32
+    xt = torch.randn(6, dtype=torch.float64, generator=G)
+    x = L(xt).requires_grad_()
+    (x.erf() * x.floor()).sum().backward()
+    xr = xt.clone().requires_grad_()
+    (xr.erf() * xr.floor()).sum().backward()
+    torch.testing.assert_close(x.grad.torch(), xr.grad)

@@ -47,6 +47,12 @@ class Op(enum.Enum):
     RECIPROCAL = ("reciprocal", Kind.ELEMENTWISE)
     NOT = ("not", Kind.ELEMENTWISE)
     ISNAN = ("isnan", Kind.ELEMENTWISE)
+    # (float operands only: torch's surface, lazyfuse.torch_ops; printed by codegen.extra_math)
+    FLOOR = ("floor", Kind.ELEMENTWISE)
+    CEIL = ("ceil", Kind.ELEMENTWISE)
+    TRUNC = ("trunc", Kind.ELEMENTWISE)
+    ROUND = ("round", Kind.ELEMENTWISE)
+    ERF = ("erf", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
     # elementwise, binary
     ADD = ("add", Kind.ELEMENTWISE)
