@@ -90,7 +90,8 @@ def lazy_callable(op):
     """(how, callable(input, *args, **kwargs)) for OpInfo ``op`` on lazyfuse."""
     import lazyfuse as lf
     name = op.name
-    if name.startswith(NAMESPACED) or getattr(op.op, "__name__", "") == "<lambda>":
+    if name.startswith(NAMESPACED) or getattr(op.op, "__name__", "") == "<lambda>" or \
+            name.startswith("_") and not name.startswith("__"):
         # (an OpInfo whose op is a wrapper lambda reorders or fixes arguments: run the wrapper itself)
         fn = op.op
         return "extern", lambda x, *a, **k: lf.extern(fn, x, *a, **k)

@@ -8,13 +8,14 @@ ops (so they fuse, and autograd differentiates them through those primitives).
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 from . import ops
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
-from .ir.shapes import normalize_dim, normalize_dims
+from .ir.shapes import normalize_dim, normalize_dims, prod
 
 
 def _tensor_cls():
@@ -541,6 +542,96 @@ def one_hot(x, num_classes=-1):
     return (x.unsqueeze(-1) == arange(num_classes, device=x.device)).long()
 
 
+# -- einsum: permutes, reshapes and batched matmuls ----------------------------------------------------
+def einsum(equation, *operands):
+    """torch's ``einsum`` as views, sums and batched matmuls (so it fuses and takes the matmul
+    path); an ellipsis, or a letter repeated within one operand (a diagonal), runs as an extern."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, rhs = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"einsum: {len(terms)} operand subscripts for {len(operands)} operands")
+    if rhs is None:   # implicit output: the letters that appear once, sorted
+        letters = "".join(terms)
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c.isalpha()))
+    if "." in eq or builtins.any(len(set(t)) != len(t) for t in terms):
+        import torch
+        from .extern import extern
+        return extern(torch.einsum, equation, *operands)
+    for t, x in zip(terms, operands):
+        if len(t) != x.ndim:
+            raise ShapeError(f"einsum: subscripts {t!r} for an operand of {x.ndim} dims")
+    acc, acc_term = operands[0], terms[0]
+    for k in range(1, len(operands)):
+        later = set("".join(terms[k + 1:])) | set(rhs)
+        acc, acc_term = _einsum_pair(acc, acc_term, operands[k], terms[k], later)
+    # letters left that the output does not keep are summed; then the output's order
+    drop = tuple(i for i, c in enumerate(acc_term) if c not in rhs)
+    if drop:
+        acc = acc.sum(drop)
+        acc_term = "".join(c for c in acc_term if c in rhs)
+    return acc.permute([acc_term.index(c) for c in rhs]) if acc_term != rhs else acc
+
+
+def _einsum_pair(a, ta, b, tb, keep):
+    """``a`` (subscripts ``ta``) times ``b`` (``tb``), contracted over the letters they share that
+    ``keep`` (the later operands and the output) does not need: one batched matmul."""
+    a, ta = _sum_lone(a, ta, tb, keep)
+    b, tb = _sum_lone(b, tb, ta, keep)
+    sizes = {c: n for t, x in ((ta, a), (tb, b)) for c, n in zip(t, x.shape)}
+    batch = [c for c in ta if c in tb and c in keep]
+    contract = [c for c in ta if c in tb and c not in keep]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    n = lambda cs: prod(sizes[c] for c in cs)  # noqa: E731
+    a3 = a.permute([ta.index(c) for c in batch + left + contract]).reshape(n(batch), n(left), n(contract))
+    b3 = b.permute([tb.index(c) for c in batch + contract + right]).reshape(n(batch), n(contract), n(right))
+    out = (a3 @ b3).reshape(tuple(sizes[c] for c in batch + left + right))
+    return out, "".join(batch + left + right)
+
+
+def _sum_lone(x, t, other, keep):
+    """``x`` summed over its letters that neither the other operand nor anything later reads."""
+    lone = tuple(i for i, c in enumerate(t) if c not in other and c not in keep)
+    if not lone:
+        return x, t
+    return x.sum(lone), "".join(c for i, c in enumerate(t) if i not in lone)
+
+
+def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
+    """torch's ``F.pad``: ``pad`` is (left, right) pairs from the last dim backwards; negative
+    amounts crop. ``constant`` is native (filled pieces concatenated: views and writes); the
+    other modes (reflect, replicate, circular) run as externs."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ShapeError(f"pad: {len(pad)} amounts for a tensor of {x.ndim} dims (pairs, at most 2 per dim)")
+    if mode != "constant":
+        import torch.nn.functional as TF
+        from .extern import extern
+        return extern(TF.pad, x, tuple(pad), mode=mode, value=value)
+    from .creation import full
+    from .functions import cat
+    fill = _scalar_as(0 if value is None else value, x.dtype)
+    for k in range(len(pad) // 2):
+        d = x.ndim - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        if lo < 0 or hi < 0:
+            n = x.shape[d]
+            start, stop = max(0, -lo), n - max(0, -hi)
+            if stop < start:
+                raise ShapeError(f"pad: cropping {-lo} and {-hi} from dim {d} of size {n}")
+            x = narrow(x, d, start, stop - start)
+            lo, hi = max(0, lo), max(0, hi)
+        pieces = []
+        for amount in (lo, hi):
+            shape = x.shape[:d] + (amount,) + x.shape[d + 1:]
+            pieces.append(full(shape, fill, dtype=x.dtype, device=x.device) if amount else None)
+        if lo or hi:
+            x = cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
+    return x
+
+
 # -- construction from a tensor ---------------------------------------------------------------------
 def _like_kwargs(x, dtype, device):
     return {"dtype": dtype if dtype is not None else x.dtype, "device": device if device is not None else x.device}
@@ -627,6 +718,7 @@ _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", 
                 "masked_fill_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["where"] = where
+FUNCTIONS["einsum"] = einsum
 
 
 def install() -> None:

@@ -52,6 +52,12 @@ CASES = {
     "topk_indices": lambda m, x, y: x.topk(2).indices, "prod": lambda m, x, y: x.prod(1),
     "einsum": lambda m, x, y: m.einsum("ij,kj->ik", x, y), "gather": lambda m, x, y: x.gather(1, (y > 0).long()),
     "cumsum_": lambda m, x, y: x.clone().cumsum_(0),
+    # native einsum (views + batched matmul) and pad
+    "einsum_chain": lambda m, x, y: m.einsum("ij,kj,kl->il", x, y, y[:, :3]),
+    "einsum_implicit_outer": lambda m, x, y: m.einsum("i,j", x[0], y[1]),
+    "einsum_diagonal_extern": lambda m, x, y: m.einsum("ii->i", x[:, :4]),
+    "pad_constant": lambda m, x, y: m.nn.functional.pad(x, (1, 2, -1, 1), value=0.5),
+    "pad_reflect": lambda m, x, y: m.nn.functional.pad(x[None], (2, 1), mode="reflect"),
 }
 FUNCTIONAL = {
     "leaky_relu": {}, "elu": {}, "selu": {}, "celu": {"alpha": 0.5}, "softplus": {"beta": 2.0}, "logsigmoid": {},
@@ -144,10 +150,19 @@ def test_masked_fill_over_a_tril_mask_and_softmax_fuse(batch, kernels):
     same(got, ref)
 
 
+def test_native_einsum_is_matmuls_not_an_extern():
+    x, y = L(XT), L(YT)
+    lf.sync(CPU)
+    lf.reset_stats(CPU)
+    got = lf.einsum("ij,kj->ik", x, y).torch()
+    assert lf.stats(CPU).extern_launches == 0
+    same(got, torch.einsum("ij,kj->ik", XT, YT))
+
+
 def test_classify_native_extern_refused():
     assert classify("masked_fill") == "native" and classify("exp") == "native"
     assert classify("cumsum") == "extern" and classify("to_sparse") == "refused"
-    assert classify("cross_entropy", "functional") == "native" and classify("pad", "functional") == "extern"
+    assert classify("cross_entropy", "functional") == "native" and classify("grid_sample", "functional") == "extern"
     assert classify("tril", "torch") == "native"
 
 
