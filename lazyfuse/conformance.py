@@ -91,8 +91,10 @@ def lazy_callable(op):
     import lazyfuse as lf
     name = op.name
     if name.startswith(NAMESPACED) or getattr(op.op, "__name__", "") == "<lambda>" or \
-            name.startswith("_") and not name.startswith("__"):
-        # (an OpInfo whose op is a wrapper lambda reorders or fixes arguments: run the wrapper itself)
+            name.startswith("_") and not name.startswith("__") or \
+            op.method_variant is None and not hasattr(torch, name) and not name.startswith("nn.functional."):
+        # (an OpInfo whose op is a wrapper lambda reorders or fixes arguments, or an aten op torch's
+        # namespace does not export: run the OpInfo's op itself)
         fn = op.op
         return "extern", lambda x, *a, **k: lf.extern(fn, x, *a, **k)
     if name.startswith("nn.functional."):
