@@ -710,7 +710,7 @@ TENSOR_METHODS = {
         ("greater", lambda x, o: x > o, "``x > other``."), ("less", lambda x, o: x < o, "``x < other``."),
         ("greater_equal", lambda x, o: x >= o, "``x >= other``."), ("less_equal", lambda x, o: x <= o, "``x <= other``."),
         ("not_equal", lambda x, o: x != o, "``x != other``."), ("negative", lambda x: -x, "``-x``."),
-        ("absolute", lambda x: x.abs(), "``abs(x)``."), ("positive", lambda x: x, "``x`` itself (``+x``)."))},
+        ("absolute", lambda x: x.abs(), "``abs(x)``."), ("__rdiv__", lambda x, o: o / x, "``other / x``."), ("positive", lambda x: x, "``x`` itself (``+x``)."))},
 }
 
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones

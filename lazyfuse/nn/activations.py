@@ -6,6 +6,7 @@ import math
 
 from .. import ops
 from ..errors import DTypeError
+from ..ir.dtypes import opmath
 
 
 def _float(x, name):
@@ -59,7 +60,9 @@ def logsigmoid(x):
 
 
 def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
-    """``clamp(x, min_val, max_val)``."""
+    """``clamp(x, min_val, max_val)``, keeping ``x``'s dtype (an integer tensor clamps to whole bounds)."""
+    if not x.dtype.is_float:
+        min_val, max_val = int(min_val), int(max_val)
     return _inplace(x, x.clamp(min_val, max_val), inplace)
 
 
@@ -81,8 +84,10 @@ def hardswish(x, inplace=False):
 
 
 def mish(x, inplace=False):
-    """``x * tanh(softplus(x))``."""
-    return _inplace(x, x * softplus(x).tanh(), inplace)
+    """``x * tanh(softplus(x))`` (float16/bfloat16 in float32, rounded once, as torch)."""
+    _float(x, "mish")
+    wide = x.to(opmath(x.dtype))
+    return _inplace(x, (wide * softplus(wide).tanh()).to(x.dtype), inplace)
 
 
 def softsign(x):

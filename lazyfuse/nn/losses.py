@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..errors import DTypeError, ShapeError
+from ..ir.dtypes import opmath
 
 
 def _reduce(loss, reduction: str):
@@ -50,8 +51,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - delta/2)``."""
     _check_same_shape(input, target, "huber_loss")
-    d = (input - target).abs()
-    loss = ops.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    out = input.dtype
+    d = (input.to(opmath(out)) - target.to(opmath(out))).abs()   # half types: in float32, rounded once
+    loss = ops.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta).to(out)
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 
