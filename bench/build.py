@@ -4,7 +4,7 @@ goes (plan, lower, compile, autotune), and how each part grows with the program.
     python -m bench.build [--quick]
 
 Workloads, each on ``cpu`` with empty caches (a fresh cache folder for the run): the transformer
-block of bench/programs.py (forward), a GPT training step at 2 and 4 layers (examples/gpt.py;
+block of bench/programs.py (forward), a GPT training step at 2 and 4 layers (examples/gpt_step.py;
 steps 1 and 2 are two programs: AdamW's first step creates its state), and a synthetic chain of
 N recorded ops for N = 100, 1000, 4000 (elementwise ops with a row reduction every 16). The
 chain's growth with N is fitted as t ~ N^k per phase (least squares on log-log).
@@ -29,7 +29,7 @@ import lazyfuse.runtime.engine as engine
 from bench.common import heading, machine, publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import gpt  # noqa: E402
+import gpt_step as gpt  # noqa: E402
 import transformer_block as tb  # noqa: E402
 
 PHASES = ("plan", "lower", "compile", "autotune")

@@ -5,9 +5,10 @@ work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's inter
 launches them. ``lf.capture`` records a closure's steady-state launches for replay.
 """
 from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, ConfigError,  # noqa: F401
-                     DeviceError, DTypeError, LazyfuseError, ShapeError)
+                     DeviceError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError)
 from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
+from .ir.dtypes import float16 as half, float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401,A001 (torch's aliases)
 from .runtime.device import Device, device  # noqa: F401
 from .tensor import Tensor  # noqa: F401
 from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401
@@ -23,3 +24,17 @@ from .version import __version__  # noqa: F401
 from . import distributed  # noqa: F401
 from .torch_frontend import eager, lazy  # noqa: F401
 from . import torch_frontend  # noqa: F401
+from .extern import extern  # noqa: F401
+from .creation import empty_like, rand_like, randn_like  # noqa: F401
+from . import torch_ops as _torch_ops
+
+_torch_ops.install()
+globals().update({k: v for k, v in _torch_ops.FUNCTIONS.items() if k not in globals()})
+
+
+def __getattr__(name):
+    """``lf.<torch name>`` lazyfuse does not define natively: torch's function, as an extern
+    (``lazyfuse.surface``)."""
+    import torch
+    from .surface import namespace_function
+    return namespace_function(torch, "lf.", name)

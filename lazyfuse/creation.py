@@ -89,19 +89,36 @@ def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    """Zeros with ``t``'s shape, dtype and device."""
-    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device)
+def zeros_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Zeros with ``t``'s shape, dtype and device (unless given)."""
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None) -> Tensor:
-    """Ones with ``t``'s shape, dtype and device."""
-    return ones(t.shape, dtype=dtype or t.dtype, device=t.device)
+def ones_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Ones with ``t``'s shape, dtype and device (unless given)."""
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
-    """``fill_value`` with ``t``'s shape, dtype and device."""
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device)
+def full_like(t: Tensor, fill_value, dtype=None, *, device=None, requires_grad=False, memory_format=None,
+              layout=None) -> Tensor:
+    """``fill_value`` with ``t``'s shape, dtype and device (unless given)."""
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None,
+               layout=None) -> Tensor:
+    """Uninitialised memory with ``t``'s shape, dtype and device (unless given)."""
+    return empty(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Uniform [0, 1) values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+    """Standard normal values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -122,12 +139,19 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not ops.is_scalar(v) or isinstance(v, bool):
             raise DTypeError(f"arange: {name}={v!r} must be a number")
-    if step == 0:
-        raise ShapeError("arange: step must be nonzero")
-    n = max(0, math.ceil((end - start) / step))
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.float32
     dtype = dt.as_dtype(dtype)
+    if dtype is dt.int64:
+        # torch truncates the bounds and the step to integers first and takes the length from those
+        start, end, step = int(start), int(end), int(step)
+    if step == 0 or (not dtype.is_float and int(step) == 0):
+        raise ShapeError("arange: step must be nonzero (an integer dtype truncates the step first)")
+    n = max(0, math.ceil((end - start) / step))
+    if not dtype.is_float:
+        # other integer dtypes, as torch: the length from the float bounds, values from the
+        # truncated start and step
+        start, step = int(start), int(step)
     dev = get_device(device)
     compute = dt.float64 if dtype.is_float else dt.int64
     srcs = (ops.scalar_node(start, compute), ops.scalar_node(step, compute))

@@ -34,6 +34,10 @@ class CompileError(LazyfuseError, RuntimeError):
     """A generated kernel failed to compile or load (every candidate, when autotuning)."""
 
 
+class UnsupportedOpError(LazyfuseError, NotImplementedError):
+    """A torch op lazyfuse cannot run at all (complex, sparse, quantized, storage surgery)."""
+
+
 class AutogradError(LazyfuseError, RuntimeError):
     """Misuse of autodiff: an in-place write to a tensor that requires grad, a second backward."""
 

@@ -56,7 +56,7 @@ class Explanation:
             grp = st.group
             members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
             kernel = st.kind is StepKind.KERNEL
-            source = st.source if kernel else _library_source(st.kind.value)
+            source = st.source if kernel else _library_source(st.kind, st.kernel.arg)
             config = st.config.label() if st.config is not None else ""
             kernels.append(KernelInfo(st.name, st.kernel.kind if kernel else st.kind.value, members,
                                       grp.outputs, grp.reason, source, config))
@@ -116,8 +116,10 @@ class Explanation:
         return "\n".join(out)
 
 
-def _library_source(kind: str) -> str:
-    return f"library call: torch.{kind}"
+def _library_source(kind: StepKind, arg) -> str:
+    if kind is StepKind.EXTERN:
+        return f"library call: {arg.name} (extern: no native lowering)"
+    return f"library call: torch.{kind.value}"
 
 
 def _dot_escape(text: str) -> str:
@@ -167,7 +169,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
             members = sorted(i for i in grp.members if nodes[i].is_pending)
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.outputs, grp.reason,
-                                          _library_source(out.op.label)))
+                                          _library_source(out.op.label, out.arg)))
                 continue
             kernel, _ = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(kernels)}")
             kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.outputs, grp.reason,

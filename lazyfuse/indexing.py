@@ -33,6 +33,9 @@ def getitem(t, key):
     from .tensor import Tensor
     if key.__class__ is int and t._view.shape and -t._view.shape[0] <= key < t._view.shape[0]:
         return t._with_view(t._view.select(0, key % t._view.shape[0]))   # t[i], the common case
+    from .advanced_indexing import getitem as advanced_getitem, is_advanced
+    if is_advanced(key):
+        return advanced_getitem(t, key)
     parts = _expand_key(t, key)
     view: View = t._view
     dim = 0

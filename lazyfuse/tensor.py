@@ -325,15 +325,19 @@ class Tensor:
         return ops.where(condition, self, other)
 
     # -- reductions --------------------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        """Sum over ``dim`` (None: all dims; an int or a tuple), reduced dims kept as size 1 if ``keepdim``.
-        Integer and bool tensors sum to int64, as in torch, unless ``dtype`` is given."""
+    def sum(self, dim=None, keepdim=False, dtype=None, *, axis=None):
+        """Sum over ``dim`` (None: all dims; an int or a tuple; ``axis`` is the same), reduced dims kept
+        as size 1 if ``keepdim``. Integer and bool tensors sum to int64, as in torch, unless ``dtype`` is given."""
+        dim = axis if dim is None else dim
         odt = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if not self.dtype.is_float else self.dtype)
         return ops.reduce(Op.SUM, self, dim, keepdim, out_dtype=odt)
 
-    def mean(self, dim=None, keepdim=False):
-        """Mean over ``dim`` (None, int or tuple); floating tensors only (DTypeError, as in torch).
-        An empty reduction gives NaN."""
+    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None):
+        """Mean over ``dim`` (None, int or tuple; ``axis`` is the same) of ``self`` (cast to ``dtype``
+        first if given); floating tensors only (DTypeError, as in torch). An empty reduction gives NaN."""
+        dim = axis if dim is None else dim
+        if dtype is not None:
+            return self.to(dtype).mean(dim, keepdim)
         if not self.dtype.is_float:
             raise DTypeError(f"mean() needs a floating tensor, got {self.dtype.name}; call .float() first")
         # float16/bfloat16: summed and divided in float32, rounded once (as torch)
@@ -342,13 +346,13 @@ class Tensor:
         total = ops.reduce(Op.SUM, x, dim, keepdim)
         return (total / float(n) if n else total * float("nan")).to(self.dtype)
 
-    def amax(self, dim=None, keepdim=False):
+    def amax(self, dim=None, keepdim=False, *, axis=None):
         """Largest value over ``dim`` (None, int or tuple); an empty reduced dim raises ShapeError."""
-        return ops.reduce(Op.MAX, self, dim, keepdim)
+        return ops.reduce(Op.MAX, self, axis if dim is None else dim, keepdim)
 
-    def amin(self, dim=None, keepdim=False):
+    def amin(self, dim=None, keepdim=False, *, axis=None):
         """Smallest value over ``dim`` (None, int or tuple); an empty reduced dim raises ShapeError."""
-        return ops.reduce(Op.MIN, self, dim, keepdim)
+        return ops.reduce(Op.MIN, self, axis if dim is None else dim, keepdim)
 
     def _maxmin(self, op, arg_op, dim, keepdim):
         if isinstance(dim, Tensor):
@@ -393,18 +397,23 @@ class Tensor:
             return out.reshape((1,) * self.ndim) if keepdim else out
         return ops.reduce(Op.ARGMIN, self, normalize_dim(dim, self.ndim), keepdim, out_dtype=dt.int64)
 
-    def var(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
         """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` means 0),
-        as in torch; floating tensors only. NaN when there are no more elements than ``correction``."""
-        return self._opmath_var(dim, keepdim, correction, unbiased, "var").to(self.dtype)
+        as in torch (``var(True)``, ``var(1, False)``: the positional ``unbiased`` of torch's
+        overloads); floating tensors only. NaN when there are no more elements than ``correction``."""
+        return self._opmath_var(dim, keepdim, correction, unbiased, "var", axis).to(self.dtype)
 
-    def std(self, dim=None, keepdim=False, *, correction=None, unbiased=None):
-        """The square root of ``var`` (same ``dim``, ``keepdim``, ``correction`` and ``unbiased``)."""
-        return self._opmath_var(dim, keepdim, correction, unbiased, "std").sqrt().to(self.dtype)
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
+        """The square root of ``var`` (same ``dim``, ``unbiased``, ``keepdim`` and ``correction``)."""
+        return self._opmath_var(dim, keepdim, correction, unbiased, "std", axis).sqrt().to(self.dtype)
 
-    def _opmath_var(self, dim, keepdim, correction, unbiased, name):
+    def _opmath_var(self, dim, keepdim, correction, unbiased, name, axis=None):
         """The variance in the opmath dtype (float32 for float16/bfloat16: torch's var and std
         compute there and round once)."""
+        if isinstance(dim, bool):   # var(unbiased): torch's other overload
+            dim, unbiased = None, dim
+        if dim is None:
+            dim = axis
         if not self.dtype.is_float:
             raise DTypeError(f"{name}() needs a floating tensor, got {self.dtype.name}; call .float() first")
         if correction is None:
@@ -415,53 +424,70 @@ class Tensor:
         total = (d * d).sum(dim, keepdim)
         return total / float(n - correction) if n - correction > 0 else total * float("nan")
 
-    def softmax(self, dim):
-        """Softmax along ``dim`` (floating tensors), max-shifted for stability; one row-wise kernel."""
+    def softmax(self, dim, dtype=None):
+        """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted
+        for stability; one row-wise kernel."""
         from .nn import functional as F
-        return F.softmax(self, dim)
+        return F.softmax(self, dim, dtype=dtype)
 
-    def log_softmax(self, dim):
-        """``x - logsumexp(x)`` along ``dim`` (floating tensors); one row-wise kernel, like softmax."""
+    def log_softmax(self, dim, dtype=None):
+        """``x - logsumexp(x)`` along ``dim`` (floating tensors; ``dtype`` as softmax's); one
+        row-wise kernel, like softmax."""
         from .nn import functional as F
-        return F.log_softmax(self, dim)
+        return F.log_softmax(self, dim, dtype=dtype)
 
     # -- casts ---------------------------------------------------------------------------------------
-    def to(self, dtype):
-        """A cast to ``dtype`` (an lf, torch or numpy dtype, or a name), recorded lazily. The same dtype
-        returns ``self`` itself, as in torch, so the result still aliases the storage."""
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` (its device and dtype),
+        as torch (``non_blocking``, ``copy``, ``memory_format`` accepted). A cast is recorded
+        lazily; a move to another device drains this tensor and uploads its value there. The
+        same dtype and device return ``self`` itself (unless ``copy=True``), as in torch."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], dt.DType):
+            return self._cast(args[0])   # the common case, on the hot path of composites
+        from .surface import to_arguments
+        device, dtype, copy = to_arguments(self, args, kwargs)
+        if device is not None and device is not self.device:
+            from .creation import tensor
+            return tensor(self.torch(), dtype=dtype, device=device)
+        dtype = self.dtype if dtype is None else dtype
+        if copy and dtype is self.dtype:
+            return self.clone()
+        return self._cast(dtype)
+
+    def _cast(self, dtype):
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype:
             return self
         out = result_tensor(self.device, Node(Op.CAST, (self._read(),), dtype, self.shape))
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
-    def float(self):
+    def float(self, memory_format=None):
         """``to(lf.float32)``."""
-        return self.to(dt.float32)
+        return self._cast(dt.float32)
 
-    def double(self):
+    def double(self, memory_format=None):
         """``to(lf.float64)``."""
-        return self.to(dt.float64)
+        return self._cast(dt.float64)
 
-    def half(self):
+    def half(self, memory_format=None):
         """``to(lf.float16)``."""
-        return self.to(dt.float16)
+        return self._cast(dt.float16)
 
-    def bfloat16(self):
+    def bfloat16(self, memory_format=None):
         """``to(lf.bfloat16)``."""
-        return self.to(dt.bfloat16)
+        return self._cast(dt.bfloat16)
 
-    def int(self):
+    def int(self, memory_format=None):
         """``to(lf.int32)`` (as torch's ``int()``)."""
-        return self.to(dt.int32)
+        return self._cast(dt.int32)
 
-    def long(self):
+    def long(self, memory_format=None):
         """``to(lf.int64)``."""
-        return self.to(dt.int64)
+        return self._cast(dt.int64)
 
-    def bool(self):
+    def bool(self, memory_format=None):
         """``to(lf.bool)``: True where the value is nonzero."""
-        return self.to(dt.bool_)
+        return self._cast(dt.bool_)
 
     def clone(self):
         """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse."""
@@ -632,11 +658,19 @@ class Tensor:
         """``expand(other.shape)``."""
         return self.expand(other.shape)
 
+    def __getattr__(self, name):
+        """A torch Tensor method lazyfuse does not define natively: an extern (``lazyfuse.surface``)."""
+        from .surface import tensor_attribute
+        return tensor_attribute(self, name)
+
     def __getitem__(self, key):
         from .indexing import getitem
         return getitem(self, key)
 
     def __setitem__(self, key, value):
+        from .advanced_indexing import setitem, writes_through_index
+        if writes_through_index(key):
+            return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
         if isinstance(value, Tensor) and value.ndim > dest.ndim and \
                 all(s == 1 for s in value.shape[:value.ndim - dest.ndim]):

@@ -80,7 +80,7 @@ def transformer_block() -> dict:
 def gpt_steps(steps: int = 2) -> dict:
     """The plans of a 2-layer GPT's first ``steps`` training steps (step 1 creates AdamW's state,
     step 2 is the steady program), its matmuls fused reductions ("inline") or library calls."""
-    import gpt
+    import gpt_step as gpt
     out = {}
     for path in ("inline", "matmul"):
         with inline_matmul_threshold(0 if path == "matmul" else lf.ops.INLINE_MATMUL):

@@ -265,21 +265,22 @@ def _product(x, y, like):
 
 
 def index_add(shape, dim: int, index, g):
-    """zeros(shape) with ``g``'s slices added at ``index`` along ``dim``: a one-hot matmul
-    (onehot(index).T @ g), so it is a fused reduction or a BLAS call like any matmul, and
-    repeated indices accumulate. Costs len(index) * shape[dim] * (the other dims) multiply-adds,
-    which suits the small vocabularies and gathers of this project's programs."""
-    from ..creation import arange
-    from ..ir.shapes import prod
+    """zeros(shape) with ``g``'s slices added at ``index`` along ``dim`` (repeated indices
+    accumulate): a scatter-add, run by torch's ``index_add_`` as an extern. It costs the size of
+    ``g``, where a one-hot matmul costs that times ``shape[dim]`` (an embedding's vocabulary)."""
+    from ..extern import extern
+    from ..ops import where
     n = shape[dim]
-    idx = index.reshape(-1, 1)
-    idx = (idx < 0).long() * n + idx
-    onehot = (idx == arange(n, device=g.device).reshape(1, n)).to(g.dtype)       # (N, n)
-    moved = g.permute((dim,) + tuple(d for d in range(g.ndim) if d != dim))
-    rest = moved.shape[1:]
-    summed = onehot.mT @ moved.reshape(moved.shape[0], prod(rest))                # (n, rest)
-    summed = summed.reshape((n,) + rest)
-    return summed.permute(list(range(1, dim + 1)) + [0] + list(range(dim + 1, g.ndim)))
+    idx = index.reshape(-1)
+    return extern(_index_add_into_zeros, g, where(idx < 0, idx + n, idx), dim, n)
+
+
+def _index_add_into_zeros(g, index, dim: int, n: int):
+    """(torch) zeros with ``g``'s shape but ``n`` along ``dim``, ``g`` index-added into it."""
+    import torch
+    shape = list(g.shape)
+    shape[dim] = n
+    return torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(dim, index, g)
 
 
 def record_gather(x, dim: int, index, out):

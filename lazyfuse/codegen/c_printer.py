@@ -30,6 +30,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import c_parallel
+from .extra_math import c_expr
 from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .row_cache import kept_values
@@ -255,6 +256,9 @@ class CPrinter:
                    Op.SILU: "({x} / (1.0 + exp(-{x})))"}
         if op in unary32:
             return f"{unary32[op]}({x})" if f32 else unary64[op].format(x=x)
+        extra = c_expr(op, x, f32)
+        if extra is not None:
+            return extra
         raise NotImplementedError(f"C printer: no rule for {op}")
 
     # -- structure ----------------------------------------------------------------------------

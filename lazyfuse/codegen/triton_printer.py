@@ -50,6 +50,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
+from .extra_math import triton_expr
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
 from .scope import Scope
@@ -379,6 +380,9 @@ class TritonPrinter:
                  Op.SILU: "lf_silu"}
         if op in unary:
             return f"{unary[op]}({x})"
+        extra = triton_expr(op, x)
+        if extra is not None:
+            return extra
         raise NotImplementedError(f"Triton printer: no rule for {op}")
 
     # -- structure ----------------------------------------------------------------------------

@@ -47,6 +47,12 @@ class Op(enum.Enum):
     RECIPROCAL = ("reciprocal", Kind.ELEMENTWISE)
     NOT = ("not", Kind.ELEMENTWISE)
     ISNAN = ("isnan", Kind.ELEMENTWISE)
+    # (float operands only: torch's surface, lazyfuse.torch_ops; printed by codegen.extra_math)
+    FLOOR = ("floor", Kind.ELEMENTWISE)
+    CEIL = ("ceil", Kind.ELEMENTWISE)
+    TRUNC = ("trunc", Kind.ELEMENTWISE)
+    ROUND = ("round", Kind.ELEMENTWISE)
+    ERF = ("erf", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
     # elementwise, binary
     ADD = ("add", Kind.ELEMENTWISE)
@@ -86,6 +92,9 @@ class Op(enum.Enum):
     # srcs (x,) or (x, previous collective): a torch.distributed collective on x; ``arg`` is a
     # lazyfuse.distributed Collective (what it does, on which process group)
     COLLECTIVE = ("collective", Kind.EXTERN)
+    # srcs: the tensor arguments (views of their storages), then (seed, offset) scalars for a
+    # random op; ``arg``: the ExternCall (lazyfuse.extern) — a torch function with no native lowering
+    EXTERN = ("extern", Kind.EXTERN)
 
     def __init__(self, label: str, kind: Kind):
         self.label = label

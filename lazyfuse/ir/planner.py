@@ -125,7 +125,8 @@ def _forced_materializations(g: DrainGraph, matmul_template=frozenset()) -> dict
             # a template kernel loads its operands through any view, and a copy that only
             # rearranges them (a reshape of a transpose) is index arithmetic there too; anything
             # else it cannot tile is materialized when the lowering says so (``Unfusable``)
-            must.setdefault(i, f"library call ({n.op.label})")
+            must.setdefault(i, f"no native lowering ({n.arg.name})" if n.op is Op.EXTERN else
+                            f"library call ({n.op.label})")
             for s in n.srcs:
                 base = s.srcs[0] if s.kind is Kind.VIEW else s
                 if base.is_pending:

@@ -124,10 +124,23 @@ def linear(x, weight, bias=None):
     return out
 
 
-def embedding(input, weight):
-    """Rows of ``weight`` picked by the integer tensor ``input`` (a gather)."""
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input`` (a gather). ``padding_idx``: those
+    rows get no gradient (as torch). ``max_norm`` (which renormalises ``weight`` in place),
+    ``scale_grad_by_freq`` and ``sparse`` raise UnsupportedOpError."""
+    from ..errors import UnsupportedOpError
     from ..indexing import index_select
-    return index_select(weight, 0, input)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise UnsupportedOpError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by lazyfuse; "
+                                 "renormalise the weight explicitly, and use dense gradients")
+    out = index_select(weight, 0, input)
+    if padding_idx is not None and weight.requires_grad:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        # the same values, read through a detached row where the index is the padding one
+        out = ops.where((input == padding_idx).unsqueeze(-1), weight.detach()[padding_idx], out)
+    return out
 
 
 def dropout(x, p=0.5, training=False):
@@ -157,6 +170,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"{query.dtype.name} (as in torch), got {attn_mask.dtype.name}")
     d = query.shape[-1]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    # float16/bfloat16 compute in float32 and round once at the end, as torch does: rounding the
+    # scores, the softmax and the product each to the low dtype costs ~8x torch's error
+    out_dtype = query.dtype
+    wide = opmath(out_dtype)
+    query, key, value = query.to(wide), key.to(wide), value.to(wide)
     scores = (query @ key.transpose(-2, -1)) * scale
     L, S = query.shape[-2], key.shape[-2]
     if is_causal:
@@ -169,12 +187,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.dtype.is_bool:
             scores = ops.where(attn_mask, scores, float("-inf"))
         else:
-            scores = (scores + attn_mask).to(scores.dtype)   # a float32 mask keeps a float16 query's dtype
+            scores = scores + attn_mask.to(wide)
     attn = softmax(scores, -1)
     if dropout_p:
         attn = dropout(attn, dropout_p, training=True)
-    return attn @ value
+    return (attn @ value).to(out_dtype)
 
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
            "embedding", "dropout", "scaled_dot_product_attention"]
+
+
+from .activations import *  # noqa: E402,F401,F403 (torch.nn.functional's activations)
+from .activations import __all__ as _activations
+from .losses import *  # noqa: E402,F401,F403 (and its losses)
+from .losses import __all__ as _losses
+from ..torch_ops import one_hot, pad  # noqa: E402,F401
+
+__all__ = __all__ + _activations + _losses + ["one_hot", "pad"]
+
+def __getattr__(name):
+    """``F.<torch name>`` lazyfuse does not define natively: torch.nn.functional's, as an extern."""
+    import torch.nn.functional
+    from ..surface import namespace_function
+    return namespace_function(torch.nn.functional, "lf.nn.functional.", name)

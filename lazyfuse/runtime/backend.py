@@ -20,6 +20,7 @@ class StepKind(str, Enum):
     MATMUL = "matmul"
     GATHER = "gather"
     COLLECTIVE = "collective"
+    EXTERN = "extern"
 
     def __str__(self) -> str:
         return self.value

@@ -46,8 +46,8 @@ class HostMeta:
                 self.words[base + k] = int(v)
 
 
-def library_thunk(step, bufs, gather=None):
-    """A library call (matmul, gather, collective) on torch views of the bound buffers: no copies.
+def library_thunk(step, bufs, gather=None, meta=None):
+    """A library call (matmul, gather, collective, extern) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is StepKind.MATMUL:
         return matmul_call(step, step.config, bufs)
@@ -55,7 +55,16 @@ def library_thunk(step, bufs, gather=None):
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
         return collective_thunk(step, args)
+    if step.kind is StepKind.EXTERN:
+        call = step.kernel.arg
+        # a random call reads its seed and stream offset from the metadata words at each run
+        # (a graph replay advances the offset there)
+        return functools.partial(_run_extern, call, tuple(args[:-1]), args[-1], meta if call.random else None)
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
+
+
+def _run_extern(call, inputs, out, meta):
+    call.run(inputs, out, None if meta is None else meta.words)
 
 
 def typed_view(buf, view: View):
@@ -278,7 +287,7 @@ class CpuBackend(Backend):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
         if step.kind is not StepKind.KERNEL:
-            return library_thunk(step, bufs)
+            return library_thunk(step, bufs, meta=meta)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
         call.argv = argv   # the array the address points into

@@ -136,6 +136,7 @@ class CompiledPlan:
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
+    n_extern: int = 0         # extern steps (torch calls with no native lowering)
 
 
 class Engine:
@@ -433,6 +434,7 @@ class Engine:
         plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
                             root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
+        plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
         return plan, (leaves, scalars)
 
     def _lower(self, nodes, planned) -> list:
@@ -448,7 +450,7 @@ class Engine:
         for grp in planned.groups:
             out = nodes[grp.output]
             if out.kind is Kind.EXTERN and grp.matmul is None:
-                steps.append(self._extern_step(nodes, pos, grp, planned.slots))
+                steps.append(self._extern_step(nodes, pos, grp, planned.slots, scalar_pos))
                 continue
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)
@@ -458,11 +460,14 @@ class Engine:
                               header, kernel, group=grp, rng_words=rng))
         return steps
 
-    def _extern_step(self, nodes, pos, grp, slots) -> Step:
+    def _extern_step(self, nodes, pos, grp, slots, scalar_pos) -> Step:
         out = nodes[grp.output]
         views = []
         arg_slots = []
+        scalars = [scalar_pos[pos[id(s)]] for s in out.srcs if s.op is Op.SCALAR]   # a random extern's seed, offset
         for s in out.srcs:
+            if s.op is Op.SCALAR:
+                continue
             if s.kind is Kind.VIEW:
                 base = s.srcs[0]
                 views.append(s.arg)
@@ -471,9 +476,11 @@ class Engine:
                 views.append(None)
             arg_slots.append(slots[pos[id(base)]])
         arg_slots.append(slots[grp.output])
-        base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs)
-        return Step(out.op.label, StepKind(out.op.label), arg_slots, [], [],
-                    LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp)
+        base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs if s.op is not Op.SCALAR)
+        name = f"extern {out.arg.name}" if out.op is Op.EXTERN else out.op.label
+        return Step(name, StepKind(out.op.label), arg_slots, scalars, [],
+                    LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp,
+                    rng_words=(1,) if scalars else ())
 
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, plan: CompiledPlan, roots, build) -> None:
@@ -523,7 +530,7 @@ class Engine:
             with device.launching():
                 calls = []
                 for at, (step, meta) in enumerate(zip(plan.steps, metas)):
-                    if step.kind is StepKind.KERNEL:
+                    if step.kind is StepKind.KERNEL or step.scalars:
                         meta.write(step.header, step.bind_scalars(tape))
                     calls.append(device.call(step, step.bind(bound), meta))
                 for at, call in enumerate(calls):
@@ -555,6 +562,8 @@ class Engine:
             raise
         finally:
             self.stats.kernels_launched += done
+            if plan.n_extern:
+                self.stats.extern_launches += sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
             # roots whose kernel ran are realized even if a later launch failed (or was
             # interrupted): re-running an in-place write at the next drain would apply it twice
             for k, (s, buf) in enumerate(zip(roots, root_bufs)):

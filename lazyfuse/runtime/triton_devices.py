@@ -315,7 +315,7 @@ class TritonBackend(Backend):
 
     def thunk(self, step, bufs, meta):
         if step.kind is not StepKind.KERNEL:
-            return library_thunk(step, bufs, self.gather)
+            return library_thunk(step, bufs, self.gather, meta)
         fn, grid, kwargs = step.compiled
         return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
 

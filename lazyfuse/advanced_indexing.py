@@ -1,0 +1,76 @@
+"""Indexing beyond one integer tensor (``lazyfuse.indexing`` has the native cases), as torch:
+boolean masks (``x[mask]``, ``x[x > 0] = 0``), integer lists (``x[[1, 2]]``), several index
+tensors (``x[rows, cols]``).
+
+``x[mask]`` has a size only the data knows, so it drains (and is refused inside a capture,
+with a hint: keep shapes static with ``where``/``masked_fill``). ``x[mask] = v`` with a
+scalar ``v`` needs no size: it is ``x.copy_(where(mask, v, x))``, recorded, no drain. The
+rest run as externs through torch's own indexing (lazily where the shape is static).
+"""
+from __future__ import annotations
+
+import operator
+
+from . import ops
+
+
+def _parts(key):
+    return key if isinstance(key, tuple) else (key,)
+
+
+def is_advanced(key) -> bool:
+    """Whether ``key`` needs torch's advanced indexing: a list, a bool mask or several tensors."""
+    from .tensor import Tensor
+    parts = _parts(key)
+    tensors = [k for k in parts if isinstance(k, Tensor)]
+    return any(isinstance(k, list) for k in parts) or any(t.dtype.is_bool for t in tensors) or len(tensors) > 1
+
+
+def writes_through_index(key) -> bool:
+    """Whether ``t[key] = v`` must scatter: any tensor or list in the key (``t[key]`` is then a copy)."""
+    from .tensor import Tensor
+    return any(isinstance(k, (Tensor, list)) for k in _parts(key))
+
+
+def getitem(t, key):
+    """``t[key]`` through torch's indexing, as an extern (it drains for a boolean mask)."""
+    from .extern import extern
+    return extern(operator.getitem, t, key)
+
+
+class SetItemOnCopy:
+    """``y = x.clone(); y[key] = value; return y``: the extern of an indexed write, which never
+    writes its input (the result is copied back into ``x`` in program order)."""
+
+    __name__ = "setitem"
+
+    def __call__(self, x, key, value):
+        y = x.clone()
+        y[key] = value
+        return y
+
+    def __eq__(self, other):
+        return isinstance(other, SetItemOnCopy)
+
+    def __hash__(self):
+        return hash("setitem-on-copy")
+
+
+def setitem(t, key, value):
+    """``t[key] = value`` for keys with tensors or lists: a ``where`` for a mask and a scalar,
+    else torch's indexed write as an extern, copied back into ``t``."""
+    from .extern import extern
+    from .tensor import Tensor
+    from .torch_ops import _scalar_as
+    parts = _parts(key)
+    if len(parts) == 1 and isinstance(parts[0], Tensor) and parts[0].dtype.is_bool and \
+            (ops.is_scalar(value) or isinstance(value, Tensor) and value.ndim == 0):
+        mask = parts[0]
+        if mask.shape != t.shape[:mask.ndim]:
+            from .errors import ShapeError
+            raise ShapeError(f"the mask of shape {mask.shape} does not match the indexed dims {t.shape[:mask.ndim]}")
+        mask = mask.reshape(mask.shape + (1,) * (t.ndim - mask.ndim))
+        value = value.to(t.dtype) if isinstance(value, Tensor) else _scalar_as(value, t.dtype)
+        t.copy_(ops.where(mask, value, t))
+        return
+    t.copy_(extern(SetItemOnCopy(), t, key, value))

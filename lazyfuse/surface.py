@@ -1,0 +1,241 @@
+"""Torch's names on lazyfuse: every torch op lazyfuse has no native lowering for runs as an extern.
+
+Three places resolve a name lazyfuse does not define itself — ``Tensor.<name>`` (through
+``Tensor.__getattr__``), ``lf.<name>`` and ``lf.nn.functional.<name>`` (module
+``__getattr__``) — and each goes through ``resolve`` here, in this order:
+
+1. ``REFUSED``: categories lazyfuse cannot represent (complex numbers, sparse layouts, storage
+   surgery): the name resolves to a function that raises ``UnsupportedOpError`` naming the op
+   and why (so ``hasattr`` stays true, as on torch, and the message comes at the call);
+2. torch's own function or method of that name: an extern (``lazyfuse.extern``): recorded
+   lazily, run by torch at the drain. An in-place method (``x.cumsum_(0)``) runs its
+   out-of-place form and writes the result back with ``copy_`` (in program order: docs/semantics.md, Views and in-place writes);
+   one with no out-of-place form (``x.normal_()``) runs on a copy. A factory (no lazyfuse
+   Tensor among the arguments) runs at once and uploads its result;
+3. otherwise ``AttributeError``, as for any unknown attribute.
+
+``classify(name, namespace)`` says which of native / extern / refused a name is (the
+conformance script and the README's table use it).
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import UnsupportedOpError
+from .extern import extern, flatten
+
+# exact names, then prefixes, that lazyfuse refuses: the reason is the message
+REFUSED = {
+    "view_as_complex": "complex tensors are not supported (lazyfuse's dtypes are real)",
+    "view_as_real": "complex tensors are not supported (lazyfuse's dtypes are real)",
+    "complex": "complex tensors are not supported (lazyfuse's dtypes are real)",
+    "polar": "complex tensors are not supported (lazyfuse's dtypes are real)",
+    "stft": "the STFT produces complex tensors, which lazyfuse does not support",
+    "istft": "the STFT produces complex tensors, which lazyfuse does not support",
+    "coalesce": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "indices": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "values": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "crow_indices": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "col_indices": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "set_": "replacing a tensor's storage breaks the storage/view model of the engine",
+    "resize_": "resizing a storage in place breaks the storage/view model of the engine",
+    "resize_as_": "resizing a storage in place breaks the storage/view model of the engine",
+    "untyped_storage": "lazyfuse storages are pooled buffers, not torch storages: use .torch()",
+    "storage": "lazyfuse storages are pooled buffers, not torch storages: use .torch()",
+    "data_ptr": "a pending tensor has no memory yet: use .torch() (it drains) and read that",
+    "share_memory_": "lazyfuse buffers live in its pool and cannot move to shared memory",
+    "pin_memory": "lazyfuse buffers live in its pool; pinning is the pool's business",
+    "backward": "use lazyfuse's own autograd (Tensor.backward)",
+}
+REFUSED_PREFIXES = {
+    "fft_": "FFTs produce complex tensors, which lazyfuse does not support",
+    "to_sparse": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "sparse_": "sparse tensors are not supported (lazyfuse tensors are dense and strided)",
+    "to_mkldnn": "mkldnn tensors are not supported (lazyfuse tensors are dense and strided)",
+    "q_": "quantized tensors are not supported",
+    "quantize": "quantized tensors are not supported",
+    "dequantize": "quantized tensors are not supported",
+    "int_repr": "quantized tensors are not supported",
+}
+
+# attribute reads that answer from metadata alone (never drain, never an extern)
+_META_QUERIES = {
+    "is_complex": lambda t: False,
+    "is_floating_point": lambda t: t.dtype.is_float,
+    "is_sparse": False,
+    "is_quantized": False,
+    "is_cuda": None,   # filled by the device kind below
+    "layout": torch.strided,
+    "element_size": lambda t: t.dtype.itemsize,
+    "nelement": lambda t: t.numel(),
+    "get_device": lambda t: -1 if t.device.kind != "cuda" else t.device.torch_device.index or 0,
+}
+
+
+def refusal(name: str):
+    """Why lazyfuse refuses torch's ``name`` (None: it does not)."""
+    if name in REFUSED:
+        return REFUSED[name]
+    for prefix, why in REFUSED_PREFIXES.items():
+        if name.startswith(prefix):
+            return why
+    return None
+
+
+def _refused(qualified: str, why: str):
+    def refuse(*args, **kwargs):
+        raise UnsupportedOpError(f"{qualified} is not supported by lazyfuse: {why}")
+    refuse.__name__ = qualified
+    return refuse
+
+
+class InPlaceOnCopy:
+    """``x.<name>(...)`` for an in-place torch method with no out-of-place form (``normal_``),
+    run on a copy of ``x`` so the extern never writes its input. Compared by name: plans with
+    it are cached like any other."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __call__(self, x, *args, **kwargs):
+        y = x.clone()
+        getattr(y, self.__name__)(*args, **kwargs)
+        return y
+
+    def __eq__(self, other):
+        return isinstance(other, InPlaceOnCopy) and other.__name__ == self.__name__
+
+    def __hash__(self):
+        return hash(("in-place-on-copy", self.__name__))
+
+
+def tensor_attribute(t, name: str):
+    """``t.<name>`` for a name lazyfuse's Tensor does not define (see the module docstring)."""
+    if name.startswith("_"):
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+    if name in _META_QUERIES:
+        q = _META_QUERIES[name]
+        if name == "is_cuda":
+            return t.device.kind == "cuda"
+        return (lambda: q(t)) if callable(q) else q
+    why = refusal(name)
+    if why is not None:
+        return _refused(f"Tensor.{name}", why)
+    method = getattr(torch.Tensor, name, None)
+    if method is None or not callable(method):
+        raise AttributeError(f"'Tensor' object has no attribute {name!r} (nor has torch.Tensor a method of "
+                             "that name)")
+    if name.endswith("_") and not name.endswith("__"):
+        return _in_place(t, name)
+    return lambda *args, **kwargs: extern(method, t, *args, **kwargs)
+
+
+def _in_place(t, name):
+    base = getattr(torch.Tensor, name[:-1], None)
+    fn = base if callable(base) else InPlaceOnCopy(name)
+
+    def method(*args, **kwargs):
+        value = extern(fn, t, *args, **kwargs)
+        return t.copy_(value)
+    method.__name__ = name
+    return method
+
+
+def namespace_function(namespace, qualified_prefix: str, name: str):
+    """``lf.<name>`` / ``lf.nn.functional.<name>`` for a name lazyfuse does not define: torch's
+    function of that name in ``namespace`` (``torch``, ``torch.nn.functional``) as an extern."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    why = refusal(name)
+    if why is not None:
+        return _refused(qualified_prefix + name, why)
+    fn = getattr(namespace, name, None)
+    if fn is None or not callable(fn) or isinstance(fn, type):
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
+
+    def call(*args, **kwargs):
+        _, tensors = flatten(args, kwargs)
+        if not tensors:
+            return _factory(fn, args, kwargs)
+        return extern(fn, *args, **kwargs)
+    call.__name__ = name
+    call.__qualname__ = qualified_prefix + name
+    call.__doc__ = f"torch's {fn.__name__} on lazyfuse tensors, run as an extern (no native lowering)."
+    call.torch_function = fn
+    return call
+
+
+def _factory(fn, args, kwargs):
+    """A torch factory with no lazyfuse Tensor argument (``eye``, ``linspace``, ``randint``): run
+    now on the host (its randomness from lazyfuse's generator) and uploaded to ``device=``."""
+    from .creation import generator, tensor
+    from .extern import _mix
+    from .ir import dtypes as dt
+    from .runtime.device import device as get_device
+    kwargs = dict(kwargs)
+    dev = get_device(kwargs.pop("device", None))
+    requires_grad = kwargs.pop("requires_grad", False)
+    if isinstance(kwargs.get("dtype"), dt.DType):
+        kwargs["dtype"] = kwargs["dtype"].torch
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_mix(*generator.take(1)))
+        result = fn(*args, **kwargs)
+    if not isinstance(result, torch.Tensor):
+        return result
+    return tensor(result, device=dev, requires_grad=requires_grad)
+
+
+def _is_device(a) -> bool:
+    from .runtime.device import Device
+    if isinstance(a, (Device, torch.device)):
+        return True
+    return isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda", "interpreter", "hip")
+
+
+def to_arguments(t, args, kwargs) -> tuple:
+    """(device or None, dtype or None, copy) of a ``Tensor.to(...)`` call, torch's overloads:
+    ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)``, and the keywords ``dtype``,
+    ``device``, ``non_blocking``, ``copy``, ``memory_format``."""
+    from .errors import DTypeError
+    from .ir import dtypes as dt
+    from .runtime.device import device as get_device
+    from .tensor import Tensor
+    kwargs = dict(kwargs)
+    unknown = set(kwargs) - {"dtype", "device", "non_blocking", "copy", "memory_format"}
+    if unknown:
+        raise DTypeError(f"to(): unexpected keyword argument(s) {sorted(unknown)}")
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    args = list(args)
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+        device, dtype = other.device, other.dtype
+    elif args and _is_device(args[0]):
+        device = args.pop(0)
+    if args and not isinstance(args[0], bool):
+        dtype = args.pop(0)
+    if args and isinstance(args[0], bool):   # non_blocking, then copy, positionally
+        args.pop(0)
+        if args:
+            kwargs["copy"] = bool(args.pop(0))
+    if args:
+        raise DTypeError(f"to(): cannot read the arguments {args!r}: pass a dtype, a device or a Tensor")
+    return (None if device is None else get_device(device), None if dtype is None else dt.as_dtype(dtype),
+            bool(kwargs.get("copy", False)))
+
+
+def classify(name: str, namespace: str = "Tensor") -> str:
+    """``native`` (lazyfuse lowers it itself), ``extern`` (torch runs it) or ``refused``, for
+    torch's ``name`` on ``namespace`` (``Tensor``, ``torch`` or ``functional``)."""
+    import lazyfuse
+    from .nn import functional as F
+    from .tensor import Tensor
+    home = {"Tensor": Tensor, "torch": lazyfuse, "functional": F}[namespace]
+    own = home.__dict__ if namespace == "Tensor" else vars(home)
+    if name in own:
+        return "native"
+    if namespace == "Tensor" and any(name in vars(c) for c in Tensor.__mro__[1:-1]):
+        return "native"
+    return "refused" if refusal(name) is not None else "extern"
+
+
+__all__ = ["tensor_attribute", "namespace_function", "classify", "refusal", "REFUSED", "REFUSED_PREFIXES"]

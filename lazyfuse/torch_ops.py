@@ -1,0 +1,732 @@
+"""Torch Tensor methods and functions lazyfuse lowers natively, as compositions of its primitive
+ops (so they fuse, and autograd differentiates them through those primitives).
+
+``TENSOR_METHODS`` are installed on ``lf.Tensor`` and ``FUNCTIONS`` exported as ``lf.<name>``
+(``lazyfuse/__init__.py``); everything else torch offers reaches an extern through
+``lazyfuse.surface``. Each function follows torch's signature, dtype rules and edge cases
+(``masked_fill`` keeps the tensor's dtype, ``tril`` keeps bool, ``any`` of NaN is True...).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+from . import ops
+from .errors import DTypeError, ShapeError
+from .ir import dtypes as dt
+from .ir.node import Op
+from .ir.shapes import normalize_dim, normalize_dims, prod
+
+
+def _tensor_cls():
+    from .tensor import Tensor
+    return Tensor
+
+
+def _zero(x):
+    """A Python zero of ``x``'s kind: ``where(m, x, _zero(x))`` keeps ``x``'s dtype."""
+    return False if x.dtype.is_bool else 0.0 if x.dtype.is_float else 0
+
+
+def _scalar_as(value, dtype):
+    """A Python scalar converted as torch converts a fill value to ``dtype``."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_float:
+        return float(value)
+    return int(value)
+
+
+def _dims_kw(dim, axis):
+    return axis if dim is None and axis is not None else dim
+
+
+# -- masking and triangles ---------------------------------------------------------------------
+def masked_fill(x, mask, value):
+    """``value`` where the bool ``mask`` (broadcast to ``x``) holds, else ``x``; keeps ``x``'s dtype."""
+    Tensor = _tensor_cls()
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
+        raise DTypeError("masked_fill: mask must be a bool Tensor (as in torch); compare it (m != 0) first")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ShapeError(f"masked_fill: value must be a 0-d tensor or a number, got shape {value.shape}")
+        value = value.to(x.dtype)
+    elif ops.is_scalar(value):
+        value = _scalar_as(value, x.dtype)
+    else:
+        raise DTypeError(f"masked_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
+    out = ops.where(mask, value, x)
+    if out.shape != x.shape:
+        raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {x.shape}")
+    return out.to(x.dtype)
+
+
+def masked_fill_(x, mask, value):
+    """In-place ``masked_fill``."""
+    return x.copy_(masked_fill(x, mask, value))
+
+
+def _triangle(x, diagonal, lower: bool, name: str):
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: input must have at least 2 dims, got shape {x.shape}")
+    from .creation import arange
+    rows, cols = x.shape[-2], x.shape[-1]
+    i = arange(rows, device=x.device).reshape(rows, 1)
+    j = arange(cols, device=x.device).reshape(1, cols)
+    keep = (j - i <= diagonal) if lower else (j - i >= diagonal)
+    return ops.where(keep, x, _zero(x))
+
+
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dims (``j - i <= diagonal``), zero elsewhere: index arithmetic."""
+    return _triangle(x, int(diagonal), True, "tril")
+
+
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dims (``j - i >= diagonal``), zero elsewhere: index arithmetic."""
+    return _triangle(x, int(diagonal), False, "triu")
+
+
+def where(condition, input=None, other=None):
+    """``lf.where(c, a, b)`` with scalars allowed for ``a``/``b``; ``where(c)`` is ``nonzero(as_tuple=True)``."""
+    if input is None and other is None:
+        from .extern import extern
+        import torch
+        return extern(torch.where, condition)
+    return ops.where(condition, input, other)
+
+
+# -- reductions --------------------------------------------------------------------------------
+def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
+    """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
+    return (x != 0).sum(_dims_kw(dim, axis), keepdim) > 0
+
+
+def all(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
+    """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
+    return (x == 0).sum(_dims_kw(dim, axis), keepdim) == 0
+
+
+def logsumexp(x, dim, keepdim=False):
+    """``log(sum(exp(x)))`` along ``dim``, max-shifted (float16/bfloat16 in float32, rounded once)."""
+    out_dtype = x.dtype if x.dtype.is_float else dt.float32
+    x = x.to(dt.opmath(out_dtype))
+    dims = normalize_dims(dim, x.ndim) if x.ndim else ()
+    m = x.detach().amax(dims, keepdim=True)
+    m = ops.where(m.abs() == math.inf, 0.0, m)   # all -inf (or an inf) rows: no shift, as torch
+    out = (x - m).exp().sum(dims, keepdim=True).log() + m
+    if not keepdim:
+        out = out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))
+    return out.to(out_dtype)
+
+
+def count_nonzero(x, dim=None):
+    """The int64 number of nonzero elements along ``dim``."""
+    return (x != 0).sum(dim)
+
+
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    """``sum`` with NaN counted as zero."""
+    if x.dtype.is_float:
+        x = ops.where(x.isnan(), 0.0, x)
+    return x.sum(dim, keepdim, dtype=dtype)
+
+
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the non-NaN elements along ``dim`` (NaN where there are none)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_float:
+        raise DTypeError(f"nanmean() needs a floating tensor, got {x.dtype.name} (as in torch)")
+    wide = x.to(dt.opmath(x.dtype))
+    keep = ~wide.isnan()
+    total = ops.where(keep, wide, 0.0).sum(dim, keepdim)
+    return (total / keep.sum(dim, keepdim).to(wide.dtype)).to(x.dtype)
+
+
+def aminmax(x, *, dim=None, keepdim=False):
+    """(min, max) along ``dim`` (all of ``x`` for None)."""
+    import torch
+    mins, maxs = x.amin(dim, keepdim), x.amax(dim, keepdim)
+    return torch.return_types.aminmax([mins, maxs])
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(var, mean) with torch's arguments."""
+    return x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(std, mean) with torch's arguments."""
+    return x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
+
+
+# -- elementwise math ----------------------------------------------------------------------------
+def _float_of(x):
+    return x if x.dtype.is_float else x.to(dt.float32)
+
+
+def square(x):
+    """``x * x`` (bool squares to int64, as torch)."""
+    return (x.long() if x.dtype.is_bool else x) * (x.long() if x.dtype.is_bool else x)
+
+
+def clamp_min(x, min):  # noqa: A002 (torch's name)
+    """``maximum(x, min)`` (NaN propagates)."""
+    return x.clamp(min=min)
+
+
+def clamp_max(x, max):  # noqa: A002 (torch's name)
+    """``minimum(x, max)`` (NaN propagates)."""
+    return x.clamp(max=max)
+
+
+def _wide(*xs):
+    """(operands widened to float32 where they are float16/bfloat16, the dtype to round back to):
+    torch's fused pointwise kernels compute there and round once."""
+    Tensor = _tensor_cls()
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
+                         [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
+    wide = dt.opmath(out) if out.is_float else out
+    return [x.to(wide) if isinstance(x, Tensor) else x for x in xs], out
+
+
+def addcmul(x, tensor1, tensor2, *, value=1):
+    """``x + value * tensor1 * tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    (x, a, b), out = _wide(x, tensor1, tensor2)
+    return (x + (a * b) * value if value != 1 else x + a * b).to(out)
+
+
+def addcdiv(x, tensor1, tensor2, *, value=1):
+    """``x + value * tensor1 / tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    (x, a, b), out = _wide(x, tensor1, tensor2)
+    return (x + (a / b) * value if value != 1 else x + a / b).to(out)
+
+
+def lerp(x, end, weight):
+    """``x + weight * (end - x)`` where ``|weight| < 0.5``, else ``end - (end - x) * (1 - weight)``,
+    as torch computes it (float16/bfloat16 in float32, rounded once)."""
+    Tensor = _tensor_cls()
+    (x, end, w), out = _wide(x, end, weight)
+    near = x + w * (end - x)
+    far = end - (end - x) * (1 - w)
+    if isinstance(w, Tensor):
+        return ops.where(w.abs() < 0.5, near, far).to(out)
+    return (near if abs(w) < 0.5 else far).to(out)
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN; bool stays bool)."""
+    if x.dtype.is_bool:
+        return x
+    pos, neg = (x > 0).to(x.dtype), (x < 0).to(x.dtype)
+    out = pos - neg
+    return ops.where(x.isnan(), x, out) if x.dtype.is_float else out
+
+
+def _rounding(op):
+    def method(x, decimals=0):
+        if decimals:
+            import torch
+            from .extern import extern
+            return extern(torch.round, x, decimals=decimals)
+        if not x.dtype.is_float:
+            return x.clone()   # integers are already whole (torch returns a copy)
+        return ops.elementwise(op, x)   # no gradient edge: torch's is zero everywhere
+    method.__name__ = method.__qualname__ = op.label
+    method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
+                      + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND
+                         else "."))
+    return method
+
+
+floor, ceil, trunc, round = (_rounding(op) for op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND))  # noqa: A001
+
+
+def frac(x):
+    """``x - trunc(x)`` (float tensors)."""
+    if not x.dtype.is_float:
+        raise DTypeError(f"frac is not implemented for {x.dtype.name} tensors (as in torch)")
+    return x - trunc(x)
+
+
+def erf(x):
+    """Elementwise error function (integers give float32); its gradient is ``2/sqrt(pi) exp(-x^2)``."""
+    from .autograd import no_grad, recording
+    from .autograd.graph import attach
+    x = _float_of(x)
+    with no_grad():
+        out = ops.elementwise(Op.ERF, x)
+    if recording(x):
+        attach(out, "erf", [(x, lambda g: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)))])
+    return out
+
+
+def log2(x):
+    """Elementwise base-2 logarithm (integers give float32)."""
+    x = _float_of(x)
+    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(2.0))).to(x.dtype)
+
+
+def log10(x):
+    """Elementwise base-10 logarithm (integers give float32)."""
+    x = _float_of(x)
+    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(10.0))).to(x.dtype)
+
+
+def isinf(x):
+    """True where ``x`` is +-inf (never for integers)."""
+    return x.abs() == math.inf if x.dtype.is_float else x != x
+
+
+def isposinf(x):
+    """True where ``x`` is +inf."""
+    return x == math.inf if x.dtype.is_float else x != x
+
+
+def isneginf(x):
+    """True where ``x`` is -inf."""
+    return x == -math.inf if x.dtype.is_float else x != x
+
+
+def isfinite(x):
+    """True where ``x`` is neither NaN nor +-inf (always for integers)."""
+    return (x.abs() != math.inf) & ~x.isnan() if x.dtype.is_float else x == x
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's max), -inf -> ``neginf`` (its lowest)."""
+    if not x.dtype.is_float:
+        return x.clone()
+    import torch
+    info = torch.finfo(x.dtype.torch)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    out = ops.where(x.isnan(), float(nan), x)
+    out = ops.where(out == math.inf, float(hi), out)
+    return ops.where(out == -math.inf, float(lo), out).to(x.dtype)
+
+
+def logical_and(x, other):
+    """Elementwise logical and (nonzero is True)."""
+    return (x != 0) & (other != 0)
+
+
+def logical_or(x, other):
+    """Elementwise logical or (nonzero is True)."""
+    return (x != 0) | (other != 0)
+
+
+def logical_xor(x, other):
+    """Elementwise logical xor (nonzero is True)."""
+    return (x != 0) ^ (other != 0)
+
+
+def remainder(x, other):
+    """Python's ``%``: the sign of the divisor (as torch.remainder)."""
+    return x % other
+
+
+def add(x, other, *, alpha=1):
+    """``x + alpha * other``."""
+    return x + (other * alpha if alpha != 1 else other)
+
+
+def sub(x, other, *, alpha=1):
+    """``x - alpha * other``."""
+    return x - (other * alpha if alpha != 1 else other)
+
+
+def mul(x, other):
+    """``x * other``."""
+    return x * other
+
+
+def div(x, other, *, rounding_mode=None):
+    """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (an extern)."""
+    if rounding_mode is None:
+        return x / other
+    if rounding_mode == "floor":
+        return x // other
+    import torch
+    from .extern import extern
+    return extern(torch.div, x, other, rounding_mode=rounding_mode)
+
+
+def rsub(x, other, *, alpha=1):
+    """``other - alpha * x``."""
+    return other - (x * alpha if alpha != 1 else x)
+
+
+# -- views and index arithmetic --------------------------------------------------------------------
+def t(x):
+    """The transpose of a matrix (0-d and 1-d tensors come back as they are), as torch's ``t()``."""
+    if x.ndim > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dims, got shape {x.shape}; use transpose or mT")
+    return x.transpose(0, 1) if x.ndim == 2 else x
+
+
+def narrow(x, dim, start, length):
+    """The ``length`` elements of ``dim`` from ``start``: a view."""
+    d = normalize_dim(dim, x.ndim)
+    start = int(start)
+    if start < 0:
+        start += x.shape[d]
+    if not (0 <= start and start + length <= x.shape[d]):
+        raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {x.shape[d]}")
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Pieces of ``x`` along ``dim``: of ``split_size`` each (the last smaller), or of the listed sizes. Views."""
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0 and n:
+            raise ShapeError(f"split: split_size must be positive, got {size}")
+        sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sections {sizes} do not add up to dim {d} of size {n}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    """``chunks`` pieces along ``dim`` (of ceil(n / chunks) each, as torch): views."""
+    d = normalize_dim(dim, x.ndim)
+    if chunks <= 0:
+        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+    n = x.shape[d]
+    size = max(1, -(-n // chunks))
+    return split(x, size, d) if n else tuple(narrow(x, d, 0, 0) for _ in range(chunks))
+
+
+def tensor_split(x, indices_or_sections, dim=0):
+    """Pieces along ``dim``: ``n`` near-equal ones, or cut at the given indices. Views."""
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        base, extra = divmod(n, k)
+        sizes = [base + 1] * extra + [base] * (k - extra)
+    else:
+        cuts = [min(max(int(i) if i >= 0 else int(i) + n, 0), n) for i in indices_or_sections]
+        bounds = [0] + cuts + [n]
+        sizes = [max(0, b - a) for a, b in zip(bounds, bounds[1:])]
+        starts = bounds[:-1]
+        return tuple(narrow(x, d, min(s, n), z) for s, z in zip(starts, sizes))
+    return split(x, sizes, d)
+
+
+def unbind(x, dim=0):
+    """The slices of ``x`` along ``dim`` (each without that dim): views."""
+    d = normalize_dim(dim, x.ndim)
+    return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
+
+
+def movedim(x, source, destination):
+    """``x`` with the dims ``source`` moved to ``destination`` (the others keep their order): a view."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ShapeError(f"movedim: source {src} and destination {dst} must have the same length")
+    src = [normalize_dim(s, x.ndim) for s in src]
+    dst = [normalize_dim(s, x.ndim) for s in dst]
+    order = [None] * x.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return x.permute(order)
+
+
+def unflatten(x, dim, sizes):
+    """Dim ``dim`` split into ``sizes`` (one may be -1): a view."""
+    d = normalize_dim(dim, x.ndim)
+    sizes = tuple(sizes)
+    if -1 in sizes:
+        known = 1
+        for s in sizes:
+            known *= s if s != -1 else 1
+        sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
+    return x.reshape(x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def swapaxes(x, axis0, axis1):
+    """``transpose(axis0, axis1)``."""
+    return x.transpose(axis0, axis1)
+
+
+def select(x, dim, index):
+    """``x`` indexed by the int ``index`` along ``dim`` (that dim removed): a view."""
+    d = normalize_dim(dim, x.ndim)
+    return x[(slice(None),) * d + (int(index),)]
+
+
+def repeat(x, *sizes):
+    """``x`` tiled ``sizes`` times along each dim (leading new dims allowed), as torch's ``repeat``."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < x.ndim:
+        raise ShapeError(f"repeat: {len(sizes)} repeat counts for a tensor of {x.ndim} dims")
+    shape = (1,) * (len(sizes) - x.ndim) + x.shape
+    x = x.reshape(shape)
+    # each dim d as (sizes[d], shape[d]): expand a new axis in front of it, then merge them
+    grown = x.reshape(tuple(v for s in shape for v in (1, s)))
+    expanded = grown.expand(tuple(v for r, s in zip(sizes, shape) for v in (r, s)))
+    return expanded.reshape(tuple(r * s for r, s in zip(sizes, shape)))
+
+
+def tile(x, *dims):
+    """``repeat`` with the counts left-padded with ones, as torch's ``tile``."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    dims = (1,) * (x.ndim - len(dims)) + tuple(dims)
+    return repeat(x, *dims)
+
+
+def roll(x, shifts, dims=None):
+    """``x`` rotated by ``shifts`` along ``dims`` (flattened when None): two slices, concatenated."""
+    from .functions import cat
+    if dims is None:
+        return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    for s, d in zip(shifts, dims):
+        d = normalize_dim(d, x.ndim)
+        n = x.shape[d]
+        if n == 0:
+            continue
+        s %= n
+        if s:
+            x = cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], d)
+    return x
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims ``dim1``/``dim2`` (shifted by ``offset``) as the last dim."""
+    d1, d2 = normalize_dim(dim1, x.ndim), normalize_dim(dim2, x.ndim)
+    if d1 == d2:
+        raise ShapeError(f"diagonal: dim1 and dim2 must differ, both are {d1}")
+    moved = movedim(x, (d1, d2), (-2, -1))
+    rows, cols = moved.shape[-2], moved.shape[-1]
+    if offset >= 0:
+        n = max(0, min(rows, cols - offset))
+        start = offset
+    else:
+        n = max(0, min(rows + offset, cols))
+        start = -offset * cols
+    flat = moved.reshape(moved.shape[:-2] + (rows * cols,))
+    if n == 0:
+        return flat[..., :0]
+    return flat[..., start:start + (n - 1) * (cols + 1) + 1:cols + 1]
+
+
+def one_hot(x, num_classes=-1):
+    """int64 one-hot vectors of the class indices ``x`` (a new last dim); ``num_classes=-1``
+    reads the largest index (a drain)."""
+    if x.dtype.is_float or x.dtype.is_bool:
+        raise DTypeError(f"one_hot: needs an integer index tensor, got {x.dtype.name} (as in torch)")
+    if num_classes < 0:
+        num_classes = int(x.amax().item()) + 1 if x.numel() else 0
+    from .creation import arange
+    return (x.unsqueeze(-1) == arange(num_classes, device=x.device)).long()
+
+
+# -- einsum: permutes, reshapes and batched matmuls ----------------------------------------------------
+def einsum(equation, *operands):
+    """torch's ``einsum`` as views, sums and batched matmuls (so it fuses and takes the matmul
+    path); an ellipsis, or a letter repeated within one operand (a diagonal), runs as an extern."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, rhs = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"einsum: {len(terms)} operand subscripts for {len(operands)} operands")
+    if rhs is None:   # implicit output: the letters that appear once, sorted
+        letters = "".join(terms)
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c.isalpha()))
+    if "." in eq or builtins.any(len(set(t)) != len(t) for t in terms):
+        import torch
+        from .extern import extern
+        return extern(torch.einsum, equation, *operands)
+    for t, x in zip(terms, operands):
+        if len(t) != x.ndim:
+            raise ShapeError(f"einsum: subscripts {t!r} for an operand of {x.ndim} dims")
+    acc, acc_term = operands[0], terms[0]
+    for k in range(1, len(operands)):
+        later = set("".join(terms[k + 1:])) | set(rhs)
+        acc, acc_term = _einsum_pair(acc, acc_term, operands[k], terms[k], later)
+    # letters left that the output does not keep are summed; then the output's order
+    drop = tuple(i for i, c in enumerate(acc_term) if c not in rhs)
+    if drop:
+        acc = acc.sum(drop)
+        acc_term = "".join(c for c in acc_term if c in rhs)
+    return acc.permute([acc_term.index(c) for c in rhs]) if acc_term != rhs else acc
+
+
+def _einsum_pair(a, ta, b, tb, keep):
+    """``a`` (subscripts ``ta``) times ``b`` (``tb``), contracted over the letters they share that
+    ``keep`` (the later operands and the output) does not need: one batched matmul."""
+    a, ta = _sum_lone(a, ta, tb, keep)
+    b, tb = _sum_lone(b, tb, ta, keep)
+    sizes = {c: n for t, x in ((ta, a), (tb, b)) for c, n in zip(t, x.shape)}
+    batch = [c for c in ta if c in tb and c in keep]
+    contract = [c for c in ta if c in tb and c not in keep]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    n = lambda cs: prod(sizes[c] for c in cs)  # noqa: E731
+    a3 = a.permute([ta.index(c) for c in batch + left + contract]).reshape(n(batch), n(left), n(contract))
+    b3 = b.permute([tb.index(c) for c in batch + contract + right]).reshape(n(batch), n(contract), n(right))
+    out = (a3 @ b3).reshape(tuple(sizes[c] for c in batch + left + right))
+    return out, "".join(batch + left + right)
+
+
+def _sum_lone(x, t, other, keep):
+    """``x`` summed over its letters that neither the other operand nor anything later reads."""
+    lone = tuple(i for i, c in enumerate(t) if c not in other and c not in keep)
+    if not lone:
+        return x, t
+    return x.sum(lone), "".join(c for i, c in enumerate(t) if i not in lone)
+
+
+def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
+    """torch's ``F.pad``: ``pad`` is (left, right) pairs from the last dim backwards; negative
+    amounts crop. ``constant`` is native (filled pieces concatenated: views and writes); the
+    other modes (reflect, replicate, circular) run as externs."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ShapeError(f"pad: {len(pad)} amounts for a tensor of {x.ndim} dims (pairs, at most 2 per dim)")
+    if mode != "constant":
+        import torch.nn.functional as TF
+        from .extern import extern
+        return extern(TF.pad, x, tuple(pad), mode=mode, value=value)
+    from .creation import full
+    from .functions import cat
+    fill = _scalar_as(0 if value is None else value, x.dtype)
+    for k in range(len(pad) // 2):
+        d = x.ndim - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        if lo < 0 or hi < 0:
+            n = x.shape[d]
+            start, stop = max(0, -lo), n - max(0, -hi)
+            if stop < start:
+                raise ShapeError(f"pad: cropping {-lo} and {-hi} from dim {d} of size {n}")
+            x = narrow(x, d, start, stop - start)
+            lo, hi = max(0, lo), max(0, hi)
+        pieces = []
+        for amount in (lo, hi):
+            shape = x.shape[:d] + (amount,) + x.shape[d + 1:]
+            pieces.append(full(shape, fill, dtype=x.dtype, device=x.device) if amount else None)
+        if lo or hi:
+            x = cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
+    return x
+
+
+# -- construction from a tensor ---------------------------------------------------------------------
+def _like_kwargs(x, dtype, device):
+    return {"dtype": dtype if dtype is not None else x.dtype, "device": device if device is not None else x.device}
+
+
+def new_zeros(x, *size, dtype=None, device=None, requires_grad=False, **_):
+    """Zeros of ``size`` with ``x``'s dtype and device (unless given)."""
+    from .creation import zeros
+    return zeros(*size, requires_grad=requires_grad, **_like_kwargs(x, dtype, device))
+
+
+def new_ones(x, *size, dtype=None, device=None, requires_grad=False, **_):
+    """Ones of ``size`` with ``x``'s dtype and device (unless given)."""
+    from .creation import ones
+    return ones(*size, requires_grad=requires_grad, **_like_kwargs(x, dtype, device))
+
+
+def new_full(x, size, fill_value, *, dtype=None, device=None, requires_grad=False, **_):
+    """``fill_value`` in ``size`` with ``x``'s dtype and device (unless given)."""
+    from .creation import full
+    return full(tuple(size), fill_value, requires_grad=requires_grad, **_like_kwargs(x, dtype, device))
+
+
+def new_empty(x, *size, dtype=None, device=None, requires_grad=False, **_):
+    """Uninitialised memory of ``size`` with ``x``'s dtype and device (unless given)."""
+    from .creation import empty
+    return empty(*size, requires_grad=requires_grad, **_like_kwargs(x, dtype, device))
+
+
+def new_tensor(x, data, *, dtype=None, device=None, requires_grad=False):
+    """``data`` as a tensor with ``x``'s dtype and device (unless given)."""
+    from .creation import tensor
+    return tensor(data, requires_grad=requires_grad, **_like_kwargs(x, dtype, device))
+
+
+def type_as(x, other):
+    """``x`` cast to ``other``'s dtype."""
+    return x.to(other.dtype)
+
+
+def view_as(x, other):
+    """``x.view(other.shape)``."""
+    return x.view(other.shape)
+
+
+def reshape_as(x, other):
+    """``x.reshape(other.shape)``."""
+    return x.reshape(other.shape)
+
+
+def _documented(name, fn, doc):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+TENSOR_METHODS = {
+    "masked_fill": masked_fill, "masked_fill_": masked_fill_, "tril": tril, "triu": triu,
+    "any": any, "all": all, "logsumexp": logsumexp, "count_nonzero": count_nonzero, "nansum": nansum,
+    "nanmean": nanmean, "aminmax": aminmax, "square": square, "clamp_min": clamp_min, "clamp_max": clamp_max,
+    "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp, "sign": sign, "sgn": sign, "log2": log2,
+    "log10": log10, "isinf": isinf, "isposinf": isposinf, "isneginf": isneginf, "isfinite": isfinite,
+    "nan_to_num": nan_to_num, "floor": floor, "ceil": ceil, "trunc": trunc, "fix": trunc, "round": round,
+    "frac": frac, "erf": erf, "logical_and": logical_and, "logical_or": logical_or,
+    "logical_xor": logical_xor, "remainder": remainder, "add": add, "sub": sub, "subtract": sub, "mul": mul,
+    "multiply": mul, "div": div, "divide": div, "true_divide": div, "t": t, "narrow": narrow,
+    "split": split, "chunk": chunk, "tensor_split": tensor_split, "unbind": unbind, "movedim": movedim,
+    "moveaxis": movedim, "unflatten": unflatten, "swapaxes": swapaxes, "swapdims": swapaxes,
+    "select": select, "repeat": repeat, "tile": tile, "roll": roll, "diagonal": diagonal,
+    "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty,
+    "new_tensor": new_tensor, "type_as": type_as, "view_as": view_as, "reshape_as": reshape_as,
+    **{name: _documented(name, fn, doc) for name, fn, doc in (
+        ("eq", lambda x, o: x == o, "``x == other``."), ("ne", lambda x, o: x != o, "``x != other``."),
+        ("lt", lambda x, o: x < o, "``x < other``."), ("le", lambda x, o: x <= o, "``x <= other``."),
+        ("gt", lambda x, o: x > o, "``x > other``."), ("ge", lambda x, o: x >= o, "``x >= other``."),
+        ("greater", lambda x, o: x > o, "``x > other``."), ("less", lambda x, o: x < o, "``x < other``."),
+        ("greater_equal", lambda x, o: x >= o, "``x >= other``."), ("less_equal", lambda x, o: x <= o, "``x <= other``."),
+        ("not_equal", lambda x, o: x != o, "``x != other``."), ("negative", lambda x: -x, "``-x``."),
+        ("absolute", lambda x: x.abs(), "``abs(x)``."), ("__rdiv__", lambda x, o: o / x, "``other / x``."), ("positive", lambda x: x, "``x`` itself (``+x``)."))},
+}
+
+# lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
+_METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
+                "masked_fill_"}
+FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
+FUNCTIONS["where"] = where
+FUNCTIONS["einsum"] = einsum
+
+
+def install() -> None:
+    """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
+    from .tensor import Tensor
+    for name, fn in TENSOR_METHODS.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, fn)
+
+
+__all__ = ["TENSOR_METHODS", "FUNCTIONS", "install"]

@@ -1,0 +1,158 @@
+"""Extern nodes (lf.extern): torch functions recorded lazily, run at the drain between kernels."""
+import numpy as np
+import pytest
+import torch
+
+import lazyfuse as lf
+from lazyfuse.explain import describe_plan
+from lazyfuse.runtime import engine as engine_mod
+
+CPU = lf.device("cpu")
+
+
+def _x(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def test_extern_values_kwargs_and_tuple_results_match_torch():
+    xt = _x(3, 5)
+    x = lf.tensor(xt)
+    torch.testing.assert_close(lf.extern(torch.cumsum, x * 2, dim=1).torch(), torch.cumsum(xt * 2, dim=1))
+    top = lf.extern(torch.topk, x, 2, dim=-1, largest=False)
+    want = torch.topk(xt, 2, dim=-1, largest=False)
+    assert isinstance(top, torch.return_types.topk)
+    torch.testing.assert_close(top.values.torch(), want.values)
+    assert top.indices.dtype is lf.int64 and top.indices.tolist() == want.indices.tolist()
+    # a strided view is passed as the view, not copied first
+    torch.testing.assert_close(lf.extern(torch.flip, x.T[1:], [0, 1]).torch(), torch.flip(xt.T[1:], [0, 1]))
+    # lists of tensors and lazyfuse dtypes among the arguments
+    torch.testing.assert_close(lf.extern(torch.cat, [x, x + 1], dim=0, ).torch(), torch.cat([xt, xt + 1]))
+    assert lf.extern(torch.cumsum, x, 0, dtype=lf.float64).dtype is lf.float64
+
+
+def test_extern_records_without_draining_and_is_elided_when_dropped():
+    x = lf.tensor(_x(4, 4))
+    lf.sync(CPU)
+    lf.reset_stats(CPU)
+    y = lf.extern(torch.cumsum, x.exp(), 0)
+    assert lf.stats(CPU).kernels_launched == 0 and lf.stats(CPU).extern_launches == 0
+    assert y.shape == (4, 4) and y.dtype is lf.float32   # from torch's meta device
+    del y
+    lf.sync(CPU)
+    s = lf.stats(CPU)
+    assert s.kernels_launched == 0 and s.extern_launches == 0 and s.ops_elided >= 2
+
+
+def test_chain_of_native_and_extern_ops_launches_one_kernel_per_native_run():
+    xt = _x(6, 7)
+    x = lf.tensor(xt)
+
+    def chain(x, cumsum, flip):
+        a = (x * 2 + 1).tanh()                 # native run 1
+        b = cumsum(a, 1)                       # extern
+        c = (b.sin() * 3 - b).exp() * 0.5      # native run 2
+        d = flip(c, [0])                       # extern
+        return (d + 1).sigmoid() * d           # native run 3
+
+    lf.sync(CPU)
+    for _ in range(2):   # the build path, then the steady state: the same launches
+        lf.reset_stats(CPU)
+        y = chain(x, lambda t, d: lf.extern(torch.cumsum, t, d), lambda t, d: lf.extern(torch.flip, t, d))
+        got = y.torch()
+        s = lf.stats(CPU)
+        assert (s.kernels_launched, s.extern_launches) == (5, 2)
+    torch.testing.assert_close(got, chain(xt, torch.cumsum, torch.flip))
+
+
+def test_explain_and_debug_line_name_the_extern_and_its_reason():
+    x = lf.tensor(_x(3, 3))
+    text = str(lf.explain(lf.extern(torch.cumsum, x.exp(), 0).sin()))
+    assert "no native lowering (torch.cumsum)" in text
+    seen = []
+    saved = engine_mod.drain_hook
+    engine_mod.drain_hook = lambda dev, plan, build: seen.append(describe_plan(plan, build))
+    try:
+        lf.extern(torch.cumsum, x.exp(), 0).sin().numpy()
+    finally:
+        engine_mod.drain_hook = saved
+    assert any("extern torch.cumsum (extern)" in line for line in seen[-1].splitlines())
+
+
+def test_capture_and_replay_of_a_closure_with_an_extern():
+    xt = _x(5, 4)
+    x = lf.tensor(xt)
+    w = lf.tensor(_x(4, 4, seed=1))
+
+    def step():
+        return lf.extern(torch.cumsum, (x @ w).relu(), dim=0).tanh() + 1
+
+    graph = lf.capture(CPU, step)
+    assert graph.is_hardware and graph.fallback_reason is None
+    for k in range(3):
+        new = _x(5, 4, seed=10 + k)
+        x.copy_(new)
+        want = torch.cumsum((new @ w.torch()).relu(), 0).tanh() + 1
+        torch.testing.assert_close(graph.replay().torch(), want)
+
+
+def test_random_extern_follows_lazyfuse_generator_and_replays_draw_fresh_numbers():
+    p = lf.tensor(torch.softmax(_x(4, 6), -1))
+
+    def draw():
+        return lf.extern(torch.multinomial, p, 8, replacement=True)
+
+    lf.manual_seed(3)
+    first = draw().numpy()
+    lf.manual_seed(3)
+    again = draw().numpy()
+    np.testing.assert_array_equal(first, again)
+    assert (first >= 0).all() and (first < 6).all()
+    # torch's own generator is untouched
+    torch.manual_seed(0)
+    ref = torch.rand(3)
+    torch.manual_seed(0)
+    draw().numpy()
+    torch.testing.assert_close(torch.rand(3), ref)
+    graph = lf.capture(CPU, lambda: lf.extern(torch.rand_like, p) + 1)
+    a, b = graph.replay().numpy().copy(), graph.replay().numpy().copy()
+    assert not np.array_equal(a, b) and ((a >= 1) & (a < 2)).all()
+
+
+def test_extern_gradient_matches_torch():
+    xt, wt = _x(3, 5, dtype=torch.float64), _x(5, dtype=torch.float64, seed=2)
+    x, w = lf.tensor(xt).requires_grad_(), lf.tensor(wt).requires_grad_()
+    vals, idx = lf.extern(torch.sort, lf.extern(torch.cumprod, x.sin() * w, dim=1), dim=1)
+    ((vals * vals).sum() + vals[:, 0].sum()).backward()
+    xr, wr = xt.clone().requires_grad_(), wt.clone().requires_grad_()
+    vr, _ = torch.sort(torch.cumprod(xr.sin() * wr, dim=1), dim=1)
+    ((vr * vr).sum() + vr[:, 0].sum()).backward()
+    torch.testing.assert_close(x.grad.torch(), xr.grad)
+    torch.testing.assert_close(w.grad.torch(), wr.grad)
+    assert idx.grad_fn is None   # integer results carry no gradient
+
+
+def test_data_dependent_externs_drain_and_are_refused_inside_a_capture():
+    xt = _x(4, 5)
+    x = lf.tensor(xt)
+    torch.testing.assert_close(lf.extern(torch.nonzero, x > 0).torch(), torch.nonzero(xt > 0))
+    with pytest.raises(lf.CaptureError, match="data-dependent.*where"):
+        lf.capture(CPU, lambda: lf.extern(torch.nonzero, x > 0))
+    assert (x + 1).numpy().shape == (4, 5)   # the device stays usable
+
+
+def test_extern_runs_on_the_interpreter_device():
+    dev = lf.device("interpreter")
+    xt = _x(3, 4)
+    x = lf.tensor(xt, device=dev)
+    torch.testing.assert_close(lf.extern(torch.cumsum, x * 2, 1).exp().torch(), torch.cumsum(xt * 2, 1).exp())
+
+
+def test_extern_bad_arguments_raise_lazyfuse_errors():
+    x = lf.tensor(_x(3, 4))
+    with pytest.raises(lf.ShapeError, match="torch.cumsum"):
+        lf.extern(torch.cumsum, x, 5)
+    with pytest.raises(lf.DTypeError, match="complex"):
+        lf.extern(torch.view_as_complex, x.reshape(3, 2, 2))
+    with pytest.raises(lf.DTypeError, match="at least one lazyfuse Tensor"):
+        lf.extern(torch.zeros, 3)
+    assert (x * 2).shape == (3, 4)
