@@ -169,7 +169,7 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
             members = sorted(i for i in grp.members if nodes[i].is_pending)
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 kernels.append(KernelInfo(f"k{len(kernels)}", out.op.label, members, grp.outputs, grp.reason,
-                                          _library_source(out.op.label, out.arg)))
+                                          _library_source(StepKind(out.op.label), out.arg)))
                 continue
             kernel, _ = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(kernels)}")
             kernels.append(KernelInfo(kernel.name, kernel.kind, members, grp.outputs, grp.reason,

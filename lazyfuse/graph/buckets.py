@@ -150,7 +150,7 @@ class BucketedGraphed:
         if not self.clone_outputs:
             return out
         copies = _map(out, lambda t: t.clone())
-        self.device.engine.sync("graphed: materialize output copies")
+        self.device.drain("graphed: materialize output copies")
         return copies
 
     def _statics(self, bucket):
@@ -165,7 +165,7 @@ class BucketedGraphed:
                 statics.append(zeros(tuple(shape), dtype=ex.dtype, device=self.device))
             masks = [zeros(b, dtype=dt.bool_, device=self.device) for b in bucket] if self.with_mask else []
             got = self._static[bucket] = (statics, masks)
-            self.device.engine.sync("graphed: materialize static inputs")
+            self.device.drain("graphed: materialize static inputs")
         return got
 
     def _fill(self, static: Tensor, x, sizes, bucket) -> None:

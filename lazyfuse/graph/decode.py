@@ -113,7 +113,7 @@ class GrowingDecodeState:
         self.position = None
         self.caches = {}
         self.mask = self.onehot = None
-        self.device.engine.sync("GrowingDecodeState: materialize buffers")
+        self.device.drain("GrowingDecodeState: materialize buffers")
 
     def set(self, token: int, position: int) -> None:
         """The inputs of the step at ``position`` (at most one past the rows written so far:
@@ -172,7 +172,7 @@ class GrowingDecode:
     def __call__(self, token: int, position: int):
         self.state.set(token, position)
         out = self.step(self.state)
-        self.state.device.engine.sync("growing decode step")
+        self.state.device.drain("growing decode step")
         return out
 
 
