@@ -98,7 +98,8 @@ def test_each_miss_says_what_differed_from_the_nearest_cached_plan(fresh_cache):
 
 
 def test_debug_drain_report_says_why_a_build_happened(fresh_cache, monkeypatch, capsys):
-    monkeypatch.setattr(engine, "drain_hook", engine.print_drain)
+    from lazyfuse.explain import print_drain
+    monkeypatch.setattr(engine, "drain_hook", print_drain)
     run(lf.tensor(data(4, 8))).numpy()
     run(lf.tensor(data(9, 8))).numpy()
     run(lf.tensor(data(9, 8))).numpy()

@@ -480,7 +480,7 @@ class Engine:
         name = f"extern {out.arg.name}" if out.op is Op.EXTERN else out.op.label
         return Step(name, StepKind(out.op.label), arg_slots, scalars, [],
                     LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp,
-                    rng_words=(1,) if scalars else ())
+                    rng_words=((0, 1),) if scalars else ())   # a random extern: (seed, offset) in words 0, 1
 
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, plan: CompiledPlan, roots, build) -> None:
