@@ -22,7 +22,7 @@ def test_a_plan_of_many_kernels_costs_one_compiler_run_per_part(tmp_path, monkey
     monkeypatch.setattr(c_compile, "compile_jobs", lambda: 2)
     runs = []
     real = c_compile._compile
-    monkeypatch.setattr(c_compile, "_compile", lambda cc, src, so, what: (runs.append(what), real(cc, src, so, what))[1])
+    monkeypatch.setattr(c_compile, "_compile", lambda cc, src, so, what, stats=None: (runs.append(what), real(cc, src, so, what, stats))[1])
     x = lf.tensor([[1.0, 2.0, 3.0]] * 4)
     outs = [(x * (k + 1)).sum(-1) for k in range(2 * cpu.MIN_PART)]   # 32 reductions of one input: 32 kernels
     lf.sync()
