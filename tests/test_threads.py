@@ -76,10 +76,12 @@ def test_omp_num_threads_caps_the_count(monkeypatch):
 
 def test_a_fixed_count(budget, monkeypatch):
     b, calls = budget
+    clock = FakeClock(monkeypatch)
     monkeypatch.setenv("LAZYFUSE_THREADS", "2")
     b.apply()
     assert calls == [2]
     monkeypatch.setenv("LAZYFUSE_THREADS", "many")
+    clock.advance(2 * threads.SAMPLE_S, others_cores=0.0)   # the knob is read once per window
     with pytest.raises(lf.DeviceError, match="LAZYFUSE_THREADS='many'"):
         b.apply()
 
@@ -106,6 +108,7 @@ def test_kernels_are_right_and_leave_a_core_to_a_competing_process():
 def test_a_reduction_does_not_depend_on_the_thread_count(monkeypatch, reduce):
     """The thread count follows other processes' load, so a result must not depend on it: a
     reduction split across threads cuts its extent into chunks that do not depend on the count."""
+    monkeypatch.setattr(threads, "SAMPLE_S", 0.0)   # each drain reads the knob again
     x = np.random.default_rng(7).standard_normal((3, 100_003)).astype(np.float32)
     t = lf.tensor(x)
     got = {}

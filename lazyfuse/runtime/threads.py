@@ -13,8 +13,9 @@ time other processes kept them busy over the last sampling window. That is read 
 own CPU time, at most once per ``SAMPLE_S`` — a check of the clock per drain otherwise.
 Where ``/proc/stat`` cannot be read the count stays at every allowed CPU.
 
-``LAZYFUSE_THREADS``: ``auto`` (the default, as above) or a fixed count. ``OMP_NUM_THREADS``,
-where set, caps ``auto``.
+``LAZYFUSE_THREADS``: ``auto`` (the default, as above) or a fixed count, read at the same
+pace as the load (a change takes effect within SAMPLE_S). ``OMP_NUM_THREADS``, where set, caps
+``auto``.
 """
 from __future__ import annotations
 
@@ -33,11 +34,6 @@ def allowed_cpus() -> list:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return list(range(os.cpu_count() or 1))
-
-
-def fixed_threads() -> int | None:
-    """``LAZYFUSE_THREADS`` as a count, or None for ``auto``."""
-    return config.THREADS.get()
 
 
 def _busy_jiffies(cpus: set) -> int | None:
@@ -68,16 +64,21 @@ class ThreadBudget:
         self.limit = min(len(self.cpus), config.omp_num_threads() or len(self.cpus))
         self.threads = self.limit
         self._mark = None                        # (wall, busy jiffies, own CPU seconds)
+        self._checked = None                     # when the count was last decided
         self._applied = threading.local()
 
     def free_cores(self) -> int:
-        """The current estimate, re-sampled when the last window is at least SAMPLE_S old."""
-        fixed = fixed_threads()
-        if fixed is not None:
-            return fixed
+        """The current count, decided again when the last decision is at least SAMPLE_S old:
+        ``LAZYFUSE_THREADS`` if set, else a new load sample. Within a window this is a clock
+        read: it runs before every drain's launches and every replay."""
         now = time.monotonic()
-        if self._mark is not None and now - self._mark[0] < SAMPLE_S:
+        if self._checked is not None and now - self._checked < SAMPLE_S:
             return self.threads
+        self._checked = now
+        fixed = config.THREADS.get()
+        if fixed is not None:
+            self.threads, self._mark = fixed, None
+            return fixed
         busy, own = _busy_jiffies(set(self.cpus)), time.process_time()
         if busy is None:
             return self.threads
@@ -91,7 +92,7 @@ class ThreadBudget:
     def measure(self) -> int:
         """A fresh estimate over one whole window (blocks for SAMPLE_S): for a benchmark that
         sets its peers' thread count to lazyfuse's before it starts timing."""
-        self._mark = None
+        self._mark = self._checked = None
         self.free_cores()
         time.sleep(SAMPLE_S)
         return self.free_cores()
