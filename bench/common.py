@@ -12,12 +12,13 @@ import time
 from datetime import date
 from pathlib import Path
 
+from lazyfuse.demo import NOISY
+
 RESULTS = Path(__file__).resolve().parent / "results"
 _settings = {"folder": RESULTS, "smoke": False, "busy": 0, "spreads": {}}
 SMOKE_NOTE = ("Smoke run (`python -m lazyfuse bench --quick`): at most 3 repeats, torch.compile peers skipped "
               "(n/a: compiling them takes longer than the whole run). Not results; run without --quick for those.")
 SMOKE_LABEL = "smoke run, not results"
-NOISY = 1.5   # p90 / p10 of one peer's timed calls above this: the machine was too noisy to trust
 
 
 def configure(out=None, smoke: bool = False, busy: int = 0) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 import lazyfuse as lf
+from .codegen import autotune
 
 F = lf.nn.functional
 
@@ -108,7 +109,7 @@ def _progress(total, desc):
         return _Quiet()
 
 
-NOISY = 1.5   # p90 / p10 of the steady-state steps above this: the machine was too noisy to trust
+NOISY = 1.5   # p90 / p10 of timed calls above this: the machine was too noisy to trust (bench/ too)
 
 
 def steady(times: list) -> dict:
@@ -198,7 +199,7 @@ def run_demo(args) -> int:
         "n/a: --steps 1 has no steady-state step (run --steps 2 or more for speedups)"
     print(f"\ntime/step: {steady_steps} (steady state), every variant alike; speedup: torch eager's "
           f"time over the row's. The first (cold) step, on its own: torch eager {eager['cold'] * 1e3:.1f} ms, "
-          f"lazyfuse lazy {lz['cold'] * 1e3:.1f} ms (plans, compiles{', tunes' if autotune_on() else ''}), "
+          f"lazyfuse lazy {lz['cold'] * 1e3:.1f} ms (plans, compiles{', tunes' if autotune.enabled() else ''}), "
           f"capture {t_capture * 1e3:.1f} ms (3 warmups + recording), first replay {cap['cold'] * 1e3:.2f} ms.")
     noisy = [name for name, _, _, t, _ in rows if t["noisy"]]
     if noisy:
@@ -210,8 +211,3 @@ def run_demo(args) -> int:
     ok = max(e_lazy, e_cap) < 1e-3
     print(f"logits {'match' if ok else 'DO NOT match'} torch eager (max abs error {max(e_lazy, e_cap):.1e})")
     return 0 if ok else 1
-
-
-def autotune_on() -> bool:
-    from .codegen import autotune
-    return autotune.enabled()

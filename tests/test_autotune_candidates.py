@@ -98,9 +98,7 @@ def sweep(device: str, index: int, cache: Path, march: str | None = None) -> Non
                                   f"the tail of the output:\n{out[-6000:]}")
 
 
-CPU_SWEEPS = [(None, i) for i in range(MAX_CANDIDATES)]
-if second_target():
-    CPU_SWEEPS += [(second_target(), i) for i in range(MAX_CANDIDATES)]
+CPU_SWEEPS = [(march, i) for march in dict.fromkeys([None, second_target()]) for i in range(MAX_CANDIDATES)]
 
 
 @pytest.mark.parametrize("march,index", CPU_SWEEPS, ids=[f"{m or 'native'}-{i}" for m, i in CPU_SWEEPS])
