@@ -106,19 +106,24 @@ class Tuner:
     def lookup(self, key: str, labels: list) -> int | None:
         """The cached winner's index among ``labels``, or None (missing, corrupted, stale, or
         left mid-tuning by a process that died)."""
-        entry = self.entry(key)
-        if "trying" in entry:
-            return None
-        try:
-            return labels.index(entry["config"])
-        except (ValueError, KeyError, TypeError):
-            return None
+        return winner(self.entry(key), labels)
 
     def store(self, key: str, entry: dict) -> None:
         try:
             atomic_write(self._path(key), json.dumps({**entry, "backend": self.backend_id}).encode())
         except OSError:
             pass  # a read-only cache only costs a re-tune next time (and loses the crash marks)
+
+
+def winner(entry: dict, labels: list) -> int | None:
+    """The index among ``labels`` of the choice ``entry`` records, or None (none, stale, or an
+    entry left mid-tuning)."""
+    if "trying" in entry:
+        return None
+    try:
+        return labels.index(entry["config"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
@@ -149,22 +154,24 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
     if len(labels) == 1 or not enabled():
         return 0
     key = tuner.key(signature)
-    hit = tuner.lookup(key, labels)
+    entry = tuner.entry(key)
+    hit = winner(entry, labels)
     if hit is not None and runners[hit] is not None:
         return hit
-    crashed = _crashed_candidates(tuner, key, signature)
+    crashed = _crashed_candidates(tuner, key, entry, signature)
+    record = {"crashed": sorted(crashed), "signature": signature}
     stats.autotune_runs += 1
     timings = {}
     for label, run in zip(labels, runners):
         if run is None or label in crashed:
             continue
-        tuner.store(key, {"trying": label, "crashed": sorted(crashed), "signature": signature})
+        tuner.store(key, {**record, "trying": label})
         try:
             timings[label] = benchmark(run) * 1e6
         except Exception:  # noqa: BLE001 (a candidate that fails to run is skipped)
             continue
     if not timings:
-        tuner.store(key, {"crashed": sorted(crashed), "signature": signature})
+        tuner.store(key, record)
         return -1
     best = min(timings, key=timings.get)
     # the heuristic default (listed first) keeps its place unless beaten clearly: a choice
@@ -172,15 +179,13 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
     default = labels[0]
     if default in timings and timings[best] > timings[default] * (1 - MARGIN):
         best = default
-    tuner.store(key, {"config": best, "timings_us": {k: round(v, 2) for k, v in timings.items()},
-                      "crashed": sorted(crashed), "signature": signature})
+    tuner.store(key, {**record, "config": best, "timings_us": {k: round(v, 2) for k, v in timings.items()}})
     return labels.index(best)
 
 
-def _crashed_candidates(tuner: Tuner, key: str, signature: str) -> set:
-    """The candidates of ``key`` that killed a process while being benchmarked: those recorded
-    before, and the one an entry still names as ``trying`` (its process never came back)."""
-    entry = tuner.entry(key)
+def _crashed_candidates(tuner: Tuner, key: str, entry: dict, signature: str) -> set:
+    """The candidates of ``key`` that killed a process while being benchmarked: those ``entry``
+    records, and the one it still names as ``trying`` (its process never came back)."""
     crashed = {c for c in entry.get("crashed", ()) if isinstance(c, str)}
     dead = entry.get("trying")
     if isinstance(dead, str) and dead not in crashed:
