@@ -2,6 +2,8 @@
 reduces ``CConfig.unroll`` neighbouring outputs per pass over the reduced extent, the rest one
 at a time. Output counts around multiples of the unroll (and of the block of ``tile`` outputs),
 every matmul dtype, strided operands and fused epilogues are compared with torch."""
+import ctypes
+
 import numpy as np
 import pytest
 import torch
@@ -85,3 +87,31 @@ def test_every_unroll_matches(monkeypatch, unroll):
     source = str(lf.explain(out))
     assert (f"acc0u{unroll - 1} " in source) == (unroll > 1) and f"acc0u{unroll} " not in source
     _check(out.numpy(), w.double() @ x.double(), torch.float32)
+
+
+@pytest.mark.parametrize("tree", [True, False], ids=["tree", "unrolled"])
+def test_tree_sum_and_unrolled_sum_agree(monkeypatch, tree):
+    """The default sums a full block of 16 outputs as 16-lane partials (``lf_sum16x16``), the
+    candidate ``tree=False`` with the unrolled sum: both agree with torch where the block is
+    full, ragged, and the reduced extent is no multiple of 16."""
+    monkeypatch.setattr(cpu, "CConfig", lambda **kw: c_printer.CConfig(**{"tree": tree, **kw}))
+    rows, inner = 40 + tree, 70 + tree     # shapes of their own: no plan cached by another case
+    w, x = _data((rows, inner), torch.float32, 11), _data((inner,), torch.float32, 12)
+    out = lf.nn.functional.silu(lf.matmul(lf.tensor(w), lf.tensor(x)))
+    assert ("lf_sum16x16(acc0p, acc0v)" in str(lf.explain(out))) == tree
+    _check(out.numpy(), torch.nn.functional.silu(w.double() @ x.double()), torch.float32)
+
+
+@pytest.mark.parametrize("vector_fold", [True, False], ids=["vector", "scalar"])
+def test_sum16x16_both_builds(vector_fold):
+    """``lf_sum16x16`` with the compiler's vector folds, and its scalar fallback for compilers
+    without ``__builtin_shufflevector`` (gcc before 12): each row's 16 lanes summed."""
+    from lazyfuse.codegen import c_compile
+    src = ("" if vector_fold else "#define LF_NO_VECTOR_FOLD\n") + c_printer.PRELUDE + """
+void sum_rows(const float *p, float *out) { lf_sum16x16((const float (*)[16])p, out); }
+"""
+    fn = c_compile.build(src, what="lf_sum16x16 check").sum_rows
+    p = np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    fn(p.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
+    np.testing.assert_allclose(out, p.astype(np.float64).sum(1), rtol=1e-6, atol=1e-6)

@@ -3,7 +3,8 @@
 A device owns one backend (``Device.backend``): ``CpuBackend`` (C/OpenMP, runtime/cpu.py) or
 ``TritonBackend`` (compiled Triton or its interpreter, runtime/triton_devices.py). The engine
 calls ``new_meta`` and ``compile_plan`` and reads ``matmul_template``; the device calls ``thunk``
-to launch and ``batch`` to make a recorded launch list cheaper to replay; ``lf.explain`` calls
+to launch, ``batch`` to make a recorded launch list cheaper to replay and ``uses_threads``
+to know whether its replay needs the thread budget; ``lf.explain`` calls
 ``preview``. Everything else on a backend is its own business.
 """
 from __future__ import annotations
@@ -60,6 +61,10 @@ class Backend:
     def batch(self, thunks) -> list:
         """A captured launch list as the callables a replay runs (by default, unchanged)."""
         return thunks
+
+    def uses_threads(self, thunks) -> bool:
+        """Whether replaying ``thunks`` needs the device's thread budget applied first."""
+        return False
 
     def preview(self, kernel) -> str:
         """The source of ``kernel`` with the heuristic config, without compiling it."""

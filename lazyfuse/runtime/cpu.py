@@ -291,7 +291,13 @@ class CpuBackend(Backend):
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
         call.argv = argv   # the array the address points into
+        call.source = step.source   # for uses_threads (a reference: no cost per drain)
         return call
+
+    def uses_threads(self, thunks) -> bool:
+        """Whether a launch of ``thunks`` opens an OpenMP region: only then does a replay need
+        the thread budget applied (library calls run on torch's own threads)."""
+        return any("omp parallel" in getattr(t, "source", "") for t in thunks)
 
     def batch(self, thunks) -> list:
         """A recorded launch list made cheaper to replay: each run of consecutive C kernels

@@ -32,10 +32,11 @@ class HostGraph:
     torch's graph-safe generator hands a captured graph a device-side seed and offset per replay.
     """
 
-    __slots__ = ("launches", "thunks", "count", "records", "metas", "rng")
+    __slots__ = ("launches", "thunks", "count", "records", "metas", "rng", "threaded")
 
-    def __init__(self, launches, thunks, records, metas, rng):
+    def __init__(self, launches, thunks, records, metas, rng, threaded=True):
         self.launches = launches    # callables; a backend may have merged several kernels into one
+        self.threaded = threaded    # whether a launch opens an OpenMP region (the thread budget matters)
         self.thunks = thunks        # one callable per kernel launch, as recorded (replayed inside a capture)
         self.count = len(thunks)
         self.records = records
@@ -171,7 +172,9 @@ class Device:
         self.pool.prepare()
 
     def sync(self) -> None:
-        self.engine.drain_for_capture()
+        engine = self.engine
+        if engine.pending or engine.pending_ops:   # asked before every replay: most have nothing pending
+            engine.drain_for_capture()
 
     def graph_start_capture(self) -> None:
         if not self.supports_graphs:
@@ -197,7 +200,8 @@ class Device:
         rng = tuple((rec[3], w) for _, rec, w in launches if w)
         thunks = tuple(t for t, _, _ in launches)
         records = tuple({id(rec): rec for _, rec, _ in launches}.values())   # a nested graph's record once
-        return HostGraph(tuple(self.backend.batch(thunks)), thunks, records, metas, rng)
+        return HostGraph(tuple(self.backend.batch(thunks)), thunks, records, metas, rng,
+                         self.backend.uses_threads(thunks))
 
     def graph_abort(self) -> None:
         """Leave prepare/capture mode after a failure."""
@@ -247,9 +251,10 @@ class CpuDevice(Device):
         return contextlib.nullcontext()
 
     def graph_replay(self, graph) -> None:
-        if self.threads is not None:
+        if graph.threaded and self.threads is not None:   # serial kernels only: no region to size
             self.threads.apply()
-        super().graph_replay(graph)
+        for launch in graph.launches:
+            launch()
 
 
 _devices: dict = {}
