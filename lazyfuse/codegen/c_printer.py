@@ -164,7 +164,7 @@ class CConfig:
 # loops get a parallel region also tries ``SERIAL``, and a reduction tries each of these.
 SERIAL = dict(threads=1)
 REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strategy="tile"),
-                      dict(strategy="rows", tree=False), dict(strategy="rows", unroll=4, tree=False),
+                      dict(strategy="rows", unroll=4, tree=False),
                       dict(strategy="tile", lanes=16),
                       dict(strategy="tile", lanes=128), dict(strategy="tile", lanes=512))
 
@@ -237,6 +237,11 @@ class CPrinter:
         if op in simple:
             return f"({x} {simple[op]} {a[1]})"
         if op is Op.DIV:
+            if f32 and self.k.inner_stores and isinstance(e.srcs[1], Acc):
+                # along a row-wise kernel's row (softmax's exp / sum): a multiply by the row's
+                # reciprocal, which gcc hoists out of the loop, as torch's softmax computes it;
+                # a vector division per element took a third of softmax's time (Zen 4)
+                return f"({x} * (1.0f / {a[1]}))"
             return f"({x} / {a[1]})"
         if op in (Op.AND, Op.OR, Op.XOR):
             sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
@@ -581,6 +586,7 @@ class CPrinter:
                  f"{i1}memset(acc0p, 0, sizeof acc0p);",
                  f"{i1}int64_t rb = 0;",
                  f"{i1}for (; rb + {T} <= {n}; rb += {T}) {{",
+                 f"{i2}#pragma GCC unroll {T}",   # every partial stays in a register: 256x64 1.25x faster
                  f"{i2}for (int64_t w = 0; w < {T}; w++) {{",
                  f"{i3}const int64_t {last.name} = blk * {T} + w;",
                  f"{i3}#pragma omp simd",
