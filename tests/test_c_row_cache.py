@@ -92,3 +92,16 @@ def test_log_softmax_keeps_nothing():
     source = _kernel_source(lambda: F.log_softmax(lx, -1))
     assert "row0" not in source
     _check(F.log_softmax(lx, -1), torch.log_softmax(x.double(), -1), torch.float32)
+
+
+def test_division_by_a_row_reduction_multiplies_by_its_reciprocal():
+    """Along a row, ``x / (a reduction of the row)`` prints as a multiply by the row's
+    reciprocal (as torch's softmax computes it): no division per element, the same values
+    within float32 rounding; a division by another row's values stays a division."""
+    x = _data((19, 70), torch.float32, 5, scale=1.0).abs() + 0.1
+    lx = lf.tensor(x)
+    src = _kernel_source(lambda: lx / lx.sum(-1, keepdim=True) + lx / (lx + 1))
+    assert "* (1.0f / ((float)acc0))" in src and src.count(" / ") == 2   # the reciprocal, and x / (x + 1)
+    got = lx / lx.sum(-1, keepdim=True) + lx / (lx + 1)
+    xd = x.double()
+    _check(got, xd / xd.sum(-1, keepdim=True) + xd / (xd + 1), torch.float32)
