@@ -295,9 +295,10 @@ class CpuBackend(Backend):
         return call
 
     def uses_threads(self, thunks) -> bool:
-        """Whether a launch of ``thunks`` opens an OpenMP region: only then does a replay need
-        the thread budget applied (library calls run on torch's own threads)."""
-        return any("omp parallel" in getattr(t, "source", "") for t in thunks)
+        """Whether a launch of ``thunks`` may open an OpenMP region: a C kernel whose source has
+        one, or any library call (torch's CPU ops read the same OpenMP thread count). A graph of
+        serial kernels only (a small decode step) replays without setting the count."""
+        return any("omp parallel" in getattr(t, "source", "omp parallel") for t in thunks)
 
     def batch(self, thunks) -> list:
         """A recorded launch list made cheaper to replay: each run of consecutive C kernels

@@ -36,7 +36,7 @@ class HostGraph:
 
     def __init__(self, launches, thunks, records, metas, rng, threaded=True):
         self.launches = launches    # callables; a backend may have merged several kernels into one
-        self.threaded = threaded    # whether a launch opens an OpenMP region (the thread budget matters)
+        self.threaded = threaded    # whether a launch may open an OpenMP region (the thread budget matters)
         self.thunks = thunks        # one callable per kernel launch, as recorded (replayed inside a capture)
         self.count = len(thunks)
         self.records = records
