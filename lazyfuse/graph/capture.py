@@ -21,7 +21,7 @@ step is there because of the failure it prevents:
 """
 from __future__ import annotations
 
-import threading
+import time
 import warnings
 import weakref
 
@@ -106,7 +106,10 @@ class Graph:
         self._hardware = hardware
         self.fallback_reason = fallback_reason
         self._rng_draw = rng_draw
-        self._replay_lock = threading.Lock()
+        # one replay at a time: the token of a one-item list, whose pop and append are atomic
+        # (under the GIL and in free-threaded builds alike) and ~0.13 us cheaper than a
+        # threading.Lock's acquire and release, which weighs on a 2 us decode replay
+        self._turn = [True]
         self._handed = [] if check_overwrites else None   # storages of the outputs handed out last
         self._shared = shared    # the SharedPool this graph's memory belongs to (pool=), or None
         self._is_reset = False
@@ -131,15 +134,19 @@ class Graph:
         return len(self._hardware) if self._hardware is not None else 0
 
     def replay(self):
-        if not self._replay_lock.acquire(False):   # positional: the keyword form costs ~0.3 us more
+        try:
+            self._turn.pop()
+        except IndexError:
             raise CaptureError("Graph.replay() is already running in another thread: a graph replays its "
-                               "recorded buffers, so concurrent replays would race; serialise them")
+                               "recorded buffers, so concurrent replays would race; serialise them") from None
         try:
             dev = self.device
             if self._plain and not dev.capturing:
                 # the common case in few steps: a hidden-64 decode step's kernels take ~1.5 us,
                 # so each Python step of the general path below weighs on it
-                dev.sync()   # pending x.copy_(new) must land before the launches
+                engine = dev.engine
+                if engine.pending or engine.pending_ops:
+                    dev.sync()   # pending x.copy_(new) must land before the launches
                 dev.graph_replay(self._hardware)
                 dev.stats.graph_replays += 1
                 return self._output
@@ -169,7 +176,7 @@ class Graph:
             dev.stats.graph_replays += 1
             return self._outputs()
         finally:
-            self._replay_lock.release()
+            self._turn.append(True)
 
     def _outputs(self):
         """The output, or (check mode) fresh aliases of it, the previous ones marked overwritten."""
@@ -201,7 +208,8 @@ class Graph:
         """Drop the recorded launches, the buffers they bind and the output; capture into this
         Graph again with ``lf.capture(device, closure, graph=g)``. (Memory lent to graphs that
         share its pool stays theirs until they go too.)"""
-        with self._replay_lock:
+        self._wait_turn()   # a replay running in another thread finishes first
+        try:
             if self._shared is not None:
                 self._shared.leave(self)
             self._output = self._closure = self._hardware = self._shared = None
@@ -210,12 +218,22 @@ class Graph:
             self._handed = None
             self._is_reset = True
             self._settle()
+        finally:
+            self._turn.append(True)
+
+    def _wait_turn(self) -> None:
+        while True:
+            try:
+                self._turn.pop()
+                return
+            except IndexError:
+                time.sleep(1e-4)
 
     def _take(self, other: "Graph") -> None:
         """Become the freshly captured ``other`` (``lf.capture(..., graph=self)``)."""
-        lock = self._replay_lock
+        turn = self._turn
         vars(self).update(vars(other))
-        self._replay_lock = lock
+        self._turn = turn
         if self._shared is not None:
             self._shared.replace(other, self)
 

@@ -32,10 +32,12 @@ class HostGraph:
     torch's graph-safe generator hands a captured graph a device-side seed and offset per replay.
     """
 
-    __slots__ = ("launches", "thunks", "count", "records", "metas", "rng", "threaded")
+    __slots__ = ("launches", "run", "thunks", "count", "records", "metas", "rng", "threaded")
 
     def __init__(self, launches, thunks, records, metas, rng, threaded=True):
         self.launches = launches    # callables; a backend may have merged several kernels into one
+        # all of them as one call: most host graphs batch into a single launch
+        self.run = launches[0] if len(launches) == 1 else functools.partial(_run_all, launches)
         self.threaded = threaded    # whether a launch may open an OpenMP region (the thread budget matters)
         self.thunks = thunks        # one callable per kernel launch, as recorded (replayed inside a capture)
         self.count = len(thunks)
@@ -76,6 +78,11 @@ class HostGraph:
                 words[sw] = seed
                 words[ow] = base + rel
             meta.push()
+
+
+def _run_all(launches) -> None:
+    for launch in launches:
+        launch()
 
 
 class Device:
@@ -214,8 +221,7 @@ class Device:
             self.engine.stop_tracking()
 
     def graph_replay(self, graph) -> None:
-        for launch in graph.launches:
-            launch()
+        graph.run()
 
     def graph_replay_into_capture(self, host: HostGraph) -> None:
         """A graph replayed while a capture is open on this device: its launches run now and
@@ -253,8 +259,7 @@ class CpuDevice(Device):
     def graph_replay(self, graph) -> None:
         if graph.threaded and self.threads is not None:   # serial kernels only: no region to size
             self.threads.apply()
-        for launch in graph.launches:
-            launch()
+        graph.run()
 
 
 _devices: dict = {}
