@@ -144,10 +144,7 @@ class Graph:
             if self._plain and not dev.capturing:
                 # the common case in few steps: a hidden-64 decode step's kernels take ~1.5 us,
                 # so each Python step of the general path below weighs on it
-                engine = dev.engine
-                if engine.pending or engine.pending_ops:
-                    dev.sync()   # pending x.copy_(new) must land before the launches
-                dev.graph_replay(self._hardware)
+                dev.replay_alone(self._hardware)   # pending x.copy_(new) lands first
                 dev.stats.graph_replays += 1
                 return self._output
             if self._is_reset:

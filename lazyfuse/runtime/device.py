@@ -3,7 +3,8 @@
 Every device implements the graph protocol the capture layer uses (docs/semantics.md, Capture):
 ``graph_prepare`` (persistent pool), ``sync`` (drain, allowed while capturing),
 ``graph_start_capture``, ``graph_stop_capture`` (returns the recorded graph) and
-``graph_replay``. The runtime knows capture only through this protocol.
+``graph_replay`` (``replay_alone``: pending writes drained first, in the same call). The
+runtime knows capture only through this protocol.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from .. import config
 from ..errors import CaptureError, DeviceError
+from .capture_tracking import CaptureTracking
 from .engine import Engine
 from .pool import MemoryPool
 from .stats import Stats
@@ -87,7 +89,7 @@ def _run_all(launches) -> None:
 
 class Device:
     """Where buffers live and kernels run (``lf.device("cpu" | "cuda:N" | "interpreter")``): its
-    memory pool, backend, engine (the pending queue) and the graph protocol."""
+    memory pool, backend, engine (the pending queue), capture tracking and the graph protocol."""
     kind = "?"
     supports_graphs = False
 
@@ -98,6 +100,7 @@ class Device:
         self.pool = MemoryPool(name, self._raw_alloc, self.stats)
         self.backend = self._make_backend()
         self.engine = Engine(self)
+        self.capture_tracking = CaptureTracking(self.engine)
         self.capturing = False
         self.capture_thread = None   # the thread whose lf.capture is under way (any phase), else None
         self._recording = None
@@ -175,13 +178,11 @@ class Device:
             self.capture_thread = None
 
     def graph_prepare(self) -> None:
-        self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
+        self.capture_tracking.start()   # first: dropped plans free their metadata to the shared cache
         self.pool.prepare()
 
     def sync(self) -> None:
-        engine = self.engine
-        if engine.pending or engine.pending_ops:   # asked before every replay: most have nothing pending
-            engine.drain_for_capture()
+        self.engine.drain_for_capture()
 
     def graph_start_capture(self) -> None:
         if not self.supports_graphs:
@@ -202,8 +203,8 @@ class Device:
             self.capturing = False
             self.pool.end_capture()
             self.engine.release_from_capture()
-            metas = self.engine.take_captured_metadata()
-            self.engine.stop_tracking()
+            metas = self.capture_tracking.take_metadata()
+            self.capture_tracking.stop()
         rng = tuple((rec[3], w) for _, rec, w in launches if w)
         thunks = tuple(t for t, _, _ in launches)
         records = tuple({id(rec): rec for _, rec, _ in launches}.values())   # a nested graph's record once
@@ -217,11 +218,18 @@ class Device:
             self.capturing = False
             self.pool.end_capture()
             self.engine.release_from_capture()
-            self.engine.captured_plans = []
-            self.engine.stop_tracking()
+            self.capture_tracking.abort()
 
     def graph_replay(self, graph) -> None:
         graph.run()
+
+    def replay_alone(self, graph) -> None:
+        """A replay outside any capture, in one call (a decode replay is ~2 us: each Python call
+        weighs): pending writes to its inputs (``x.copy_(new)``) land first, then ``graph_replay``."""
+        engine = self.engine
+        if engine.pending or engine.pending_ops:
+            engine.drain_for_capture()
+        self.graph_replay(graph)
 
     def graph_replay_into_capture(self, host: HostGraph) -> None:
         """A graph replayed while a capture is open on this device: its launches run now and
