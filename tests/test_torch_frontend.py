@@ -334,3 +334,43 @@ def test_torch_functions_and_their_gradients_match_torch_eager(name):
     got.backward()
     close(got, want.detach(), 1e-4)
     close(lx.grad, x.grad, 1e-4)
+
+
+def test_operators_skip_the_dispatcher_only_where_it_would_add_nothing(monkeypatch):
+    """``x * 2`` with nothing for autograd to record goes straight to lazyfuse (the same IR and
+    count as the aten op); with a grad to record, or a dispatch mode watching, torch dispatches it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    x, w = torch.randn(5), torch.randn(5, requires_grad=True)
+    ints = torch.arange(5)
+    lx, lw, lints = lf.lazy(x), lf.lazy(w), lf.lazy(ints)
+    programs = [lambda a, b, i: 2.5 - a * b + 1 / (b + 3), lambda a, b, i: 7 - i * 3 + (i - 1) / 2,
+                lambda a, b, i: (a + i) * True, lambda a, b, i: 3 * a - b * a + torch.tensor(2.0)]
+    for program in programs:
+        close(program(lx, lw.detach(), lints), program(x, w.detach(), ints))
+        with torch.no_grad():
+            close(program(lx, lw, lints), program(x, w, ints))
+    dispatched = []
+    torch_dispatch = LazyTensor.__torch_dispatch__
+    monkeypatch.setattr(LazyTensor, "__torch_dispatch__", classmethod(
+        lambda cls, func, types, args=(), kwargs=None: dispatched.append(str(func)) or
+        torch_dispatch(func, types, args, kwargs)))
+    lf.torch_frontend.reset()
+    (lx * 2 + 1).sum()
+    assert dispatched == ["aten.sum.default"]                 # the operators went straight to lazyfuse
+    assert lf.torch_frontend.counters.native["aten.mul.Tensor"] == 1
+    assert lf.torch_frontend.counters.native["aten.add.Tensor"] == 1
+
+    class Seen(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    with Seen():
+        lx * 2
+    assert Seen.ops == ["aten.mul.Tensor"]
+    dispatched.clear()
+    y = lw * 3 - 1                       # autograd records this one: torch dispatches it
+    assert y.grad_fn is not None and dispatched == ["aten.mul.Tensor", "aten.sub.Tensor"]
+    y.sum().backward()
+    close(lw.grad, torch.full((5,), 3.0))

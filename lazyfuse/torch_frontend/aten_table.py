@@ -35,7 +35,7 @@ from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
 from .eager_fallback import run_eagerly
-from .tensor import LazyTensor, lf_device_of
+from .tensor import LazyTensor, from_lf, lf_device_of
 
 aten = torch.ops.aten
 NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
@@ -94,26 +94,13 @@ def _unwrap(a, device, func):
 
 def _wrap(out):
     if out.__class__ is LfTensor:
-        return LazyTensor(out)
+        return from_lf(out)
     if isinstance(out, (tuple, list)):
         return type(out)(_wrap(o) for o in out) if not hasattr(out, "_fields") else tuple(_wrap(o) for o in out)
     return out
 
 
-# -- dispatch ----------------------------------------------------------------------------------------
-_resolved = {}
-
-
-def dispatch(func, args, kwargs):
-    run = _resolved.get(func)
-    if run is None:
-        run = _resolved[func] = _resolve(func)
-    return run(func, args, kwargs)
-
-
-LazyTensor._dispatch = staticmethod(dispatch)   # (installed here: this module imports LazyTensor)
-
-
+# -- dispatch: LazyTensor.__torch_dispatch__ runs LazyTensor._runners[func], made once by _resolve ----------
 def _name(func) -> str:
     return func._schema.name.split("::", 1)[1]
 
@@ -143,23 +130,41 @@ def _resolve(func):
     return _fallback
 
 
+LazyTensor._resolve = staticmethod(_resolve)   # (installed here: this module imports LazyTensor)
+
+
 def _fallback(func, args, kwargs):
     return run_eagerly(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
 
 
 def _functional_runner(fn, label):
+    """Run a native handler on the lazyfuse Tensors of ``args``. The common call -- positional
+    frontend tensors and Python numbers, no keywords -- converts each argument with one type test;
+    anything else (lists, plain torch tensors, keywords) takes the general conversion."""
     counts = drains.counters.native
 
     def run(func, args, kwargs):
-        first = args[0] if args else None
-        dev = first._lf.device if type(first) is LazyTensor else \
-            lf_device_of(args) or lf_device_of(list(kwargs.values()))
-        a = [x._lf if type(x) is LazyTensor else x if x.__class__ in _PLAIN else _unwrap(x, dev, func) for x in args]
-        kw = {k: _unwrap(v, dev, func) for k, v in kwargs.items()} if kwargs else kwargs
-        out = fn(*a, **kw)
+        if kwargs:
+            dev = lf_device_of(args) or lf_device_of(list(kwargs.values()))
+            a = [_unwrap(x, dev, func) for x in args]
+            out = fn(*a, **{k: _unwrap(v, dev, func) for k, v in kwargs.items()})
+        else:
+            a = []
+            for x in args:
+                if type(x) is LazyTensor:
+                    a.append(x._lf)
+                elif x.__class__ in _PLAIN:
+                    a.append(x)
+                else:
+                    dev = lf_device_of(args)
+                    a = [_unwrap(x, dev, func) for x in args]
+                    break
+            out = fn(*a)
         if out is NotImplemented:
             return _fallback(func, args, kwargs)
         counts[label] += 1
+        if out.__class__ is LfTensor:
+            return from_lf(out)
         return _wrap(out)
     return run
 

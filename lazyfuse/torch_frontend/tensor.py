@@ -15,29 +15,42 @@ import torch
 from . import drains
 
 
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_strided = torch.strided
+
+
+def from_lf(lf_tensor, requires_grad: bool = False) -> "LazyTensor":
+    """The LazyTensor of a lazyfuse Tensor: the one place one is made, once per op result, so kept
+    cheap (torch's wrapper parses keyword arguments at a few hundred ns each: all positional here)."""
+    view = lf_tensor._view
+    r = _make_wrapper(LazyTensor, view.shape, view.strides, view.offset, None, lf_tensor._storage.dtype.torch,
+                      _strided, lf_tensor.device.torch_device, False, requires_grad)
+    r._lf = lf_tensor
+    return r
+
+
 class LazyTensor(torch.Tensor):
     """A torch tensor backed by a lazyfuse ``Tensor`` (``._lf``). Make one with ``lf.lazy(t)``;
     ``lf.eager(t)`` (or ``.cpu()``, ``.numpy()``) drains and gives plain torch back."""
     _lf: object
     _lazyfuse_frontend = True   # lets lf.capture accept one as a closure's output
     __slots__ = ("_lf",)
+    _runners = {}   # aten op overload -> its runner(func, args, kwargs); filled by aten_table on first use
 
     @staticmethod
     def __new__(cls, lf_tensor, requires_grad: bool = False):
-        view = lf_tensor._view
-        r = torch.Tensor._make_wrapper_subclass(
-            cls, view.shape, strides=view.strides, storage_offset=view.offset,
-            dtype=lf_tensor._storage.dtype.torch, device=lf_tensor.device.torch_device,
-            requires_grad=requires_grad)
-        r._lf = lf_tensor
-        return r
+        return from_lf(lf_tensor, requires_grad)
 
     # no __torch_function__ layer: everything is decided at dispatch (cheaper, as DTensor)
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return cls._dispatch(func, args, kwargs or {})   # aten_table.dispatch, installed by that module
+        try:
+            run = cls._runners[func]
+        except KeyError:
+            run = cls._runners[func] = cls._resolve(func)   # aten_table.resolve, installed by that module
+        return run(func, args, kwargs)
 
     # -- host reads: each one drains, and is counted with the line of torch code that forced it --
     def _plain(self, reason: str) -> torch.Tensor:
