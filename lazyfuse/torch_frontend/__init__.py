@@ -6,7 +6,7 @@
 code; ``report()`` tells which aten ops were recorded natively, which ran eagerly, and which
 lines of torch code forced a drain.
 """
-from . import operators  # noqa: F401  (installs LazyTensor's operators)
+from . import operators, optimizers  # noqa: F401  (LazyTensor's operators; torch's Adam on the device)
 from .aten_table import MixedTensorError  # noqa: F401
 from .convert import eager, lazy  # noqa: F401
 from .drains import counters, report, reset  # noqa: F401
