@@ -225,18 +225,86 @@ def test_misuse_raises_clear_errors():
     assert lf.eager(lx + 1).sum().item() == pytest.approx(lf.eager(lx).sum().item() + 3, rel=1e-5)
 
 
-def test_unmapped_ops_run_in_the_one_fallback_and_are_counted():
+def test_unmapped_ops_record_as_extern_nodes_and_only_data_dependent_ones_drain():
     x = torch.randn(5, 4)
+    lx = lf.lazy(x)
+    lf.sync(DEV)
     lf.torch_frontend.reset()
-    values, indices = torch.sort(lf.lazy(x) * 2, dim=0)     # no lazyfuse mapping: eager fallback
+    lf.reset_stats(DEV)
+    values, indices = torch.sort(lx * 2, dim=0)              # no lazyfuse lowering: an extern node
+    target = lf.lazy(torch.zeros(5, 4))
+    target.masked_scatter_(lx > 0, lx * 10)                  # in place, no lowering: extern, then written
+    out_v, out_i = lf.lazy(torch.zeros(5, 4)), lf.lazy(torch.zeros(5, 4, dtype=torch.long))
+    torch.sort(lx, 1, out=(out_v, out_i))                    # out=: extern, written into the targets
+    assert lf.stats(DEV).kernels_launched == 0 and not lf.torch_frontend.counters.drains   # nothing ran
     assert isinstance(values, LazyTensor) and isinstance(indices, LazyTensor)
     want = torch.sort(x * 2, dim=0)
     close(values, want.values)
     close(indices, want.indices)
-    assert lf.torch_frontend.counters.fallback["aten.sort.default"] == 1
-    close(torch.cumsum(lf.lazy(x), 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
-    assert lf.torch_frontend.counters.decomposed["aten.cumsum.default"] == 1
-    assert "aten.sort.default" in lf.torch_frontend.report()
+    close(target, torch.zeros(5, 4).masked_scatter_(x > 0, x * 10))
+    close(out_v, x.sort(1).values)
+    close(out_i, x.sort(1).indices)
+    counts = lf.torch_frontend.counters
+    assert counts.extern["aten.sort.default"] == 1 and counts.extern["aten.masked_scatter_.default"] == 1
+    assert counts.extern["aten.sort.values"] == 1 and not counts.fallback
+    assert lf.stats(DEV).extern_launches == 2 + 1 + 2   # one per result (lf.extern's nodes)
+    close(torch.cumsum(lx, 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
+    assert counts.decomposed["aten.cumsum.default"] == 1
+    nonzero = torch.nonzero(lx > 0)                     # its size needs the data: the one kind that drains
+    close(nonzero, torch.nonzero(x > 0))
+    assert counts.fallback["aten.nonzero.default"] == 1
+    (reason, line), = [k for k in counts.drains if "nonzero" in k[0]]
+    assert line.endswith(f"test_torch_frontend.py:{_line_of('nonzero = torch.nonzero(lx > 0)                     # its size needs the data: the one kind that drains')}")
+    report = lf.torch_frontend.report()
+    assert "recorded as extern nodes" in report and "aten.sort.default" in report
+
+
+def test_a_random_unmapped_op_draws_from_torchs_generator_in_program_order():
+    probs = torch.rand(3, 6)
+    torch.manual_seed(5)
+    want = [torch.multinomial(probs, 4), torch.rand(2), torch.multinomial(probs * 2, 2, replacement=True)]
+    lp = lf.lazy(probs)
+    torch.manual_seed(5)
+    got = [torch.multinomial(lp, 4), torch.rand(2), torch.multinomial(lp * 2, 2, replacement=True)]
+    for g, w in zip(got, want):
+        assert torch.equal(lf.eager(g), w)
+
+
+def test_a_captured_step_with_an_unmapped_op_replays_it_without_a_drain():
+    """sort (forward) and the scatter of its backward have no lowering: extern nodes inside the graph."""
+    def make():
+        torch.manual_seed(0)
+        return nn.Linear(6, 6)
+
+    def trainer(model, x):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step():
+            opt.zero_grad()
+            top = torch.sort(model(x), dim=1, descending=True).values[:, :3]
+            loss = (top * top).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    gen = torch.Generator().manual_seed(2)
+    xs = [torch.randn(4, 6, generator=gen) for _ in range(3)]
+    eager_step = trainer(make(), xs[0].clone())
+    want = [eager_step().item() for _ in range(4)]
+    x = lf.lazy(xs[0])
+    graph = lf.capture(DEV, trainer(lf.lazy(make()), x))
+    got = [graph.output.item()]
+    lf.torch_frontend.reset()
+    for _ in range(3):
+        got.append(graph.replay().item())
+    assert got[0] == pytest.approx(want[3], rel=1e-5)
+    ref = make()
+    ref_step = trainer(ref, xs[0].clone())
+    assert got == pytest.approx([ref_step().item() for _ in range(7)][3:], rel=1e-5)
+    # replays ran the extern nodes as launches: no torch code, no fallback, only the loss reads drained
+    assert not lf.torch_frontend.counters.fallback and not lf.torch_frontend.counters.extern
+    assert sum(lf.torch_frontend.counters.drains.values()) == 3
+    assert graph.is_hardware
 
 
 def test_deepcopy_and_torch_save_of_a_lazy_module():
@@ -276,8 +344,8 @@ def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
     lf.torch_frontend.reset()
     explain_script(str(script), stream=out)
     text = out.getvalue()
-    assert "aten.mm.default" in text and "ran eagerly (fallback" in text and "aten.sort.default" in text
-    assert f"{script}:3" in text and f"{script}:4" in text    # the lines that forced the drains
+    assert "aten.mm.default" in text and "recorded as extern nodes" in text and "aten.sort.default" in text
+    assert f"{script}:4" in text and f"{script}:3" not in text    # the line that forced the drain (sort: none)
 
 
 @pytest.mark.parametrize("foreach", [False, True])

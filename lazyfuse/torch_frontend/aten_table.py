@@ -9,7 +9,8 @@ Resolution of an op (once per overload, then cached):
 2. ``_foreach_*`` ops: the op per list element (``torch.optim``'s foreach updates).
 3. torch's own decomposition of the op (``torch._decomp``), when it has one: the smaller aten
    ops it calls come back through here.
-4. else ``eager_fallback.run_eagerly``: correct, but a drain.
+4. else ``fallback.run``: an extern node (``lf.extern``: lazy, a fusion boundary, capturable), or, where
+   the result size needs the data or a random op draws from torch's generator, a drain.
 
 Arguments: frontend tensors become their lazyfuse Tensors. A plain CPU torch tensor mixed in is
 *uploaded* (torch code makes them: ``torch.arange(t, device=x.device)``, indices of ``x[:, [1]]``,
@@ -34,7 +35,7 @@ from ..ir.view import View
 from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
-from .eager_fallback import run_eagerly
+from . import fallback
 from .tensor import LazyTensor, from_lf, lf_device_of
 
 aten = torch.ops.aten
@@ -134,7 +135,7 @@ LazyTensor._resolve = staticmethod(_resolve)   # (installed here: this module im
 
 
 def _fallback(func, args, kwargs):
-    return run_eagerly(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
+    return fallback.run(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
 
 
 def _functional_runner(fn, label):
@@ -263,18 +264,18 @@ def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
 
 
-def _draws_on_host(x) -> bool:
+def _draws_on_host(device) -> bool:
     """Random ops draw from torch's own generator on the host (bit-equal to torch eager;
     ``torch.manual_seed`` works as is), except inside ``lf.capture`` (warmup included): there a
     host draw would be baked into the graph, so they draw from lazyfuse's generator, which a
     replay advances."""
-    return not x.device.pool.info()["persistent"]
+    return not device.pool.info()["persistent"]
 
 
 def _random_fill(func, args, draw_host, draw_lazy):
     target = args[0]
     x = target._lf
-    if _draws_on_host(x):
+    if _draws_on_host(x.device):
         host = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype.torch)
         x.copy_(draw_host(host))
     else:
