@@ -346,6 +346,23 @@ def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
     text = out.getvalue()
     assert "aten.mm.default" in text and "recorded as extern nodes" in text and "aten.sort.default" in text
     assert f"{script}:4" in text and f"{script}:3" not in text    # the line that forced the drain (sort: none)
+    assert "from aten ops: aten.mm.default" in text and "aten.sort.default: kernel 1 (extern)" in text
+
+
+def test_explain_names_the_aten_ops_each_kernel_computes():
+    x = lf.lazy(torch.randn(4, 8))
+    w = lf.lazy(torch.randn(8, 8))
+    report = lf.explain(lambda: torch.sort(torch.relu(x @ w * 2) + 1, dim=1).values.exp().sum(1))
+    kinds = [k.kind for k in report.kernels]
+    ops = report.aten_ops()
+    assert kinds.count("extern") == 1 and ops[kinds.index("extern")] == ["aten.sort.default"]
+    assert {"aten.mul.Tensor", "aten.relu.default", "aten.add.Tensor"} <= {op for names in ops for op in names}
+    assert ["aten.exp.default", "aten.sum.dim_IntList"] in ops        # the prologue fused into its reduction
+    assert "aten.sort.default: kernel" in str(report) and "(extern)" in str(report)
+    # tracing is for the call only: the operators are back, and a tensor's own explain names nothing new
+    assert "__mul__" in LazyTensor.__dict__
+    assert not any(lf.explain((x * 3).exp()).aten_ops())
+    assert lf.explain(lf.randn(3, device=DEV).exp()).aten_ops() == [[]]   # native code has no aten ops
 
 
 @pytest.mark.parametrize("foreach", [False, True])

@@ -56,11 +56,21 @@ def _binary(dunder: str, aten_op, record):
 aten = torch.ops.aten
 # (the lazyfuse operator each aten op's native handler in aten_table records, bound directly: torch
 # computes ``other + x`` as add(x, other), so the reflected operators record the same node as it)
-for _dunder, _op, _record in (("__add__", aten.add.Tensor, LfTensor.__add__),
-                              ("__radd__", aten.add.Tensor, LfTensor.__add__),
-                              ("__sub__", aten.sub.Tensor, LfTensor.__sub__),
-                              ("__rsub__", aten.rsub.Scalar, LfTensor.__rsub__),
-                              ("__mul__", aten.mul.Tensor, LfTensor.__mul__),
-                              ("__rmul__", aten.mul.Tensor, LfTensor.__mul__),
-                              ("__truediv__", aten.div.Tensor, LfTensor.__truediv__)):
-    setattr(LazyTensor, _dunder, _binary(_dunder, _op, _record))
+OPERATORS = {dunder: _binary(dunder, op, record) for dunder, op, record in (
+    ("__add__", aten.add.Tensor, LfTensor.__add__), ("__radd__", aten.add.Tensor, LfTensor.__add__),
+    ("__sub__", aten.sub.Tensor, LfTensor.__sub__), ("__rsub__", aten.rsub.Scalar, LfTensor.__rsub__),
+    ("__mul__", aten.mul.Tensor, LfTensor.__mul__), ("__rmul__", aten.mul.Tensor, LfTensor.__mul__),
+    ("__truediv__", aten.div.Tensor, LfTensor.__truediv__))}
+
+
+def install(on: bool = True) -> None:
+    """Put the operators on LazyTensor (``on``), or take them off: torch's own operators then dispatch
+    every op (``origins`` does, to see each one)."""
+    for dunder, operator in OPERATORS.items():
+        if on:
+            setattr(LazyTensor, dunder, operator)
+        elif dunder in LazyTensor.__dict__:
+            delattr(LazyTensor, dunder)
+
+
+install()
