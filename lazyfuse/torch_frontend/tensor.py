@@ -4,7 +4,8 @@ A wrapper subclass (``torch.Tensor._make_wrapper_subclass``: metadata only, no s
 own), as torch's FakeTensor and DTensor are. Torch runs autograd, ``nn.Module`` and
 ``torch.optim`` above the dispatcher as for any tensor; every aten op that reaches the Python
 dispatch key lands in ``__torch_dispatch__``, which records it on lazyfuse through the table in
-``aten_table`` (or the one eager fallback there). So torch's own backward formulas and
+``aten_table`` (an op with no lowering: an extern node, ``fallback``). Arithmetic operators with no
+autograd to record skip the dispatcher (``operators``). So torch's own backward formulas and
 optimizer updates record lazily with no extra work, and host reads (``.item()``, printing,
 ``bool()``, ``.numpy()``, ``.cpu()``) are where torch code drains.
 """
