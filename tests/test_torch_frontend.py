@@ -257,6 +257,8 @@ def test_unmapped_ops_record_as_extern_nodes_and_only_data_dependent_ones_drain(
     assert line.endswith(f"test_torch_frontend.py:{_line_of('nonzero = torch.nonzero(lx > 0)                     # its size needs the data: the one kind that drains')}")
     report = lf.torch_frontend.report()
     assert "recorded as extern nodes" in report and "aten.sort.default" in report
+    moved = (lx * 2).to("meta")                         # leaving lazyfuse: a plain tensor on that device
+    assert type(moved) is torch.Tensor and moved.device.type == "meta" and moved.shape == x.shape
 
 
 def test_a_random_unmapped_op_draws_from_torchs_generator_in_program_order():

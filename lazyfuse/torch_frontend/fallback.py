@@ -15,7 +15,7 @@ forced it:
   ``torch.manual_seed`` gives torch eager's samples (``generate``'s ``multinomial``). Inside ``lf.capture``
   (warmup included) it is an extern node drawing from lazyfuse's generator instead, which a replay
   advances (a host draw would be baked into the graph);
-- a move to another device (``_to_copy(device=...)``).
+- a move to another device (``_to_copy(device=...)``): its result is a plain tensor there, out of lazyfuse.
 
 Results are values: an unmapped *view* op gives a copy that does not alias its base (the view ops torch
 code uses are mapped natively or reach here decomposed into mapped ones).
@@ -34,7 +34,9 @@ def run(func, args, kwargs, device):
     """Run the aten op ``func``, which has no native lowering, on frontend tensors."""
     from .aten_table import _draws_on_host, _wrap, _write_into
     random = torch.Tag.nondeterministic_seeded in func.tags
-    if random and _draws_on_host(device) or _moves_device(kwargs, device):
+    if _moves_device(args, kwargs, device):
+        return run_eagerly(func, args, kwargs, device, leaves=True)
+    if random and _draws_on_host(device):
         return run_eagerly(func, args, kwargs, device)
     written = _written_arguments(func._schema)
     call = _AtenCall.of(func, written) if written or random else func
@@ -132,14 +134,19 @@ def _lf_arg(a, device, func):
     return a
 
 
-def _moves_device(kwargs, device) -> bool:
-    target = kwargs.get("device")
-    return target is not None and torch.device(target) != device.torch_device
+def _moves_device(args, kwargs, device) -> bool:
+    """Whether the op names another device (``_to_copy(device=...)``, ``to.device``): its result leaves
+    lazyfuse, which an extern node (whose result is on the lazyfuse device) cannot say."""
+    named = [a for a in args if isinstance(a, torch.device)]
+    if kwargs.get("device") is not None:
+        named.append(torch.device(kwargs["device"]))
+    return any(d != device.torch_device for d in named)
 
 
 # -- the eager path ----------------------------------------------------------------------------------------
-def run_eagerly(func, args, kwargs, device):
-    """Run ``func`` on plain copies of its arguments (a drain), wrap what it returns, write its written
+def run_eagerly(func, args, kwargs, device, leaves: bool = False):
+    """Run ``func`` on plain copies of its arguments (a drain), wrap what it returns (``leaves``: a move
+    to another device, whose results are handed back plain, out of lazyfuse), write its written
     arguments back into their frontend tensors."""
     from .convert import wrap
     name = str(func)
@@ -162,7 +169,7 @@ def run_eagerly(func, args, kwargs, device):
             written[id(plain[id(t)][1])] = t
 
     def back(o):
-        if isinstance(o, torch.Tensor):
+        if isinstance(o, torch.Tensor) and not leaves:
             return written.get(id(o)) or wrap(o, device=device)
         return o
     return tree_map(back, out)
