@@ -2,9 +2,11 @@
 
     python -m bench.torch_frontend [--quick]
 
-1. Recording cost per op: the same chain of small elementwise ops recorded through the frontend
-   (an aten op through ``LazyTensor.__torch_dispatch__``) and through lazyfuse's own API, without
-   the drain (which is the same for both: it sees the same IR).
+1. Recording cost per op: the same chain of small elementwise ops recorded through lazyfuse's own
+   API and through the frontend -- its operators (``x * c`` with no autograd to record skips torch's
+   dispatcher) and torch functions (``torch.mul``: an aten op through ``__torch_dispatch__``, as
+   every op takes when autograd records) --, without the drain (the same for all: the same IR);
+   and the floor of the dispatcher's route, torch's own cost into an empty Python handler.
 2. One nanoGPT training step (forward, backward, torch.optim.AdamW) at n_layer=2, n_head=4,
    n_embd=128, block 64, vocab 65, batch 8: torch eager, warm torch.compile, the frontend lazily
    (recorded and drained each step) and captured (``lf.capture``, replayed); the cold first step
@@ -35,16 +37,54 @@ def record_chain(x):
     return x
 
 
+def record_chain_dispatched(x):
+    """The same chain as torch functions: they always go through torch's dispatcher (as any op does
+    when autograd has something to record), never the frontend's operators."""
+    for _ in range(CHAIN // 2):
+        x = torch.add(torch.mul(x, 1.0001), 0.5)
+    return x
+
+
+class _EmptyHandler(torch.Tensor):
+    """A wrapper subclass whose ``__torch_dispatch__`` does nothing but return a tensor made in
+    advance: what torch's own route from an operator to a Python handler costs."""
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls):
+        return torch.Tensor._make_wrapper_subclass(cls, (16,), dtype=torch.float32)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return args[0]
+
+
+class _WrapperOnly(_EmptyHandler):
+    """As ``_EmptyHandler``, plus the wrapper tensor torch needs for each result (one per op)."""
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return torch.Tensor._make_wrapper_subclass(cls, (16,), (1,), 0, None, torch.float32, torch.strided,
+                                                   torch.device("cpu"), False, False)
+
+
 def per_op_record_cost(dev, rounds: int = 15) -> dict:
     """Microseconds of CPU time (``time.process_time``: a busy shared machine's descheduling is
-    not counted) per recorded op, median over rounds that alternate the two."""
-    inputs = {"lazyfuse native": lf.randn(16, device=dev), "torch frontend": lf.lazy(torch.randn(16), device=dev)}
-    times = {name: [] for name in inputs}
+    not counted) per recorded op, median over rounds that alternate the cases: lazyfuse's own API,
+    the frontend's operators (no autograd to record: the dispatcher is skipped), the frontend
+    through torch's dispatcher, and the floor of that route (torch's dispatch into an empty Python
+    handler, and that plus the wrapper tensor each result needs)."""
+    cases = {"lazyfuse native": (record_chain, lf.randn(16, device=dev)),
+             "torch frontend, operators": (record_chain, lf.lazy(torch.randn(16), device=dev)),
+             "torch frontend, through torch's dispatcher": (record_chain_dispatched,
+                                                           lf.lazy(torch.randn(16), device=dev)),
+             "torch's dispatch into an empty Python handler": (record_chain_dispatched, _EmptyHandler()),
+             "  ... plus the wrapper tensor per result": (record_chain_dispatched, _WrapperOnly())}
+    times = {name: [] for name in cases}
     for _ in range(rounds):
-        for name, x in inputs.items():
+        for name, (chain, x) in cases.items():
             t0 = time.process_time()
             for _ in range(5):
-                record_chain(x)
+                chain(x)
             times[name].append((time.process_time() - t0) / (5 * CHAIN) * 1e6)
             lf.sync(dev)      # nothing live: the chains are elided; this only resets the queue
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
@@ -102,8 +142,10 @@ def main(argv=None) -> None:
     configure(smoke=args.quick)
     dev = lf.device("cpu")
     print("# torch frontend (noisy: a shared machine)")
-    for name, us in per_op_record_cost(dev).items():
-        print(f"recording, per elementwise op, {name}: {us:.1f} us of CPU time")
+    costs = per_op_record_cost(dev)
+    native = costs["lazyfuse native"]
+    for name, us in costs.items():
+        print(f"recording, per elementwise op, {name}: {us:.1f} us of CPU time ({us / native:.1f}x native)")
     for name, v in gpt_step_times(dev, args.quick).items():
         print(f"nanoGPT step, {name}: {v:.1f}" + ("" if name == "captured launches" else " ms"))
 

@@ -62,6 +62,22 @@ class Explanation:
                                       grp.outputs, grp.reason, source, config))
         return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
 
+    def aten_ops(self) -> list:
+        """Per kernel, the aten ops of torch code (``lf.lazy`` tensors) whose IR nodes it computes, in IR
+        order. Empty lists for native lazyfuse code, and unless the nodes were recorded while the torch
+        frontend traced origins (``lf.torch_frontend.trace_origins()``; on inside ``python -m lazyfuse
+        explain`` and ``lf.explain(fn, *args)``)."""
+        from .torch_frontend.origins import origin_of
+        out = []
+        for info in self.kernels:
+            names = []
+            for i in info.nodes:
+                name = origin_of(self.nodes[i])
+                if name is not None and name not in names:
+                    names.append(name)
+            out.append(names)
+        return out
+
     def _owners(self) -> dict:
         owner = {}
         for k, info in enumerate(self.kernels):
@@ -78,11 +94,22 @@ class Explanation:
             arg = "" if n.arg is None or n.op is Op.BUFFER else f" {n.arg}"
             where = f"  [kernel {owner[i]}]" if i in owner else ""
             lines.append(f"  %{i} = {n.op.label}({srcs}){arg} : {n.dtype.name}{list(n.shape)}{where}")
+        aten_ops = self.aten_ops()
         for k, info in enumerate(self.kernels):
             config = f", config {info.config}" if info.config else ""
             writes = ", ".join(f"%{o}" for o in info.outputs)
-            lines += ["", f"kernel {k} ({info.kind}{config}) writes {writes} — boundary: {info.reason}",
-                      info.source]
+            lines += ["", f"kernel {k} ({info.kind}{config}) writes {writes} — boundary: {info.reason}"]
+            if aten_ops[k]:
+                lines.append(f"from aten ops: {', '.join(aten_ops[k])}")
+            lines.append(info.source)
+        if any(aten_ops):
+            lines += ["", "aten op -> kernel(s):"]
+            kernels_of: dict = {}
+            for k, names in enumerate(aten_ops):
+                for name in names:
+                    kernels_of.setdefault(name, []).append(f"{k}" + (" (extern)" if self.kernels[k].kind == "extern"
+                                                                      else ""))
+            lines += [f"  {name}: kernel {', '.join(ks)}" for name, ks in kernels_of.items()]
         if self.recompiles:
             lines += ["", "recent plan-cache misses (why each drain recompiled):"] + [f"  {r}" for r in self.recompiles]
         return "\n".join(lines)
@@ -142,10 +169,15 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     """The fused schedule of a tensor's (or a function's result's) pending work, not executed.
 
     ``print(lf.explain(y))`` lists the recorded IR, the kernels it fuses into, why each kernel
-    boundary exists, and each kernel's generated source (with the heuristic default config).
+    boundary exists, and each kernel's generated source (with the heuristic default config);
+    for torch code (``lf.lazy`` tensors) recorded inside ``fn``, which aten ops each kernel computes.
     """
-    result = fn_or_tensor(*args, **kwargs) if callable(fn_or_tensor) and not isinstance(fn_or_tensor, Tensor) \
-        else fn_or_tensor
+    if callable(fn_or_tensor) and not isinstance(fn_or_tensor, Tensor):
+        from .torch_frontend.origins import trace_origins
+        with trace_origins():          # torch code in fn: name each node's aten op
+            result = fn_or_tensor(*args, **kwargs)
+    else:
+        result = fn_or_tensor
     tensors = _tensors(result)
     storages, seen = [], set()
     for t in tensors:
@@ -277,8 +309,10 @@ def explain_script(path, args=(), stream=None, dot_dir=None, dot_format="dot") -
     engine.drain_hook = reporter
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(Path(path).resolve().parent))   # as ``python script.py`` would
+    from .torch_frontend.origins import trace_origins
     try:
-        runpy.run_path(str(path), run_name="__main__")
+        with trace_origins():          # torch code in the script: name each node's aten op
+            runpy.run_path(str(path), run_name="__main__")
     finally:
         engine.drain_hook, sys.argv, sys.path[:] = saved
         print(f"=== {reporter.drains} drain(s), {len(reporter.plan_ids)} distinct plan(s)", file=reporter.stream)

@@ -225,18 +225,88 @@ def test_misuse_raises_clear_errors():
     assert lf.eager(lx + 1).sum().item() == pytest.approx(lf.eager(lx).sum().item() + 3, rel=1e-5)
 
 
-def test_unmapped_ops_run_in_the_one_fallback_and_are_counted():
+def test_unmapped_ops_record_as_extern_nodes_and_only_data_dependent_ones_drain():
     x = torch.randn(5, 4)
+    lx = lf.lazy(x)
+    lf.sync(DEV)
     lf.torch_frontend.reset()
-    values, indices = torch.sort(lf.lazy(x) * 2, dim=0)     # no lazyfuse mapping: eager fallback
+    lf.reset_stats(DEV)
+    values, indices = torch.sort(lx * 2, dim=0)              # no lazyfuse lowering: an extern node
+    target = lf.lazy(torch.zeros(5, 4))
+    target.masked_scatter_(lx > 0, lx * 10)                  # in place, no lowering: extern, then written
+    out_v, out_i = lf.lazy(torch.zeros(5, 4)), lf.lazy(torch.zeros(5, 4, dtype=torch.long))
+    torch.sort(lx, 1, out=(out_v, out_i))                    # out=: extern, written into the targets
+    assert lf.stats(DEV).kernels_launched == 0 and not lf.torch_frontend.counters.drains   # nothing ran
     assert isinstance(values, LazyTensor) and isinstance(indices, LazyTensor)
     want = torch.sort(x * 2, dim=0)
     close(values, want.values)
     close(indices, want.indices)
-    assert lf.torch_frontend.counters.fallback["aten.sort.default"] == 1
-    close(torch.cumsum(lf.lazy(x), 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
-    assert lf.torch_frontend.counters.decomposed["aten.cumsum.default"] == 1
-    assert "aten.sort.default" in lf.torch_frontend.report()
+    close(target, torch.zeros(5, 4).masked_scatter_(x > 0, x * 10))
+    close(out_v, x.sort(1).values)
+    close(out_i, x.sort(1).indices)
+    counts = lf.torch_frontend.counters
+    assert counts.extern["aten.sort.default"] == 1 and counts.extern["aten.masked_scatter_.default"] == 1
+    assert counts.extern["aten.sort.values"] == 1 and not counts.fallback
+    assert lf.stats(DEV).extern_launches == 2 + 1 + 2   # one per result (lf.extern's nodes)
+    close(torch.cumsum(lx, 0), torch.cumsum(x, 0))     # torch's decomposition, recorded
+    assert counts.decomposed["aten.cumsum.default"] == 1
+    nonzero = torch.nonzero(lx > 0)                     # its size needs the data: the one kind that drains
+    close(nonzero, torch.nonzero(x > 0))
+    assert counts.fallback["aten.nonzero.default"] == 1
+    (reason, line), = [k for k in counts.drains if "nonzero" in k[0]]
+    assert line.endswith(f"test_torch_frontend.py:{_line_of('nonzero = torch.nonzero(lx > 0)                     # its size needs the data: the one kind that drains')}")
+    report = lf.torch_frontend.report()
+    assert "recorded as extern nodes" in report and "aten.sort.default" in report
+    moved = (lx * 2).to("meta")                         # leaving lazyfuse: a plain tensor on that device
+    assert type(moved) is torch.Tensor and moved.device.type == "meta" and moved.shape == x.shape
+
+
+def test_a_random_unmapped_op_draws_from_torchs_generator_in_program_order():
+    probs = torch.rand(3, 6)
+    torch.manual_seed(5)
+    want = [torch.multinomial(probs, 4), torch.rand(2), torch.multinomial(probs * 2, 2, replacement=True)]
+    lp = lf.lazy(probs)
+    torch.manual_seed(5)
+    got = [torch.multinomial(lp, 4), torch.rand(2), torch.multinomial(lp * 2, 2, replacement=True)]
+    for g, w in zip(got, want):
+        assert torch.equal(lf.eager(g), w)
+
+
+def test_a_captured_step_with_an_unmapped_op_replays_it_without_a_drain():
+    """sort (forward) and the scatter of its backward have no lowering: extern nodes inside the graph."""
+    def make():
+        torch.manual_seed(0)
+        return nn.Linear(6, 6)
+
+    def trainer(model, x):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step():
+            opt.zero_grad()
+            top = torch.sort(model(x), dim=1, descending=True).values[:, :3]
+            loss = (top * top).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    gen = torch.Generator().manual_seed(2)
+    xs = [torch.randn(4, 6, generator=gen) for _ in range(3)]
+    eager_step = trainer(make(), xs[0].clone())
+    want = [eager_step().item() for _ in range(4)]
+    x = lf.lazy(xs[0])
+    graph = lf.capture(DEV, trainer(lf.lazy(make()), x))
+    got = [graph.output.item()]
+    lf.torch_frontend.reset()
+    for _ in range(3):
+        got.append(graph.replay().item())
+    assert got[0] == pytest.approx(want[3], rel=1e-5)
+    ref = make()
+    ref_step = trainer(ref, xs[0].clone())
+    assert got == pytest.approx([ref_step().item() for _ in range(7)][3:], rel=1e-5)
+    # replays ran the extern nodes as launches: no torch code, no fallback, only the loss reads drained
+    assert not lf.torch_frontend.counters.fallback and not lf.torch_frontend.counters.extern
+    assert sum(lf.torch_frontend.counters.drains.values()) == 3
+    assert graph.is_hardware
 
 
 def test_deepcopy_and_torch_save_of_a_lazy_module():
@@ -276,8 +346,25 @@ def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
     lf.torch_frontend.reset()
     explain_script(str(script), stream=out)
     text = out.getvalue()
-    assert "aten.mm.default" in text and "ran eagerly (fallback" in text and "aten.sort.default" in text
-    assert f"{script}:3" in text and f"{script}:4" in text    # the lines that forced the drains
+    assert "aten.mm.default" in text and "recorded as extern nodes" in text and "aten.sort.default" in text
+    assert f"{script}:4" in text and f"{script}:3" not in text    # the line that forced the drain (sort: none)
+    assert "from aten ops: aten.mm.default" in text and "aten.sort.default: kernel 1 (extern)" in text
+
+
+def test_explain_names_the_aten_ops_each_kernel_computes():
+    x = lf.lazy(torch.randn(4, 8))
+    w = lf.lazy(torch.randn(8, 8))
+    report = lf.explain(lambda: torch.sort(torch.relu(x @ w * 2) + 1, dim=1).values.exp().sum(1))
+    kinds = [k.kind for k in report.kernels]
+    ops = report.aten_ops()
+    assert kinds.count("extern") == 1 and ops[kinds.index("extern")] == ["aten.sort.default"]
+    assert {"aten.mul.Tensor", "aten.relu.default", "aten.add.Tensor"} <= {op for names in ops for op in names}
+    assert ["aten.exp.default", "aten.sum.dim_IntList"] in ops        # the prologue fused into its reduction
+    assert "aten.sort.default: kernel" in str(report) and "(extern)" in str(report)
+    # tracing is for the call only: the operators are back, and a tensor's own explain names nothing new
+    assert "__mul__" in LazyTensor.__dict__
+    assert not any(lf.explain((x * 3).exp()).aten_ops())
+    assert lf.explain(lf.randn(3, device=DEV).exp()).aten_ops() == [[]]   # native code has no aten ops
 
 
 @pytest.mark.parametrize("foreach", [False, True])
@@ -298,8 +385,49 @@ def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
             opt.step()
     for a, b in zip(ref.parameters(), lazy.parameters()):
         close(b, a)
-    foreach_ops = [op for op in lf.torch_frontend.counters.decomposed if op.startswith("aten._foreach_")]
-    assert bool(foreach_ops) == foreach and not lf.torch_frontend.counters.fallback
+    # either way the frontend runs torch's fused path: one recorded update per step, the count on the device
+    assert lf.torch_frontend.counters.native["aten._fused_adamw_.default"] == 3
+    assert type(opt_l.state[lazy[0].weight]["step"]) is LazyTensor and not lf.torch_frontend.counters.fallback
+    assert opt_l.param_groups[0]["fused"] and not opt_r.param_groups[0]["fused"]
+
+
+OPTIMIZERS = {"AdamW": (torch.optim.AdamW, {}),
+              "Adam, L2 decay, amsgrad, maximize": (torch.optim.Adam, {"weight_decay": 0.1, "amsgrad": True,
+                                                                     "maximize": True}),
+              "AdamW foreach": (torch.optim.AdamW, {"foreach": True, "betas": (0.8, 0.9)}),
+              "SGD momentum": (torch.optim.SGD, {"momentum": 0.9, "nesterov": True})}
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_a_captured_torch_optimizer_step_replays_exactly_like_eager_steps(name):
+    """A captured step advances the optimizer's step count on every replay (Adam's bias corrections
+    come from it): N replays equal N more eager steps."""
+    optimizer, options = OPTIMIZERS[name]
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def trainer(model, x, y):
+        opt = optimizer(model.parameters(), lr=0.05, **options)
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    ref_model = make()
+    eager_step = trainer(ref_model, x, y)
+    want = [eager_step().item() for _ in range(3 + 1 + 5)]      # warmup, the capture run, 5 replays
+    model = lf.lazy(make())
+    graph = lf.capture(DEV, trainer(model, lf.lazy(x), lf.lazy(y)))
+    got = [graph.output.item()] + [graph.replay().item() for _ in range(5)]
+    assert got == pytest.approx(want[3:], rel=1e-5)
+    for a, b in zip(ref_model.parameters(), model.parameters()):
+        close(b, a)
 
 
 def test_out_variants_write_into_their_target():
@@ -334,3 +462,43 @@ def test_torch_functions_and_their_gradients_match_torch_eager(name):
     got.backward()
     close(got, want.detach(), 1e-4)
     close(lx.grad, x.grad, 1e-4)
+
+
+def test_operators_skip_the_dispatcher_only_where_it_would_add_nothing(monkeypatch):
+    """``x * 2`` with nothing for autograd to record goes straight to lazyfuse (the same IR and
+    count as the aten op); with a grad to record, or a dispatch mode watching, torch dispatches it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    x, w = torch.randn(5), torch.randn(5, requires_grad=True)
+    ints = torch.arange(5)
+    lx, lw, lints = lf.lazy(x), lf.lazy(w), lf.lazy(ints)
+    programs = [lambda a, b, i: 2.5 - a * b + 1 / (b + 3), lambda a, b, i: 7 - i * 3 + (i - 1) / 2,
+                lambda a, b, i: (a + i) * True, lambda a, b, i: 3 * a - b * a + torch.tensor(2.0)]
+    for program in programs:
+        close(program(lx, lw.detach(), lints), program(x, w.detach(), ints))
+        with torch.no_grad():
+            close(program(lx, lw, lints), program(x, w, ints))
+    dispatched = []
+    torch_dispatch = LazyTensor.__torch_dispatch__
+    monkeypatch.setattr(LazyTensor, "__torch_dispatch__", classmethod(
+        lambda cls, func, types, args=(), kwargs=None: dispatched.append(str(func)) or
+        torch_dispatch(func, types, args, kwargs)))
+    lf.torch_frontend.reset()
+    (lx * 2 + 1).sum()
+    assert dispatched == ["aten.sum.default"]                 # the operators went straight to lazyfuse
+    assert lf.torch_frontend.counters.native["aten.mul.Tensor"] == 1
+    assert lf.torch_frontend.counters.native["aten.add.Tensor"] == 1
+
+    class Seen(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    with Seen():
+        lx * 2
+    assert Seen.ops == ["aten.mul.Tensor"]
+    dispatched.clear()
+    y = lw * 3 - 1                       # autograd records this one: torch dispatches it
+    assert y.grad_fn is not None and dispatched == ["aten.mul.Tensor", "aten.sub.Tensor"]
+    y.sum().backward()
+    close(lw.grad, torch.full((5,), 3.0))

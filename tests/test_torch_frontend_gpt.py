@@ -62,13 +62,12 @@ def test_gpt_generate_samples_the_same_tokens_as_torch_eager():
     assert torch.equal(lf.eager(got), want)
 
 
-def test_a_captured_gpt_training_step_replays_torch_eager_losses():
-    """SGD with momentum: its update has no step-dependent Python scalars (torch.optim.AdamW on the
-    CPU computes its bias corrections in Python, so a captured AdamW step replays the captured
-    step's corrections: see the README)."""
+def test_a_captured_gpt_training_step_with_adamw_replays_torch_eager_losses():
+    """torch.optim.AdamW's step count lives on the device (the frontend puts it on torch's fused path):
+    each replay is one more eager step, bias corrections included."""
     batches = _batches(6)
     ref = _model()
-    opt_r = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
     want = []
     for x, y in [batches[0]] * 4 + batches[1:]:
         _, loss = ref(x, y)
@@ -77,7 +76,7 @@ def test_a_captured_gpt_training_step_replays_torch_eager_losses():
         opt_r.step()
         want.append(loss.item())
     lazy = lf.lazy(_model())
-    opt = torch.optim.SGD(lazy.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
     X, Y = lf.lazy(batches[0][0]), lf.lazy(batches[0][1])
 
     def step():

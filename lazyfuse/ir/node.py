@@ -119,9 +119,12 @@ class Node:
     ``tape`` and ``tpos`` are the engine's bookkeeping, not part of the value: the pending
     tape the node was entered on (see ``runtime.engine``) and its position there. A node is on
     the current tape exactly when ``node.tape is engine.tape``; ``tpos`` is only read then.
+    ``origin``, set only when the torch frontend traces origins (and unset otherwise: read it
+    with ``getattr(node, "origin", None)``), names the aten op that recorded the node, for
+    ``lf.explain``; not part of the value or the plan key either.
     """
 
-    __slots__ = ("op", "srcs", "dtype", "shape", "arg", "tape", "tpos", "__weakref__")
+    __slots__ = ("op", "srcs", "dtype", "shape", "arg", "tape", "tpos", "origin", "__weakref__")
 
     def __init__(self, op: Op, srcs: tuple, dtype: DType, shape: tuple, arg=None):
         self.op = op

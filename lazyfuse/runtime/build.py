@@ -189,8 +189,11 @@ def structure_of(graph: DrainGraph) -> DrainGraph:
     plan is evicted — a dropped input, say — though no later drain binds them."""
     copies = {}
     for n in graph.nodes:
-        copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
-                             None if n.op is Op.BUFFER else n.arg)
+        copy = copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
+                                    None if n.op is Op.BUFFER else n.arg)
+        origin = getattr(n, "origin", None)
+        if origin is not None:      # the aten op that recorded it (torch frontend): for lf.explain
+            copy.origin = origin
     return dataclasses.replace(graph, nodes=list(copies.values()))
 
 

@@ -9,7 +9,8 @@ Resolution of an op (once per overload, then cached):
 2. ``_foreach_*`` ops: the op per list element (``torch.optim``'s foreach updates).
 3. torch's own decomposition of the op (``torch._decomp``), when it has one: the smaller aten
    ops it calls come back through here.
-4. else ``eager_fallback.run_eagerly``: correct, but a drain.
+4. else ``fallback.run``: an extern node (``lf.extern``: lazy, a fusion boundary, capturable), or, where
+   the result size needs the data or a random op draws from torch's generator, a drain.
 
 Arguments: frontend tensors become their lazyfuse Tensors. A plain CPU torch tensor mixed in is
 *uploaded* (torch code makes them: ``torch.arange(t, device=x.device)``, indices of ``x[:, [1]]``,
@@ -34,8 +35,8 @@ from ..ir.view import View
 from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
-from .eager_fallback import run_eagerly
-from .tensor import LazyTensor, lf_device_of
+from . import fallback
+from .tensor import LazyTensor, from_lf, lf_device_of
 
 aten = torch.ops.aten
 NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
@@ -94,26 +95,13 @@ def _unwrap(a, device, func):
 
 def _wrap(out):
     if out.__class__ is LfTensor:
-        return LazyTensor(out)
+        return from_lf(out)
     if isinstance(out, (tuple, list)):
         return type(out)(_wrap(o) for o in out) if not hasattr(out, "_fields") else tuple(_wrap(o) for o in out)
     return out
 
 
-# -- dispatch ----------------------------------------------------------------------------------------
-_resolved = {}
-
-
-def dispatch(func, args, kwargs):
-    run = _resolved.get(func)
-    if run is None:
-        run = _resolved[func] = _resolve(func)
-    return run(func, args, kwargs)
-
-
-LazyTensor._dispatch = staticmethod(dispatch)   # (installed here: this module imports LazyTensor)
-
-
+# -- dispatch: LazyTensor.__torch_dispatch__ runs LazyTensor._runners[func], made once by _resolve ----------
 def _name(func) -> str:
     return func._schema.name.split("::", 1)[1]
 
@@ -143,23 +131,41 @@ def _resolve(func):
     return _fallback
 
 
+LazyTensor._resolve = staticmethod(_resolve)   # (installed here: this module imports LazyTensor)
+
+
 def _fallback(func, args, kwargs):
-    return run_eagerly(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
+    return fallback.run(func, args, kwargs, lf_device_of(list(args) + list(kwargs.values())))
 
 
 def _functional_runner(fn, label):
+    """Run a native handler on the lazyfuse Tensors of ``args``. The common call -- positional
+    frontend tensors and Python numbers, no keywords -- converts each argument with one type test;
+    anything else (lists, plain torch tensors, keywords) takes the general conversion."""
     counts = drains.counters.native
 
     def run(func, args, kwargs):
-        first = args[0] if args else None
-        dev = first._lf.device if type(first) is LazyTensor else \
-            lf_device_of(args) or lf_device_of(list(kwargs.values()))
-        a = [x._lf if type(x) is LazyTensor else x if x.__class__ in _PLAIN else _unwrap(x, dev, func) for x in args]
-        kw = {k: _unwrap(v, dev, func) for k, v in kwargs.items()} if kwargs else kwargs
-        out = fn(*a, **kw)
+        if kwargs:
+            dev = lf_device_of(args) or lf_device_of(list(kwargs.values()))
+            a = [_unwrap(x, dev, func) for x in args]
+            out = fn(*a, **{k: _unwrap(v, dev, func) for k, v in kwargs.items()})
+        else:
+            a = []
+            for x in args:
+                if type(x) is LazyTensor:
+                    a.append(x._lf)
+                elif x.__class__ in _PLAIN:
+                    a.append(x)
+                else:
+                    dev = lf_device_of(args)
+                    a = [_unwrap(x, dev, func) for x in args]
+                    break
+            out = fn(*a)
         if out is NotImplemented:
             return _fallback(func, args, kwargs)
         counts[label] += 1
+        if out.__class__ is LfTensor:
+            return from_lf(out)
         return _wrap(out)
     return run
 
@@ -258,18 +264,18 @@ def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
 
 
-def _draws_on_host(x) -> bool:
+def _draws_on_host(device) -> bool:
     """Random ops draw from torch's own generator on the host (bit-equal to torch eager;
     ``torch.manual_seed`` works as is), except inside ``lf.capture`` (warmup included): there a
     host draw would be baked into the graph, so they draw from lazyfuse's generator, which a
     replay advances."""
-    return not x.device.pool.info()["persistent"]
+    return not device.pool.info()["persistent"]
 
 
 def _random_fill(func, args, draw_host, draw_lazy):
     target = args[0]
     x = target._lf
-    if _draws_on_host(x):
+    if _draws_on_host(x.device):
         host = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype.torch)
         x.copy_(draw_host(host))
     else:

@@ -1,6 +1,6 @@
 """Accounting of what torch code made the frontend do: drains it forced (with the Python line that
 forced each, so a user can remove them) and, per aten op, whether it was recorded natively,
-through a decomposition, or ran eagerly in the fallback. ``lf.torch_frontend.report()`` prints it.
+through a decomposition, as an extern node, or eagerly in the fallback (a drain). ``lf.torch_frontend.report()`` prints it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class FrontendCounters:
     drains: collections.Counter = dataclasses.field(default_factory=collections.Counter)   # (reason, line) -> n
     native: collections.Counter = dataclasses.field(default_factory=collections.Counter)   # aten op -> n
     decomposed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    extern: collections.Counter = dataclasses.field(default_factory=collections.Counter)    # lazy extern nodes
     fallback: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
@@ -59,6 +60,8 @@ def report() -> str:
         lines.append(f"  {n:5d} x {reason:<28} at {where}")
     for title, c in (("recorded natively", counters.native), ("recorded through torch's decompositions",
                                                               counters.decomposed),
+                     ("recorded as extern nodes (torch's kernel, lazily: a fusion boundary each)",
+                      counters.extern),
                      ("ran eagerly (fallback: a drain each)", counters.fallback)):
         if c:
             lines.append(f"aten ops {title}:")

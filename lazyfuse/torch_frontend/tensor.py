@@ -4,7 +4,8 @@ A wrapper subclass (``torch.Tensor._make_wrapper_subclass``: metadata only, no s
 own), as torch's FakeTensor and DTensor are. Torch runs autograd, ``nn.Module`` and
 ``torch.optim`` above the dispatcher as for any tensor; every aten op that reaches the Python
 dispatch key lands in ``__torch_dispatch__``, which records it on lazyfuse through the table in
-``aten_table`` (or the one eager fallback there). So torch's own backward formulas and
+``aten_table`` (an op with no lowering: an extern node, ``fallback``). Arithmetic operators with no
+autograd to record skip the dispatcher (``operators``). So torch's own backward formulas and
 optimizer updates record lazily with no extra work, and host reads (``.item()``, printing,
 ``bool()``, ``.numpy()``, ``.cpu()``) are where torch code drains.
 """
@@ -15,29 +16,42 @@ import torch
 from . import drains
 
 
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_strided = torch.strided
+
+
+def from_lf(lf_tensor, requires_grad: bool = False) -> "LazyTensor":
+    """The LazyTensor of a lazyfuse Tensor: the one place one is made, once per op result, so kept
+    cheap (torch's wrapper parses keyword arguments at a few hundred ns each: all positional here)."""
+    view = lf_tensor._view
+    r = _make_wrapper(LazyTensor, view.shape, view.strides, view.offset, None, lf_tensor._storage.dtype.torch,
+                      _strided, lf_tensor.device.torch_device, False, requires_grad)
+    r._lf = lf_tensor
+    return r
+
+
 class LazyTensor(torch.Tensor):
     """A torch tensor backed by a lazyfuse ``Tensor`` (``._lf``). Make one with ``lf.lazy(t)``;
     ``lf.eager(t)`` (or ``.cpu()``, ``.numpy()``) drains and gives plain torch back."""
     _lf: object
     _lazyfuse_frontend = True   # lets lf.capture accept one as a closure's output
     __slots__ = ("_lf",)
+    _runners = {}   # aten op overload -> its runner(func, args, kwargs); filled by aten_table on first use
 
     @staticmethod
     def __new__(cls, lf_tensor, requires_grad: bool = False):
-        view = lf_tensor._view
-        r = torch.Tensor._make_wrapper_subclass(
-            cls, view.shape, strides=view.strides, storage_offset=view.offset,
-            dtype=lf_tensor._storage.dtype.torch, device=lf_tensor.device.torch_device,
-            requires_grad=requires_grad)
-        r._lf = lf_tensor
-        return r
+        return from_lf(lf_tensor, requires_grad)
 
     # no __torch_function__ layer: everything is decided at dispatch (cheaper, as DTensor)
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return cls._dispatch(func, args, kwargs or {})   # aten_table.dispatch, installed by that module
+        try:
+            run = cls._runners[func]
+        except KeyError:
+            run = cls._runners[func] = cls._resolve(func)   # aten_table.resolve, installed by that module
+        return run(func, args, kwargs)
 
     # -- host reads: each one drains, and is counted with the line of torch code that forced it --
     def _plain(self, reason: str) -> torch.Tensor:

@@ -1,0 +1,101 @@
+"""torch's Adam and AdamW over frontend tensors, with the step count on the device, so that a captured
+step replays exactly like eager steps.
+
+torch's default Adam keeps each parameter's step count on the host and computes the bias corrections
+``1 - beta**step`` as Python floats (``capturable=False``); a capture would bake the capture run's
+floats into the graph, and every replay would apply them again. ``capturable=True``, which keeps the
+count on the device, is refused by torch for the ``cpu`` device. torch's ``fused=True`` path takes the
+count as a device tensor too, and accepts the ``cpu`` device: so before each step of an Adam/AdamW whose
+parameters are frontend tensors (a global ``torch.optim`` step pre-hook, documented torch API), the
+frontend sets the group's ``fused`` (``foreach`` off, as torch requires) and gives each parameter's state
+a lazy step count (state made here, with torch's keys, before torch would make it on the host). torch's
+fused step is then ``_foreach_add_(steps, 1)`` and one ``_fused_adam(w)_`` op, which the frontend
+records natively: torch's single-tensor formulas, bias corrections computed from the lazy count in
+float64 (as torch computes them in Python) and rounded to the parameter's dtype. A captured step then
+advances the count and the corrections on every replay. The group's ``fused`` flag shows in
+``optimizer.state_dict()``; a plain optimizer loading it runs torch's own fused kernel (the same update).
+"""
+from __future__ import annotations
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from ..creation import full
+from ..ir import dtypes as dt
+from . import drains
+from .aten_table import NATIVE, raw
+from .tensor import LazyTensor, from_lf
+
+
+def make_step_capturable(optimizer, args, kwargs) -> None:
+    """The global step pre-hook: an Adam/AdamW group of frontend parameters takes torch's fused path,
+    each parameter with a gradient getting its state (step count included) as lazy tensors."""
+    if not isinstance(optimizer, torch.optim.Adam):      # AdamW is one (torch >= 2.5)
+        return
+    for group in optimizer.param_groups:
+        params = group["params"]
+        if not params or group.get("differentiable") or not all(type(p) is LazyTensor for p in params):
+            continue
+        group["fused"], group["foreach"] = True, False
+        for p in params:
+            if p.grad is not None:
+                _lazy_state(optimizer.state[p], p, group["amsgrad"])
+
+
+def _lazy_state(state: dict, p: LazyTensor, amsgrad: bool) -> None:
+    """Adam's state for ``p`` (torch's keys and dtypes) with every tensor a frontend one: made new when
+    torch has made none yet, else the plain tensors in it moved in (a loaded state dict)."""
+    if not state:
+        state["step"] = from_lf(full((), 0.0, dtype=dt.float32, device=p._lf.device))
+        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if amsgrad:
+            state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return
+    from .convert import lazy
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and type(value) is not LazyTensor:
+            state[key] = lazy(value.to(torch.float32) if key == "step" else value, p._lf.device)
+
+
+_lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
+
+
+@raw("_fused_adam_", "_fused_adamw_")
+def _fused_adam(func, args, kwargs):
+    """torch's Adam update per parameter, recorded: ``_single_tensor_adam``'s formulas in its order, with
+    the aten table's own lerp/addcmul/maximum (so the rounding is eager torch's)."""
+    params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = args
+    lr, beta1, beta2 = kwargs["lr"], kwargs["beta1"], kwargs["beta2"]
+    weight_decay, eps, amsgrad, maximize = kwargs["weight_decay"], kwargs["eps"], kwargs["amsgrad"], kwargs["maximize"]
+    tensors = [*params, *grads, *exp_avgs, *exp_avg_sqs, *max_exp_avg_sqs, *steps]
+    if kwargs.get("grad_scale") is not None or kwargs.get("found_inf") is not None or \
+            isinstance(lr, torch.Tensor) or not all(type(t) is LazyTensor for t in tensors):
+        from .aten_table import _fallback
+        return _fallback(func, args, kwargs)   # amp's grad scaling, a tensor lr, or plain state: torch's own
+    decoupled = func.overloadpacket is torch.ops.aten._fused_adamw_
+    for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
+        x, g = p._lf, -g._lf if maximize else g._lf
+        opmath = dt.opmath(x.dtype)
+        if weight_decay != 0:
+            if decoupled:
+                x.copy_(x * (1 - lr * weight_decay))
+            else:
+                g = g + x * weight_decay
+        m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
+        v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
+        n = step._lf.to(dt.float64)
+        step_size = (lr / (1 - beta1 ** n)).to(opmath)
+        bias_correction2_sqrt = ((1 - beta2 ** n) ** 0.5).to(opmath)
+        second = v._lf
+        if amsgrad:
+            max_sq = max_exp_avg_sqs[i]._lf
+            max_sq.copy_(_maximum(max_sq, second))
+            second = max_sq
+        denom = second.sqrt() / bias_correction2_sqrt + eps
+        x.copy_(x + (-step_size) * (m._lf / denom))       # addcdiv_(exp_avg, denom, value=-step_size)
+    drains.counters.native[str(func)] += 1
+    return None
+
+
+register_optimizer_step_pre_hook(make_step_capturable)
