@@ -51,20 +51,14 @@ def library_thunk(step, bufs, gather=None, meta=None):
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is StepKind.MATMUL:
         return matmul_call(step, step.config, bufs)
+    if step.kind is StepKind.EXTERN:   # an ExternLaunch: its own views, every output it binds
+        launch = step.kernel.arg
+        return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
         return collective_thunk(step, args)
-    if step.kind is StepKind.EXTERN:
-        call = step.kernel.arg
-        # a random call reads its seed and stream offset from the metadata words at each run
-        # (a graph replay advances the offset there)
-        return functools.partial(_run_extern, call, tuple(args[:-1]), args[-1], meta if call.random else None)
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
-
-
-def _run_extern(call, inputs, out, meta):
-    call.run(inputs, out, None if meta is None else meta.words)
 
 
 def typed_view(buf, view: View):
