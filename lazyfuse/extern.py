@@ -56,6 +56,7 @@ RANDOM_NAMES = frozenset({
 CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
                                       "_native_batch_norm_legit_no_training"})
 _SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
+_SLOTS = tuple((_SLOT, i) for i in range(16))
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format,
                     torch.layout, type(Ellipsis)})
 
@@ -163,7 +164,17 @@ def flatten(args, kwargs):
     and tuples tagged, and any other object that is not a plain value held as an ``_Opaque``
     (compared by identity), so a spec always hashes."""
     tensors = []
-    spec_args = tuple([_spec_of(a, tensors) for a in args])
+    spec_args = []
+    for a in args:   # (the top level inline: most arguments are tensors and plain values)
+        kind = type(a)
+        if kind is Tensor:
+            spec_args.append(_SLOTS[len(tensors)] if len(tensors) < len(_SLOTS) else (_SLOT, len(tensors)))
+            tensors.append(a)
+        elif kind in _PLAIN:
+            spec_args.append(a)
+        else:
+            spec_args.append(_spec_of(a, tensors))
+    spec_args = tuple(spec_args)
     return (spec_args, tuple([(k, _spec_of(kwargs[k], tensors)) for k in sorted(kwargs)]) if kwargs else ()), tensors
 
 
@@ -388,7 +399,7 @@ def extern(fn, *args, **kwargs):
         return run_eagerly(fn, spec, tensors, dev, _name(fn))
     srcs = None
     results = []
-    grad = autograd.recording(*tensors)
+    grad = autograd.is_grad_enabled() and _any_requires_grad(tensors)
     for call, (shape, dtype), view in zip(found.calls, found.outs, found.views):
         if view is not None:
             out = Tensor(tensors[view[0]]._storage, view[1], dev)
@@ -402,6 +413,14 @@ def extern(fn, *args, **kwargs):
     if found.structure is None:
         return results[0]
     return _restructure(found.structure, results)
+
+
+def _any_requires_grad(tensors) -> bool:
+    """``autograd.recording``'s test without its generator (this runs once per extern)."""
+    for t in tensors:
+        if t._ag is not None and t._ag.requires_grad:
+            return True
+    return False
 
 
 def _sources(tensors, random: bool, outs) -> tuple:

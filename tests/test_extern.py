@@ -292,3 +292,18 @@ def test_saved_statistics_of_cpu_norms_keep_the_input_dtype_as_torch_cpu(dtype):
         for g, t in zip(got, want):
             assert g.dtype.torch == t.dtype
             torch.testing.assert_close(g.torch(), t, rtol=2e-2, atol=2e-2)
+
+
+def test_the_steady_state_launch_binds_the_buffers_of_each_drain():
+    # one plan, drained with other input and output buffers each time (and some reused): the
+    # call kept for a step's blocks is never the call for other blocks
+    inputs = [_x(4, 6, seed=k) for k in range(4)]
+    held = []
+    for k in range(8):
+        xt = inputs[k % 4]
+        y = lf.extern(torch.cumsum, lf.tensor(xt), 1)
+        torch.testing.assert_close(y.torch(), torch.cumsum(xt, 1))
+        if k % 2:
+            held.append(y)   # keeps this output's block out of the pool: the next drain binds another
+    for k, y in enumerate(held):
+        torch.testing.assert_close(y.torch(), torch.cumsum(inputs[(2 * k + 1) % 4], 1))
