@@ -713,6 +713,25 @@ TENSOR_METHODS = {
         ("absolute", lambda x: x.abs(), "``abs(x)``."), ("__rdiv__", lambda x, o: o / x, "``other / x``."), ("positive", lambda x: x, "``x`` itself (``+x``)."))},
 }
 
+def _more_methods() -> dict:
+    """The compositions kept in modules of their own (elementwise math; gathers, scans, matmul aliases)."""
+    from . import torch_index, torch_math
+    return {**torch_math.METHODS, **torch_index.METHODS, "rsub": rsub, "floor_divide": floor_divide,
+            "ravel": ravel}
+
+
+def floor_divide(x, other):
+    """``x // other`` (floor rounding, as torch)."""
+    return x // other
+
+
+def ravel(x):
+    """``x`` flattened to 1-d: a view where the strides allow, else a copy (as torch)."""
+    return x.reshape(-1)
+
+
+TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENSOR_METHODS})
+
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
                 "masked_fill_"}

@@ -1,0 +1,271 @@
+"""Torch's elementwise math that lazyfuse's primitives compose: the hyperbolic and inverse
+hyperbolic functions, ``tan expm1 log1p exp2 erfc sinc logit``, degrees and radians, and the
+binary ``xlogy hypot logaddexp(2) fmax fmin heaviside float_power ldexp fmod copysign signbit
+isclose``. Each is a short chain of native ops, so it fuses with its neighbours and autograd
+differentiates it through them.
+
+Dtypes follow torch: an integer or bool input of a float function computes in float32;
+float16/bfloat16 compute in float32 and round once (torch's opmath). The formulas are chosen
+for float32 accuracy where the naive one loses it (``sinh``/``cosh`` shifted by ln 2 so they
+overflow where torch's do, not half an octave earlier; ``asinh`` odd by construction;
+``logaddexp`` exact at ``a == b``, infinities included).
+"""
+from __future__ import annotations
+
+import math
+
+from . import ops
+from .ir import dtypes as dt
+
+_LN2 = math.log(2.0)
+
+
+def _tensor_cls():
+    from .tensor import Tensor
+    return Tensor
+
+
+def _float_unary(f):
+    """``f`` on ``x`` computed in float32 (integer, bool, float16, bfloat16 input) and rounded
+    to the result dtype torch gives: ``x``'s float dtype, else float32."""
+    def method(x):
+        out = x.dtype if x.dtype.is_float else dt.float32
+        return f(x.to(dt.opmath(out))).to(out)
+    method.__name__ = method.__qualname__ = f.__name__
+    method.__doc__ = f.__doc__
+    return method
+
+
+def _float_operands(*xs):
+    """(operands in the computing dtype, result dtype) of a float binary function: torch's
+    promotion, then float32 for integers (and opmath for the half types)."""
+    Tensor = _tensor_cls()
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
+                         [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
+    out = out if out.is_float else dt.float32
+    wide = dt.opmath(out)
+    return [x.to(wide) if isinstance(x, Tensor) else float(x) for x in xs], out
+
+
+def _as_tensors(a, b):
+    """Both operands as tensors (a Python scalar as a 0-d tensor of the other's dtype)."""
+    Tensor = _tensor_cls()
+    from .creation import full
+    if not isinstance(a, Tensor):
+        a = full((), a, dtype=b.dtype, device=b.device)
+    if not isinstance(b, Tensor):
+        b = full((), b, dtype=a.dtype, device=a.device)
+    return a, b
+
+
+def _isnan(x):
+    return x.isnan() if isinstance(x, _tensor_cls()) else math.isnan(x)
+
+
+# -- unary ------------------------------------------------------------------------------------------
+@_float_unary
+def tan(x):
+    """Elementwise tangent, ``sin / cos``."""
+    return x.sin() / x.cos()
+
+
+@_float_unary
+def sinh(x):
+    """Elementwise hyperbolic sine, ``(e^(x - ln 2) - e^(-x - ln 2))``: finite up to torch's bound."""
+    return (x - _LN2).exp() - (-x - _LN2).exp()
+
+
+@_float_unary
+def cosh(x):
+    """Elementwise hyperbolic cosine, ``e^(x - ln 2) + e^(-x - ln 2)``."""
+    return (x - _LN2).exp() + (-x - _LN2).exp()
+
+
+@_float_unary
+def asinh(x):
+    """Elementwise inverse hyperbolic sine, ``sign(x) log(|x| + sqrt(x^2 + 1))`` (odd exactly)."""
+    a = x.abs()
+    return ops.where(x < 0, -1.0, 1.0) * (a + (a * a + 1.0).sqrt()).log()
+
+
+@_float_unary
+def acosh(x):
+    """Elementwise inverse hyperbolic cosine, ``log(x + sqrt(x^2 - 1))`` (NaN below 1, as torch)."""
+    return (x + (x * x - 1.0).sqrt()).log()
+
+
+@_float_unary
+def atanh(x):
+    """Elementwise inverse hyperbolic tangent, ``log((1 + x) / (1 - x)) / 2``."""
+    return ((1.0 + x) / (1.0 - x)).log() * 0.5
+
+
+@_float_unary
+def expm1(x):
+    """Elementwise ``e^x - 1``."""
+    return x.exp() - 1.0
+
+
+@_float_unary
+def log1p(x):
+    """Elementwise ``log(1 + x)``."""
+    return (x + 1.0).log()
+
+
+@_float_unary
+def exp2(x):
+    """Elementwise ``2^x``."""
+    return (x * _LN2).exp()
+
+
+@_float_unary
+def erfc(x):
+    """Elementwise complementary error function, ``1 - erf(x)``."""
+    from .torch_ops import erf
+    return 1.0 - erf(x)
+
+
+@_float_unary
+def sinc(x):
+    """Elementwise normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0."""
+    px = x * math.pi
+    return ops.where(x == 0, 1.0, px.sin() / px)
+
+
+@_float_unary
+def deg2rad(x):
+    """Degrees to radians."""
+    return x * (math.pi / 180.0)
+
+
+@_float_unary
+def rad2deg(x):
+    """Radians to degrees."""
+    return x * (180.0 / math.pi)
+
+
+def logit(x, eps=None):
+    """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given."""
+    out = x.dtype if x.dtype.is_float else dt.float32
+    x = x.to(dt.opmath(out))
+    if eps is not None:
+        x = x.clamp(float(eps), 1.0 - float(eps))
+    return (x / (1.0 - x)).log().to(out)
+
+
+def signbit(x):
+    """True where the sign bit of ``x`` is set (-0.0 included: ``1 / -0.0`` is -inf)."""
+    if x.dtype.is_bool:
+        return x != x
+    if not x.dtype.is_float:
+        return x < 0
+    return (x < 0) | ((x == 0) & ((1.0 / x) < 0))
+
+
+# -- binary -----------------------------------------------------------------------------------------
+def xlogy(x, y):
+    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN)."""
+    (a, b), out = _float_operands(x, y)
+    a, b = _as_tensors(a, b)
+    value = ops.where(a == 0, 0.0, a * b.log())
+    return ops.where(b.isnan(), math.nan, value).to(out)
+
+
+def hypot(x, other):
+    """``sqrt(x^2 + other^2)``."""
+    (a, b), out = _float_operands(x, other)
+    return (a * a + b * b).sqrt().to(out)
+
+
+def logaddexp(x, other):
+    """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    m = ops.where(a > b, a, b)
+    return ops.where(a == b, a + _LN2, m + ((-(a - b).abs()).exp() + 1.0).log()).to(out)
+
+
+def logaddexp2(x, other):
+    """``log2(2^x + 2^other)``."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    m = ops.where(a > b, a, b)
+    return ops.where(a == b, a + 1.0, m + ((-(a - b).abs() * _LN2).exp() + 1.0).log() * (1.0 / _LN2)).to(out)
+
+
+def _nan_ignoring(name):
+    def method(x, other):
+        from . import functions
+        pick = getattr(functions, name)
+        if not x.dtype.is_float and not other.dtype.is_float:
+            return pick(x, other)
+        return ops.where(_isnan(x), other, ops.where(_isnan(other), x, pick(x, other)))
+    return method
+
+
+fmax = _nan_ignoring("maximum")
+fmax.__name__ = fmax.__qualname__ = "fmax"
+fmax.__doc__ = "Elementwise maximum that ignores a NaN (the other value wins; NaN only where both are)."
+fmin = _nan_ignoring("minimum")
+fmin.__name__ = fmin.__qualname__ = "fmin"
+fmin.__doc__ = "Elementwise minimum that ignores a NaN (the other value wins; NaN only where both are)."
+
+
+def heaviside(x, values):
+    """``values`` where ``x == 0``, else 1 where ``x > 0`` and 0 elsewhere (NaN included), as torch."""
+    out = dt.promote_types(x.dtype, values.dtype)
+    return ops.where(x == 0, values.to(out), (x > 0).to(out))
+
+
+def float_power(x, exponent):
+    """``x ** exponent`` in float64 (torch's double-precision power)."""
+    Tensor = _tensor_cls()
+    base = x.to(dt.float64) if isinstance(x, Tensor) else float(x)
+    return base ** (exponent.to(dt.float64) if isinstance(exponent, Tensor) else float(exponent))
+
+
+def ldexp(x, other):
+    """``x * 2^other``."""
+    (a, b), out = _float_operands(x, other)
+    return (a * (b * _LN2).exp() if isinstance(b, _tensor_cls()) else a * 2.0 ** b).to(out)
+
+
+def fmod(x, other):
+    """C's remainder: the sign of the dividend (``remainder`` takes the divisor's)."""
+    r = x % other
+    flip = (r != 0) & ((r < 0) != (x < 0))
+    return ops.where(flip, r - other, r)
+
+
+def copysign(x, other):
+    """``|x|`` with the sign of ``other`` (-0.0 counts as negative)."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    neg = signbit(b)
+    return ops.where(neg, -a.abs(), a.abs()).to(out)
+
+
+def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|x - other| <= atol + rtol |other|`` where both are finite, equality elsewhere (NaNs equal
+    when ``equal_nan``), as torch."""
+    if x.dtype.is_bool and other.dtype.is_bool:
+        return x == other
+    wide = dt.promote_types(x.dtype, other.dtype)
+    wide = dt.opmath(wide) if wide.is_float else dt.float64
+    a, b = x.to(wide), other.to(wide)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    if wide.is_float:
+        finite = (a.abs() != math.inf) & (b.abs() != math.inf)
+        close = (a == b) | (finite & close)
+        if equal_nan:
+            close = close | (a.isnan() & b.isnan())
+    return close
+
+
+METHODS = {f.__name__: f for f in (
+    tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
+    xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose)}
+METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh})
+
+__all__ = ["METHODS"]
