@@ -720,6 +720,12 @@ def _more_methods() -> dict:
             "ravel": ravel}
 
 
+def _native_norm_forms() -> dict:
+    """torch's ``native_*_norm`` functions (lf.native_layer_norm...): the norms with their statistics."""
+    from .nn.norms import NATIVE_FORMS
+    return NATIVE_FORMS
+
+
 def floor_divide(x, other):
     """``x // other`` (floor rounding, as torch)."""
     return x // other
@@ -738,6 +744,7 @@ _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", 
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["where"] = where
 FUNCTIONS["einsum"] = einsum
+FUNCTIONS.update(_native_norm_forms())
 
 
 def install() -> None:

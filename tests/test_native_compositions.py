@@ -239,3 +239,49 @@ def test_view_copies_are_copies_made_by_a_native_kernel():
     copy = lf.t_copy(x[0])
     x.mul_(0)
     np.testing.assert_allclose(copy.numpy(), xt[0].t().numpy())   # a copy: the write does not show
+
+
+# -- norms --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_batch_group_and_layer_norms_match_torch_and_update_running_statistics(dtype):
+    xt = _x(4, 6, 5, seed=7).to(dtype)
+    wt, bt = _x(6, seed=8).to(dtype), _x(6, seed=9).to(dtype)
+    L = lf.tensor
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype is torch.float16 else dict(rtol=1e-5, atol=1e-5)
+    for training in (True, False):
+        rm, rv = _x(6, seed=10, low=-1, high=1).to(dtype), _x(6, seed=11, low=0.5, high=2).to(dtype)
+        lrm, lrv = L(rm), L(rv)
+        got = _native(lambda: lf.nn.functional.batch_norm(L(xt), lrm, lrv, L(wt), L(bt), training, 0.3, 1e-4))
+        want = torch.nn.functional.batch_norm(xt, rm, rv, wt, bt, training, 0.3, 1e-4)
+        torch.testing.assert_close(got, want, **tol)
+        torch.testing.assert_close(lrm.torch(), rm, **tol)   # updated in place when training, as torch
+        torch.testing.assert_close(lrv.torch(), rv, **tol)
+    got = _native(lambda: lf.nn.functional.group_norm(L(xt), 3, L(wt), L(bt), 1e-4))
+    torch.testing.assert_close(got, torch.nn.functional.group_norm(xt, 3, wt, bt, 1e-4), **tol)
+    for name, args, targs in (
+            ("native_layer_norm", ((5,), L(_x(5).to(dtype)), None, 1e-5), ((5,), _x(5).to(dtype), None, 1e-5)),
+            ("native_batch_norm", (L(wt), L(bt), None, None, True, 0.1, 1e-5), (wt, bt, None, None, True, 0.1, 1e-5)),
+            ("native_group_norm", (L(wt), L(bt), 4, 6, 5, 2, 1e-5), (wt, bt, 4, 6, 5, 2, 1e-5))):
+        got = _native(lambda: getattr(lf, name)(L(xt), *args))
+        for g, w in zip(got, getattr(torch, name)(xt, *targs)):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            torch.testing.assert_close(g, w, **tol)
+    if dtype is torch.float32:
+        rm, rv = torch.zeros(6), torch.ones(6)
+        lrm, lrv = L(rm), L(rv)
+        got = _native(lambda: lf.nn.functional.instance_norm(L(xt), lrm, lrv, L(wt), L(bt), momentum=0.5))
+        torch.testing.assert_close(got, torch.nn.functional.instance_norm(xt, rm, rv, wt, bt, momentum=0.5), **tol)
+        torch.testing.assert_close(lrm.torch(), rm, **tol)
+        torch.testing.assert_close(lrv.torch(), rv, **tol)
+
+
+def test_batch_norm_statistics_and_normalization_are_few_kernels():
+    xt = _x(8, 4, 16, seed=3)
+    x = lf.tensor(xt)
+    lf.sync(CPU)
+    lf.reset_stats(CPU)
+    got = (lf.nn.functional.batch_norm(x, None, None, training=True) * 2).relu().torch()
+    s = lf.stats(CPU)
+    assert s.extern_launches == 0 and s.kernels_launched <= 2   # the statistics, then the normalization + epilogue
+    torch.testing.assert_close(got, (torch.nn.functional.batch_norm(xt, None, None, training=True) * 2).relu(),
+                               rtol=1e-5, atol=1e-5)
