@@ -103,6 +103,11 @@ class ExternCall:
     def __repr__(self):
         return f"extern {self.name}" + (f"[{self.index}]" if self.index is not None else "")
 
+    def launch(self, indices, in_views: tuple, out_shapes: tuple) -> "ExternLaunch":
+        """The step that runs this call once for the sibling outputs taking ``indices`` (the
+        engine's lowering asks the node's arg: the runtime imports nothing above it)."""
+        return ExternLaunch(self, indices, in_views, out_shapes)
+
 
 class ExternLaunch:
     """What an extern step runs: one torch call of ``call``'s family for the outputs it binds

@@ -479,11 +479,10 @@ class Engine:
         base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs if s.op is not Op.SCALAR)
         arg = out.arg
         if out.op is Op.EXTERN:   # one torch call for every output of the step (its siblings)
-            from ..extern import ExternLaunch   # (the build path only; extern sits above the runtime)
             outs = [nodes[o] for o in grp.outputs]
-            arg = ExternLaunch(out.arg, None if out.arg.index is None else tuple(n.arg.index for n in outs),
-                               tuple(v if v is not None else contiguous_view(b) for v, b in zip(views, base_shapes)),
-                               tuple(n.shape for n in outs))
+            arg = out.arg.launch(None if out.arg.index is None else tuple(n.arg.index for n in outs),
+                                 tuple(v if v is not None else contiguous_view(b) for v, b in zip(views, base_shapes)),
+                                 tuple(n.shape for n in outs))
         name = f"extern {out.arg.name}" if out.op is Op.EXTERN else out.op.label
         return Step(name, StepKind(out.op.label), arg_slots, scalars, [],
                     LibraryCall(tuple(views), out.shape, base_shapes, arg), group=grp,
