@@ -186,6 +186,124 @@ def _narrowed(src, shape):
     return src[tuple(slice(0, n) for n in shape)]
 
 
+# -- reversals, diagonals, differences, scatters into views ------------------------------------------
+def flip(x, dims):
+    """``x`` reversed along ``dims``: a gather at a descending ``arange`` per dim (lazyfuse views
+    have no negative strides)."""
+    from .creation import arange
+    from .indexing import index_select as gather_dim
+    for d in sorted({normalize_dim(d, x.ndim) for d in ([dims] if isinstance(dims, int) else dims)}) if x.ndim else ():
+        n = x.shape[d]
+        if n > 1:
+            x = gather_dim(x, d, arange(n - 1, -1, -1, device=x.device))
+    return x if x.ndim else x.clone()
+
+
+def fliplr(x):
+    """``flip(x, [1])`` (at least 2 dims)."""
+    if x.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, got shape {x.shape}")
+    return flip(x, [1])
+
+
+def flipud(x):
+    """``flip(x, [0])`` (at least 1 dim)."""
+    if x.ndim < 1:
+        raise ShapeError("flipud: input must be at least 1-d")
+    return flip(x, [0])
+
+
+def rot90(x, k=1, dims=(0, 1)):
+    """``x`` rotated by ``k`` quarter turns from ``dims[0]`` towards ``dims[1]``."""
+    a, b = (normalize_dim(d, x.ndim) for d in dims)
+    if a == b:
+        raise ShapeError(f"rot90: the two dims must differ, got {dims}")
+    k %= 4
+    if k == 1:
+        return flip(x, [b]).transpose(a, b)
+    if k == 2:
+        return flip(x, [a, b])
+    if k == 3:
+        return flip(x, [a]).transpose(a, b)
+    return x.clone()
+
+
+def diag_embed(x, offset=0, dim1=-2, dim2=-1):
+    """Matrices (in dims ``dim1``, ``dim2`` of the result) with ``x``'s last dim on the ``offset``
+    diagonal, zero elsewhere."""
+    n = x.shape[-1] + abs(offset)
+    ndim = x.ndim + 1
+    d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 must differ, got {dim1}, {dim2}")
+    i = _arange(n, x.device).reshape(n, 1)
+    j = _arange(n, x.device).reshape(1, n)
+    on = (j - i) == offset
+    # the value at (i, j): x[..., min(i, j)] on the diagonal
+    pos = ops.where(i < j, i, j).expand(n, n).reshape(-1)
+    spread = x.index_select(x.ndim - 1, ops.where(pos < x.shape[-1], pos, 0)) if x.shape[-1] else x
+    spread = spread.reshape(x.shape[:-1] + (n, n)) if x.shape[-1] else \
+        x.reshape(x.shape[:-1] + (0, 0)).expand(*(x.shape[:-1] + (n, n)))
+    out = ops.where(on, spread, 0 if not x.dtype.is_bool else False).to(x.dtype)
+    # the two matrix dims from the end to (d1, d2)
+    rest = [k for k in range(ndim) if k not in (d1, d2)]
+    order = [0] * ndim
+    for k, src in zip(rest, range(ndim - 2)):
+        order[k] = src
+    order[d1], order[d2] = ndim - 2, ndim - 1
+    return out.permute(*order)
+
+
+def diag(x, diagonal=0):
+    """A 1-d ``x`` as the ``diagonal`` of a square matrix; a 2-d ``x``'s ``diagonal`` as a 1-d copy."""
+    if x.ndim == 1:
+        return diag_embed(x, diagonal)
+    if x.ndim == 2:
+        from .torch_ops import diagonal as diagonal_of
+        return diagonal_of(x, diagonal).clone()
+    raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {x.shape}")
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``."""
+    from .functions import cat
+    d = normalize_dim(dim, x.ndim)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = cat([p if p.ndim == x.ndim else p.expand(*(x.shape[:d] + (1,) + x.shape[d + 1:])) for p in parts], d)
+    for _ in range(int(n)):
+        size = x.shape[d]
+        if size == 0:
+            break
+        hi, lo = x.narrow(d, 1, size - 1), x.narrow(d, 0, size - 1)
+        x = (hi != lo) if x.dtype.is_bool else hi - lo
+    return x
+
+
+def _scatter_into(x, src, view_of):
+    out = x.clone()
+    view_of(out).copy_(src)
+    return out
+
+
+def select_scatter(x, src, dim, index):
+    """A copy of ``x`` with ``x.select(dim, index)`` replaced by ``src``."""
+    return _scatter_into(x, src, lambda t: t.select(dim, index))
+
+
+def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    """A copy of ``x`` with the slice ``start:end:step`` of ``dim`` replaced by ``src``."""
+    d = normalize_dim(dim, x.ndim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    return _scatter_into(x, src, lambda t: t[key])
+
+
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """A copy of ``x`` with its ``diagonal(offset, dim1, dim2)`` replaced by ``src``."""
+    from .torch_ops import diagonal as diagonal_of
+    return _scatter_into(x, src, lambda t: diagonal_of(t, offset, dim1, dim2))
+
+
 # -- short scans ------------------------------------------------------------------------------------
 def _scan_input(x, dim, name):
     """(x with the scanned dim last, that dim's size, where it was), or None for a long scan."""
@@ -397,6 +515,7 @@ def addr(x, vec1, vec2, *, beta=1, alpha=1):
 
 METHODS = {f.__name__: f for f in (
     index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
+    flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
     cumsum, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
 METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
 

@@ -285,3 +285,61 @@ def test_batch_norm_statistics_and_normalization_are_few_kernels():
     assert s.extern_launches == 0 and s.kernels_launched <= 2   # the statistics, then the normalization + epilogue
     torch.testing.assert_close(got, (torch.nn.functional.batch_norm(xt, None, None, training=True) * 2).relu(),
                                rtol=1e-5, atol=1e-5)
+
+
+# -- reversals, diagonals, scatters into views; more of torch.nn.functional ---------------------------
+def test_flips_diagonals_differences_and_view_scatters_match_torch():
+    xt, v = _x(3, 4, 5), _x(4, seed=1)
+    x = lf.tensor(xt)
+    cases = {
+        "flip": (lambda: x.flip([0, 2]), lambda: xt.flip([0, 2])),
+        "fliplr": (lambda: lf.fliplr(x), lambda: torch.fliplr(xt)),
+        "rot90": (lambda: lf.rot90(x, 3, (1, 2)), lambda: torch.rot90(xt, 3, (1, 2))),
+        "diag": (lambda: lf.diag(lf.tensor(v), -1), lambda: torch.diag(v, -1)),
+        "diag of a matrix": (lambda: lf.diag(x[0], 1), lambda: torch.diag(xt[0], 1)),
+        "diag_embed": (lambda: lf.diag_embed(x, 1, 0, 2), lambda: torch.diag_embed(xt, 1, 0, 2)),
+        "diff": (lambda: lf.diff(x, 2, 1, prepend=x[:, :1]), lambda: torch.diff(xt, 2, 1, prepend=xt[:, :1])),
+        "select_scatter": (lambda: lf.select_scatter(x, lf.tensor(xt[:, 0] * 0 + 7), 1, 0),
+                           lambda: torch.select_scatter(xt, xt[:, 0] * 0 + 7, 1, 0)),
+        "slice_scatter": (lambda: lf.slice_scatter(x, lf.tensor(xt[:, :, ::2] + 1), 2, 0, None, 2),
+                          lambda: torch.slice_scatter(xt, xt[:, :, ::2] + 1, 2, 0, None, 2)),
+        "diagonal_scatter": (lambda: lf.diagonal_scatter(x, lf.tensor(torch.ones(3, 4)), 0, 1, 2),
+                             lambda: torch.diagonal_scatter(xt, torch.ones(3, 4), 0, 1, 2)),
+    }
+    for name, (lazy, eager) in cases.items():
+        torch.testing.assert_close(_native(lazy), eager(), msg=name)
+
+
+def test_more_functional_ops_match_torch():
+    F, TF = lf.nn.functional, torch.nn.functional
+    a, b, c = _x(4, 6), _x(4, 6, seed=1), _x(4, 6, seed=2)
+    sign = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    img = _x(2, 8, 3, 3, seed=3)
+    L = lf.tensor
+    cases = {
+        "hardshrink": (lambda: F.hardshrink(L(a), 0.7), lambda: TF.hardshrink(a, 0.7)),
+        "softshrink": (lambda: F.softshrink(L(a), 0.7), lambda: TF.softshrink(a, 0.7)),
+        "prelu": (lambda: F.prelu(L(img), L(_x(8, seed=4))), lambda: TF.prelu(img, _x(8, seed=4))),
+        "pixel_shuffle": (lambda: F.pixel_shuffle(L(img), 2), lambda: TF.pixel_shuffle(img, 2)),
+        "pixel_unshuffle": (lambda: F.pixel_unshuffle(L(_x(1, 2, 4, 6)), 2), lambda: TF.pixel_unshuffle(_x(1, 2, 4, 6), 2)),
+        "channel_shuffle": (lambda: F.channel_shuffle(L(img), 4), lambda: TF.channel_shuffle(img, 4)),
+        "cosine_similarity": (lambda: F.cosine_similarity(L(a), L(b)), lambda: TF.cosine_similarity(a, b)),
+        "pairwise_distance": (lambda: F.pairwise_distance(L(a), L(b), 3.0), lambda: TF.pairwise_distance(a, b, 3.0)),
+        "margin_ranking_loss": (lambda: F.margin_ranking_loss(L(a[:, 0]), L(b[:, 0]), L(sign), 0.2),
+                                lambda: TF.margin_ranking_loss(a[:, 0], b[:, 0], sign, 0.2)),
+        "soft_margin_loss": (lambda: F.soft_margin_loss(L(a[:, 0]), L(sign)), lambda: TF.soft_margin_loss(a[:, 0], sign)),
+        "hinge_embedding_loss": (lambda: F.hinge_embedding_loss(L(a[:, 0]), L(sign), reduction="sum"),
+                                 lambda: TF.hinge_embedding_loss(a[:, 0], sign, reduction="sum")),
+        "poisson_nll_loss": (lambda: F.poisson_nll_loss(L(a), L(b.abs()), full=True),
+                             lambda: TF.poisson_nll_loss(a, b.abs(), full=True)),
+        "gaussian_nll_loss": (lambda: F.gaussian_nll_loss(L(a), L(b), L(c.abs())),
+                              lambda: TF.gaussian_nll_loss(a, b, c.abs())),
+        "multilabel_soft_margin_loss": (lambda: F.multilabel_soft_margin_loss(L(a), L((b > 0).float())),
+                                        lambda: TF.multilabel_soft_margin_loss(a, (b > 0).float())),
+        "cosine_embedding_loss": (lambda: F.cosine_embedding_loss(L(a), L(b), L(sign), 0.1),
+                                  lambda: TF.cosine_embedding_loss(a, b, sign, 0.1)),
+        "triplet_margin_loss": (lambda: F.triplet_margin_loss(L(a), L(b), L(c), swap=True),
+                                lambda: TF.triplet_margin_loss(a, b, c, swap=True)),
+    }
+    for name, (lazy, eager) in cases.items():
+        torch.testing.assert_close(_native(lazy), eager(), rtol=1e-5, atol=1e-5, msg=name)
