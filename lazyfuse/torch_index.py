@@ -280,6 +280,83 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+def trace(x):
+    """The sum of a matrix's main diagonal."""
+    from .torch_ops import diagonal as diagonal_of
+    if x.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {x.shape}")
+    d = diagonal_of(x)
+    return d.sum() if not x.dtype.is_bool else d.to(dt.int64).sum()
+
+
+def _at_least(x, n):
+    """torch's ``atleast_{n}d``: 0-d -> (1,) * n; 1-d (k,) -> (1, k) or (1, k, 1); 2-d -> (m, k, 1)."""
+    if x.ndim >= n:
+        return x
+    if x.ndim == 0:
+        return x.reshape((1,) * n)
+    if n == 2:
+        return x.unsqueeze(0)
+    return x.reshape(1, x.shape[0], 1) if x.ndim == 1 else x.unsqueeze(-1)
+
+
+def _stack_along(tensors, dim, least, name):
+    from .functions import cat
+    if not tensors:
+        raise ShapeError(f"{name}: expected a non-empty sequence of tensors")
+    return cat([_at_least(t, least) for t in tensors], dim)
+
+
+def hstack(tensors):
+    """``cat`` along dim 1 (dim 0 for 1-d tensors)."""
+    first = _at_least(tensors[0], 1) if tensors else None
+    return _stack_along(tensors, 0 if first is not None and first.ndim == 1 else 1, 1, "hstack")
+
+
+def vstack(tensors):
+    """``cat`` along dim 0 of the tensors made at least 2-d."""
+    return _stack_along(tensors, 0, 2, "vstack")
+
+
+def dstack(tensors):
+    """``cat`` along dim 2 of the tensors made at least 3-d."""
+    return _stack_along(tensors, 2, 3, "dstack")
+
+
+def column_stack(tensors):
+    """The tensors as columns: 0-d and 1-d ones as (n, 1), then ``cat`` along dim 1."""
+    from .functions import cat
+    return cat([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def kron(x, other):
+    """The Kronecker product: every element of ``x`` times ``other``, in blocks."""
+    n = max(x.ndim, other.ndim)
+    a = x.reshape((1,) * (n - x.ndim) + x.shape)
+    b = other.reshape((1,) * (n - other.ndim) + other.shape)
+    ea = a.reshape(tuple(s for d in a.shape for s in (d, 1)))
+    eb = b.reshape(tuple(s for d in b.shape for s in (1, d)))
+    return (ea * eb).reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def cross(x, other, dim=None):
+    """The 3-vector cross product along ``dim`` (default: the first dim of size 3)."""
+    shape = broadcast_shapes(x.shape, other.shape)
+    x, other = x.expand(*shape), other.expand(*shape)
+    if dim is None:
+        dim = next((d for d, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dim of size 3 in shape {shape}")
+    d = normalize_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise ShapeError(f"cross: dim {dim} has size {shape[d]}, not 3")
+    from .functions import cat
+    from .torch_ops import select
+    a = [select(x, d, k).unsqueeze(d) for k in range(3)]
+    b = [select(other, d, k).unsqueeze(d) for k in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+
+
 def _scatter_into(x, src, view_of):
     out = x.clone()
     view_of(out).copy_(src)
@@ -516,7 +593,10 @@ def addr(x, vec1, vec2, *, beta=1, alpha=1):
 METHODS = {f.__name__: f for f in (
     index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
     flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
+    trace, kron, cross,
     cumsum, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
 METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
+FUNCTIONS = {f.__name__: f for f in (hstack, vstack, dstack, column_stack)}
+FUNCTIONS["row_stack"] = vstack
 
-__all__ = ["METHODS", "SHORT_SCAN"]
+__all__ = ["METHODS", "FUNCTIONS", "SHORT_SCAN"]

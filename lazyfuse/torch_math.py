@@ -263,9 +263,72 @@ def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close
 
 
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """True where an element of ``elements`` equals one of ``test_elements``: a comparison
+    broadcast over the test values, reduced with ``any``."""
+    Tensor = _tensor_cls()
+    if not isinstance(elements, Tensor):
+        from .creation import full
+        elements = full((), elements, device=test_elements.device)
+    if not isinstance(test_elements, Tensor):
+        hit = elements == test_elements
+    else:
+        flat = test_elements.reshape(-1)
+        hit = (elements.unsqueeze(-1) == flat).any(-1) if flat.shape[0] else elements != elements
+    return ~hit if invert else hit
+
+
+def isreal(x):
+    """True everywhere (lazyfuse's dtypes are real)."""
+    return x == x if not x.dtype.is_float else (x == x) | (x != x)
+
+
+def equal(x, other):
+    """Whether ``x`` and ``other`` have one shape and equal values (a Python bool: it reads the data)."""
+    if tuple(x.shape) != tuple(other.shape):
+        return False
+    return bool((x == other).all().item()) if x.numel() else True
+
+
+def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``isclose`` holds everywhere (a Python bool: it reads the data)."""
+    return bool(isclose(x, other, rtol, atol, equal_nan).all().item())
+
+
+def bucketize(x, boundaries, *, out_int32=False, right=False):
+    """The index of each value's bucket among the sorted 1-d ``boundaries``: how many boundaries
+    lie below it (``right``: at or below), a comparison summed over them."""
+    Tensor = _tensor_cls()
+    if not isinstance(x, Tensor):
+        from .creation import full
+        x = full((), x, device=boundaries.device)
+    below = (boundaries <= x.unsqueeze(-1)) if right else (boundaries < x.unsqueeze(-1))
+    return below.sum(-1).to(dt.int32 if out_int32 else dt.int64)
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """For each of ``values``, where it would be inserted into the last dim of ``sorted_sequence``
+    (``right`` / ``side='right'``: after equal values): the count of entries below it."""
+    if sorter is not None:
+        from .torch_index import take_along_dim
+        sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
+    right = right or side == "right"
+    Tensor = _tensor_cls()
+    if not isinstance(values, Tensor):
+        from .creation import full
+        values = full((), values, dtype=sorted_sequence.dtype, device=sorted_sequence.device)
+    if sorted_sequence.ndim == 1:
+        return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
+    seq = sorted_sequence.unsqueeze(-2)                 # (..., 1, n)
+    v = values.unsqueeze(-1)                            # (..., m, 1)
+    below = (seq <= v) if right else (seq < v)
+    return below.sum(-1).to(dt.int32 if out_int32 else dt.int64)
+
+
 METHODS = {f.__name__: f for f in (
     tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
-    xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose)}
+    xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose,
+    isin, isreal, equal, allclose, bucketize, searchsorted)}
 METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh})
 
 __all__ = ["METHODS"]

@@ -151,13 +151,20 @@ def aminmax(x, *, dim=None, keepdim=False):
     return torch.return_types.aminmax([mins, maxs])
 
 
+def _unbiased_first(dim, unbiased):
+    """torch's ``var_mean(x, unbiased)`` overload: a bool where ``dim`` goes is ``unbiased``."""
+    return (None, dim) if isinstance(dim, bool) else (dim, unbiased)
+
+
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) with torch's arguments."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(std, mean) with torch's arguments."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
 
 
@@ -720,6 +727,12 @@ def _more_methods() -> dict:
             "ravel": ravel}
 
 
+def _stacking_functions() -> dict:
+    """``lf.hstack``, ``vstack``, ``dstack``, ``column_stack`` (functions of a list: no method form)."""
+    from .torch_index import FUNCTIONS as stacking
+    return stacking
+
+
 def _native_norm_forms() -> dict:
     """torch's ``native_*_norm`` functions (lf.native_layer_norm...): the norms with their statistics."""
     from .nn.norms import NATIVE_FORMS
@@ -745,6 +758,8 @@ FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["where"] = where
 FUNCTIONS["einsum"] = einsum
 FUNCTIONS.update(_native_norm_forms())
+FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})
+FUNCTIONS.update(_stacking_functions())
 
 
 def install() -> None:

@@ -343,3 +343,28 @@ def test_more_functional_ops_match_torch():
     }
     for name, (lazy, eager) in cases.items():
         torch.testing.assert_close(_native(lazy), eager(), rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_stacks_products_searches_and_comparisons_match_torch():
+    a, b, v = _x(3, 4), _x(3, 4, seed=1), _x(4, seed=2)
+    L = lf.tensor
+    bounds = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    cases = {
+        "hstack": (lambda: lf.hstack([L(a), L(b)]), lambda: torch.hstack([a, b])),
+        "vstack": (lambda: lf.vstack([L(v), L(a)]), lambda: torch.vstack([v, a])),
+        "dstack": (lambda: lf.dstack([L(a), L(b)]), lambda: torch.dstack([a, b])),
+        "column_stack": (lambda: lf.column_stack([L(v), L(a.T)]), lambda: torch.column_stack([v, a.T])),
+        "kron": (lambda: lf.kron(L(a[:2, :2]), L(b)), lambda: torch.kron(a[:2, :2], b)),
+        "cross": (lambda: lf.cross(L(a[:, :3]), L(b[:, :3]), dim=1), lambda: torch.cross(a[:, :3], b[:, :3], dim=1)),
+        "trace": (lambda: L(a).trace(), lambda: a.trace()),
+        "isin": (lambda: lf.isin(L(a.round()), L(b.round())), lambda: torch.isin(a.round(), b.round())),
+        "bucketize": (lambda: lf.bucketize(L(a), L(bounds), right=True), lambda: torch.bucketize(a, bounds, right=True)),
+        "searchsorted": (lambda: lf.searchsorted(L(bounds.expand(3, 4).contiguous()), L(a)),
+                         lambda: torch.searchsorted(bounds.expand(3, 4).contiguous(), a)),
+        "var_mean": (lambda: lf.var_mean(L(a), True), lambda: torch.var_mean(a, True)),
+    }
+    for name, (lazy, eager) in cases.items():
+        got, want = _native(lazy), eager()
+        for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, tuple) else [want]):
+            torch.testing.assert_close(g, w, msg=name)
+    assert lf.equal(L(a), L(a.clone())) and not lf.equal(L(a), L(b)) and lf.allclose(L(a), L(a + 1e-9))
