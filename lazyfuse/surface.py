@@ -14,6 +14,9 @@ Three places resolve a name lazyfuse does not define itself — ``Tensor.<name>`
    Tensor among the arguments) runs at once and uploads its result;
 3. otherwise ``AttributeError``, as for any unknown attribute.
 
+``lf.<view>_copy`` (``t_copy``, ``unbind_copy``...) is the view, then a copy of each result: the
+view is lazyfuse's own or an extern view, so the copy is a native kernel.
+
 ``classify(name, namespace)`` says which of native / extern / refused a name is (the
 conformance script and the README's table use it).
 """
@@ -173,8 +176,7 @@ def _copy_of(method: str, qualified: str):
     def call(x, *args, **kwargs):
         result = getattr(x, method)(*args, **kwargs)
         if isinstance(result, (tuple, list)):
-            return type(result)(r.clone() for r in result) if isinstance(result, (tuple, list)) and \
-                type(result) in (tuple, list) else tuple(r.clone() for r in result)
+            return [r.clone() for r in result] if isinstance(result, list) else tuple(r.clone() for r in result)
         return result.clone()
     call.__name__ = qualified.rpartition(".")[2]
     call.__qualname__ = qualified

@@ -8,9 +8,13 @@ compositions of lazyfuse's native ops:
 * ``index_fill``, ``index_copy``, ``index_add``, ``scatter_add``, ``scatter``: a ``where`` over a
   membership mask (``arange == index``, reduced over the index list), the values gathered for
   it; ``index_add``/``scatter_add`` a masked sum (one reduction kernel);
-* ``cumsum``, ``cumprod``-free scans ``cummax``/``cummin``/``logcumsumexp``: for a scanned dim of at
-  most ``SHORT_SCAN`` elements, a reduction over a triangular mask (one fused kernel, quadratic
-  in the scan length, so longer scans run as torch's own scan, an extern);
+* the scans ``cumsum``, ``cummax``, ``cummin``, ``logcumsumexp``: for a scanned dim of at most
+  ``SHORT_SCAN`` elements, a reduction over a triangular mask (one fused kernel, quadratic in the
+  scan length, so longer scans run as torch's own scan, an extern; so does ``cumprod``, which
+  needs a product reduction lazyfuse lacks);
+* ``flip`` and its relatives (a gather at a descending ``arange``: views have no negative
+  strides), diagonals, differences, ``trace kron cross``, the stacks, and the ``*_scatter`` ops
+  (a copy written through the view);
 * ``matmul mm bmm mv dot vdot outer inner addmm addmv addbmm baddbmm addr``: lazyfuse's matmul
   (with its fused epilogue) and elementwise ops.
 """
@@ -382,7 +386,7 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
 
 
 # -- short scans ------------------------------------------------------------------------------------
-def _scan_input(x, dim, name):
+def _scan_input(x, dim):
     """(x with the scanned dim last, that dim's size, where it was), or None for a long scan."""
     if x.ndim == 0:
         return x.reshape(1), 1, None
@@ -411,7 +415,7 @@ def _torch_call(name, *args, **kwargs):
 
 def cumsum(x, dim, *, dtype=None):
     """Running sums along ``dim`` (integers and bool sum in int64, as torch)."""
-    got = _scan_input(x, dim, "cumsum")
+    got = _scan_input(x, dim)
     if got is None:
         return _torch_call("cumsum", x, dim, dtype=dtype)
     y, n, d = got
@@ -423,7 +427,7 @@ def cumsum(x, dim, *, dtype=None):
 
 
 def _cumext(x, dim, largest: bool, name: str):
-    got = _scan_input(x, dim, name)
+    got = _scan_input(x, dim)
     if got is None:
         return _torch_call(name, x, dim)
     y, n, d = got
@@ -465,7 +469,7 @@ def cummin(x, dim):
 
 def logcumsumexp(x, dim):
     """``log(cumsum(exp(x)))`` along ``dim``, shifted by each prefix's maximum."""
-    got = _scan_input(x, dim, "logcumsumexp")
+    got = _scan_input(x, dim)
     if got is None:
         return _torch_call("logcumsumexp", x, dim)
     y, n, d = got

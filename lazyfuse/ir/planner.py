@@ -24,6 +24,8 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
   before the kernel that overwrites it (write-after-read edges), and a kernel never reads
   a buffer it writes except at the very index it writes. When a rule would form a cycle
   between kernels, the reading node is materialized first and the partition redone.
+* The results of one extern call (``sort``'s values and indices: EXTERN nodes of one family on
+  the same sources) are stored by one step, so torch runs once for them (tests/test_extern.py).
 * A kernel inlines values at most ``MAX_INLINE_DEPTH`` deep (a chain of 200 in-place ``add_``
   is otherwise one expression): lowering and printing recurse once per level, so a deeper
   value is materialized and the chain becomes several kernels.
