@@ -351,14 +351,21 @@ def mul(x, other):
 
 
 def div(x, other, *, rounding_mode=None):
-    """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (an extern)."""
+    """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (floats:
+    ``trunc(x / other)``; integers: the floor quotient, one up where it rounded a negative
+    quotient down)."""
     if rounding_mode is None:
         return x / other
     if rounding_mode == "floor":
         return x // other
-    import torch
-    from .extern import extern
-    return extern(torch.div, x, other, rounding_mode=rounding_mode)
+    if rounding_mode != "trunc":
+        raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    q = x // other
+    if q.dtype.is_float:
+        return trunc(x / other)
+    inexact = (q * other) != x
+    negative = (x < 0) != (other < 0)
+    return ops.where(inexact & negative, q + 1, q)
 
 
 def rsub(x, other, *, alpha=1):

@@ -368,3 +368,15 @@ def test_stacks_products_searches_and_comparisons_match_torch():
         for g, w in zip(got if isinstance(got, list) else [got], want if isinstance(want, tuple) else [want]):
             torch.testing.assert_close(g, w, msg=name)
     assert lf.equal(L(a), L(a.clone())) and not lf.equal(L(a), L(b)) and lf.allclose(L(a), L(a + 1e-9))
+
+
+def test_trunc_division_matches_torch_for_floats_and_integers():
+    at = torch.tensor([7, -7, 7, -7, 6, -6, 0, 5])
+    bt = torch.tensor([2, 2, -2, -2, 3, 4, 3, -5])
+    got = _native(lambda: lf.tensor(at).div(lf.tensor(bt), rounding_mode="trunc"))
+    assert got.dtype == torch.int64 and got.tolist() == at.div(bt, rounding_mode="trunc").tolist()
+    af, bf = _x(3, 8), _x(3, 8, seed=1)
+    torch.testing.assert_close(_native(lambda: lf.div(lf.tensor(af), lf.tensor(bf), rounding_mode="trunc")),
+                               torch.div(af, bf, rounding_mode="trunc"))
+    with pytest.raises(lf.DTypeError, match="rounding_mode"):
+        lf.tensor(af).div(2, rounding_mode="ceil")
