@@ -1,5 +1,5 @@
-"""Torch's elementwise math that lazyfuse's primitives compose: the hyperbolic and inverse
-hyperbolic functions, ``tan expm1 log1p exp2 erfc sinc logit``, degrees and radians, and the
+"""Torch's elementwise math that lazyfuse's primitives compose: the inverse trigonometric functions
+(Cephes' ``atanf`` polynomial), the hyperbolic and inverse hyperbolic functions, ``tan expm1 log1p exp2 erfc sinc logit``, degrees and radians, and the
 binary ``xlogy hypot logaddexp(2) fmax fmin heaviside float_power ldexp fmod copysign signbit
 isclose``. Each is a short chain of native ops, so it fuses with its neighbours and autograd
 differentiates it through them.
@@ -68,6 +68,51 @@ def _isnan(x):
 def tan(x):
     """Elementwise tangent, ``sin / cos``."""
     return x.sin() / x.cos()
+
+
+def _atan(x):
+    """atan of a float32 tensor: Cephes' ``atanf`` (range reduced to |t| <= tan(pi/8), then an odd
+    polynomial: within ~2 ulp), from elementwise ops."""
+    a = x.abs()
+    big, mid = a > 2.414213562373095, a > 0.4142135623730950
+    t = ops.where(big, -1.0 / a, ops.where(mid, (a - 1.0) / (a + 1.0), a))
+    base = ops.where(big, math.pi / 2, ops.where(mid, math.pi / 4, 0.0))
+    z = t * t
+    poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+    return ops.where(x < 0, -1.0, 1.0) * (base + poly)
+
+
+@_float_unary
+def atan(x):
+    """Elementwise arctangent."""
+    return ops.where(x.isnan(), x, _atan(x))
+
+
+@_float_unary
+def asin(x):
+    """Elementwise arcsine, ``atan(x / sqrt(1 - x^2))`` (NaN outside [-1, 1], as torch)."""
+    return ops.where(x.abs() > 1, math.nan, _atan(x / (1.0 - x * x).sqrt()))
+
+
+@_float_unary
+def acos(x):
+    """Elementwise arccosine, ``pi / 2 - asin(x)``."""
+    return ops.where(x.abs() > 1, math.nan, math.pi / 2 - _atan(x / (1.0 - x * x).sqrt()))
+
+
+def atan2(x, other):
+    """The angle of the point (``other``, ``x``): ``atan(x / other)`` moved to its quadrant, signed
+    zeros and infinities as C's ``atan2``."""
+    (y, w), out = _float_operands(x, other)
+    y, w = _as_tensors(y, w)
+    y_neg, w_neg = signbit(y), signbit(w)
+    half_turn = ops.where(y_neg, -math.pi, math.pi)
+    both_inf = (y.abs() == math.inf) & (w.abs() == math.inf)
+    ratio = ops.where(both_inf, ops.where(y_neg == w_neg, 1.0, -1.0), y / w)
+    angle = _atan(ratio) + ops.where(w_neg, half_turn, 0.0)
+    zeros = (y == 0) & (w == 0)
+    angle = ops.where(zeros, ops.where(w_neg, half_turn, ops.where(y_neg, -0.0, 0.0)), angle)
+    return ops.where(y.isnan() | w.isnan(), math.nan, angle).to(out)
 
 
 @_float_unary
@@ -326,9 +371,10 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
 
 
 METHODS = {f.__name__: f for f in (
-    tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
+    atan, asin, acos, atan2, tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
     xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose,
     isin, isreal, equal, allclose, bucketize, searchsorted)}
-METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh})
+METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh, "arctan": atan, "arcsin": asin,
+                "arccos": acos, "arctan2": atan2})
 
 __all__ = ["METHODS"]

@@ -29,7 +29,7 @@ def _native(fn):
 
 
 UNARY = {  # name: input range (torch's domain)
-    "tan": (-1.4, 1.4), "sinh": (-5, 5), "cosh": (-5, 5), "asinh": (-20, 20), "acosh": (1, 20), "atanh": (-0.99, 0.99),
+    "atan": (-30, 30), "asin": (-1, 1), "acos": (-1, 1), "tan": (-1.4, 1.4), "sinh": (-5, 5), "cosh": (-5, 5), "asinh": (-20, 20), "acosh": (1, 20), "atanh": (-0.99, 0.99),
     "expm1": (-3, 3), "log1p": (-0.9, 5), "exp2": (-10, 10), "erfc": (-3, 3), "sinc": (-3, 3), "deg2rad": (-360, 360),
     "rad2deg": (-7, 7), "logit": (0.01, 0.99), "signbit": (-3, 3),
 }
@@ -52,7 +52,7 @@ def test_unary_math_matches_torch(name, dtype):
     torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
 
 
-BINARY = ["xlogy", "hypot", "logaddexp", "logaddexp2", "fmax", "fmin", "heaviside", "float_power", "ldexp", "fmod",
+BINARY = ["atan2", "xlogy", "hypot", "logaddexp", "logaddexp2", "fmax", "fmin", "heaviside", "float_power", "ldexp", "fmod",
           "copysign", "isclose"]
 
 
