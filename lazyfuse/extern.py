@@ -431,7 +431,7 @@ def _any_requires_grad(tensors) -> bool:
 def _sources(tensors, random: bool, outs) -> tuple:
     """The node's sources: each tensor argument as it reads its storage (the strided view, no
     copy: the call reads the view), then, for a random call, its seed and stream offset."""
-    srcs = [t._read() for t in tensors]
+    srcs = [Node(Op.VIEW, (t._storage.current,), t.dtype, t._view.shape, t._view) for t in tensors]
     if random:
         from .creation import generator
         from .ops import scalar_node
