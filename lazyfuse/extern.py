@@ -2,12 +2,19 @@
 
 ``extern(fn, *args, **kwargs)`` records one ``Op.EXTERN`` node per tensor result. Its shape
 and dtype come from running ``fn`` once on torch's ``meta`` device (cached by the call's
-signature: the function, its non-tensor arguments, and each tensor's shape, strides and
-dtype). At the drain the step calls ``fn`` on torch views of the realized input buffers and
+signature: the function, its non-tensor arguments, and each tensor's view, dtype and storage
+size). At the drain the step calls ``fn`` on torch views of the realized input buffers and
 writes the result into a pooled output buffer — through ``out=`` where ``fn`` takes it, else
 copied — as the CPU matmul's library call does. It is a fusion boundary (its inputs are
 materialized, its result is a buffer the next kernel reads), never a drain; a captured graph
-replays it like a kernel launch.
+replays it like a kernel launch. The results of one call (``sort``'s values and indices) are
+nodes of their own that share their sources; the planner puts them in one step, so torch runs
+once for all of them (``ir.planner``, extern siblings).
+
+A result that torch returns as a *view* of an input (``diagonal``, ``unfold``, ``t``,
+``split``...; on the meta device its ``_base`` is the input's) is a view here too: a Tensor on
+the input's storage with torch's strides and offset, no node and no launch, so in-place writes
+through it land in the base and the base's show in it, as in torch.
 
 A function whose result size needs the data (``nonzero``, ``unique``, boolean-mask indexing:
 torch's meta device cannot say) runs *eagerly* instead: it drains its inputs, runs, and its
@@ -16,9 +23,8 @@ baked into the graph). A function of a random op takes its randomness from lazyf
 generator (``lf.manual_seed``): its seed and stream offset are runtime scalars of the node,
 so a plan is reused across draws and a captured graph's replays draw fresh numbers.
 
-Results are values, never views: an extern of a torch view op (``t()``, ``diagonal``) is a
-copy. Gradients are generic: the VJP of each differentiable input is itself an extern that
-runs ``torch.autograd.grad`` through ``fn`` on the realized inputs.
+Gradients are generic: the VJP of each differentiable input is itself an extern that runs
+``torch.autograd.grad`` through ``fn`` on the realized inputs.
 """
 from __future__ import annotations
 
@@ -30,9 +36,12 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError
+from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
+from .ir.view import View
+from .ops import common_device
+from .tensor import Tensor, result_tensor
 
 # torch functions that draw random numbers (their extern binds lazyfuse's generator)
 RANDOM_NAMES = frozenset({
@@ -41,24 +50,15 @@ RANDOM_NAMES = frozenset({
     "rrelu", "rrelu_", "dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d",
     "dropout3d", "native_dropout",
 })
-
-
-class _Slot:
-    """Where the ``i``-th tensor argument goes when a call is rebuilt."""
-
-    __slots__ = ("i",)
-
-    def __init__(self, i: int):
-        self.i = i
-
-    def __eq__(self, other):
-        return isinstance(other, _Slot) and other.i == self.i
-
-    def __hash__(self):
-        return hash(("slot", self.i))
-
-    def __repr__(self):
-        return f"<tensor {self.i}>"
+# torch functions whose saved statistics (every result after the first) torch's meta kernels type
+# float32 for a float16/bfloat16 input — what its CUDA kernels return — where its CPU kernels keep
+# the input's dtype: on a device whose buffers torch computes on the CPU, they take the input's
+CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+                                      "_native_batch_norm_legit_no_training"})
+_SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
+_SLOTS = tuple((_SLOT, i) for i in range(16))
+_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format,
+                    torch.layout, type(Ellipsis)})
 
 
 class _Opaque:
@@ -77,21 +77,25 @@ class _Opaque:
 
 
 class ExternCall:
-    """The ``arg`` of an ``Op.EXTERN`` node: what to call and how to rebuild its arguments.
+    """The ``arg`` of an ``Op.EXTERN`` node: what to call, how to rebuild its arguments, and
+    which element of a tuple result the node is (``index``; None: the result itself).
 
     Hashable and comparable (it is part of the plan key): ``spec`` holds the non-tensor
-    arguments as hashable values and a ``_Slot`` where each tensor goes."""
+    arguments as hashable values and a ``("__slot__", i)`` where each tensor goes. ``family``
+    is the call without the index: nodes of one family on the same sources are siblings, one
+    torch call."""
 
-    __slots__ = ("fn", "spec", "index", "random", "use_out", "name", "_hash")
+    __slots__ = ("fn", "spec", "index", "random", "use_out", "name", "family", "bind", "_hash")
 
     def __init__(self, fn, spec, index, random: bool, use_out: bool, name: str):
         self.fn, self.spec, self.index, self.random, self.use_out, self.name = fn, spec, index, random, use_out, name
-        self._hash = hash((fn, spec, index, random, use_out))
+        self.family = (fn, spec, random, use_out)
+        self.bind = binder(spec)
+        self._hash = hash((self.family, index))
 
     def __eq__(self, other):
         return self is other or (isinstance(other, ExternCall) and self._hash == other._hash and
-                                 (self.fn, self.spec, self.index, self.random, self.use_out) ==
-                                 (other.fn, other.spec, other.index, other.random, other.use_out))
+                                 self.index == other.index and self.family == other.family)
 
     def __hash__(self):
         return self._hash
@@ -99,21 +103,59 @@ class ExternCall:
     def __repr__(self):
         return f"extern {self.name}" + (f"[{self.index}]" if self.index is not None else "")
 
-    def run(self, inputs, out, seed_words=None):
-        """Compute into ``out`` (a torch tensor) from ``inputs`` (torch views of the buffers)."""
-        args, kwargs = rebuild(self.spec, inputs)
-        if seed_words is not None:
-            with torch.random.fork_rng(devices=[out.device] if out.device.type == "cuda" else []):
-                torch.manual_seed(_mix(int(seed_words[0]), int(seed_words[1])))
-                result = self.fn(*args, **kwargs)
-        elif self.use_out:
-            self.fn(*args, **kwargs, out=out)
-            return
-        else:
-            result = self.fn(*args, **kwargs)
-        if self.index is not None:
-            result = result[self.index]
-        out.copy_(result)
+    def launch(self, indices, in_views: tuple, out_shapes: tuple) -> "ExternLaunch":
+        """The step that runs this call once for the sibling outputs taking ``indices`` (the
+        engine's lowering asks the node's arg: the runtime imports nothing above it)."""
+        return ExternLaunch(self, indices, in_views, out_shapes)
+
+
+class ExternLaunch:
+    """What an extern step runs: one torch call of ``call``'s family for the outputs it binds
+    (``indices``: the tuple element each one takes, None for a plain result), on ``views`` of
+    its bound buffers (the inputs', then the outputs')."""
+
+    __slots__ = ("call", "indices", "views", "n_inputs", "name")
+
+    def __init__(self, call: ExternCall, indices: tuple, in_views: tuple, out_shapes: tuple):
+        self.call = call
+        self.indices = indices
+        self.views = in_views + tuple(View.contiguous(s) for s in out_shapes)
+        self.n_inputs = len(in_views)
+        self.name = call.name
+
+    def thunk(self, tensors, meta):
+        """The launch on ``tensors`` (torch views of the bound buffers, by ``views``) as a call to
+        make later; a random call reads its seed and stream offset from the step's metadata
+        words ``meta.words`` at each run (a graph replay advances the offset there)."""
+        call = self.call
+        args, kwargs = call.bind(tensors[:self.n_inputs])
+        outs = tensors[self.n_inputs:]
+        if call.random:
+            return functools.partial(_run_random, call.fn, args, kwargs, self.indices, outs, meta)
+        if call.use_out:   # the result computed in place: one C call, torch's own
+            return functools.partial(call.fn, *args, out=outs[0], **kwargs)
+        return functools.partial(_run_copied, call.fn, args, kwargs, self.indices, outs)
+
+
+def _run_copied(fn, args, kwargs, indices, outs):
+    _store(fn(*args, **kwargs), indices, outs)
+
+
+def _run_random(fn, args, kwargs, indices, outs, meta):
+    seed_words = meta.words
+    device = outs[0].device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(_mix(int(seed_words[0]), int(seed_words[1])))
+        result = fn(*args, **kwargs)
+    _store(result, indices, outs)
+
+
+def _store(result, indices, outs):
+    if indices is None:
+        outs[0].copy_(result)
+    else:
+        for k, out in zip(indices, outs):
+            out.copy_(result[k])
 
 
 def _mix(seed: int, offset: int) -> int:
@@ -123,28 +165,39 @@ def _mix(seed: int, offset: int) -> int:
 
 # -- argument trees -----------------------------------------------------------------------------
 def flatten(args, kwargs):
-    """(spec, tensors): the call's arguments with each lazyfuse Tensor replaced by a _Slot, lists
+    """(spec, tensors): the call's arguments with each lazyfuse Tensor replaced by a slot, lists
     and tuples tagged, and any other object that is not a plain value held as an ``_Opaque``
     (compared by identity), so a spec always hashes."""
     tensors = []
-    spec = (_spec_of(tuple(args), tensors), tuple((k, _spec_of(v, tensors)) for k, v in sorted(kwargs.items())))
-    return spec, tensors
+    spec_args = []
+    for a in args:   # (the top level inline: most arguments are tensors and plain values)
+        kind = type(a)
+        if kind is Tensor:
+            spec_args.append(_SLOTS[len(tensors)] if len(tensors) < len(_SLOTS) else (_SLOT, len(tensors)))
+            tensors.append(a)
+        elif kind in _PLAIN:
+            spec_args.append(a)
+        else:
+            spec_args.append(_spec_of(a, tensors))
+    spec_args = tuple(spec_args)
+    return (spec_args, tuple([(k, _spec_of(kwargs[k], tensors)) for k in sorted(kwargs)]) if kwargs else ()), tensors
 
 
 # (module-level, not closures: a recursive closure is a reference cycle, which would keep the
 # arguments, and so their buffers, alive until the garbage collector runs)
 def _spec_of(a, tensors: list):
-    from .tensor import Tensor
-    if isinstance(a, Tensor):
+    kind = type(a)
+    if kind is Tensor or isinstance(a, Tensor):
         tensors.append(a)
-        return _Slot(len(tensors) - 1)
-    if isinstance(a, (list, tuple)):
+        return (_SLOT, len(tensors) - 1)
+    if kind in _PLAIN:
+        return a
+    if kind is list or kind is tuple or isinstance(a, (list, tuple)):
         items = tuple([_spec_of(x, tensors) for x in a])
         return ("__list__", items) if isinstance(a, list) else ("__tuple__", items)
     if isinstance(a, dt.DType):
         return a.torch
-    if a is None or isinstance(a, (bool, int, float, str, torch.dtype, torch.device, torch.memory_format,
-                                   torch.layout, type(Ellipsis))):
+    if isinstance(a, (bool, int, float, str)):
         return a
     if isinstance(a, slice):   # (slices hash only from Python 3.12)
         return ("__slice__", (a.start, a.stop, a.step))
@@ -158,18 +211,37 @@ def _spec_of(a, tensors: list):
 def rebuild(spec, tensors):
     """(args, kwargs) of a call: ``spec`` with ``tensors`` in its slots."""
     args, kwargs = spec
-    return _value_of(args, tensors), {k: _value_of(v, tensors) for k, v in kwargs}
+    return [_value_of(a, tensors) for a in args], {k: _value_of(v, tensors) for k, v in kwargs}
 
 
 def _value_of(a, tensors):
-    if isinstance(a, _Slot):
-        return tensors[a.i]
-    if isinstance(a, _Opaque):
-        return a.value
-    if isinstance(a, tuple) and len(a) == 2 and a[0] in ("__list__", "__tuple__", "__slice__"):
+    if isinstance(a, tuple):   # (below the top level, every tuple of a spec is a tag)
+        if a[0] == _SLOT:
+            return tensors[a[1]]
         items = [_value_of(x, tensors) for x in a[1]]
         return items if a[0] == "__list__" else slice(*items) if a[0] == "__slice__" else tuple(items)
+    if isinstance(a, _Opaque):
+        return a.value
     return a
+
+
+def binder(spec):
+    """``rebuild`` for one spec, as a function of the tensors, compiled once: where every tensor
+    sits at the top level of the positional arguments (``cumsum(x, 1)``), the arguments are a
+    template with the tensors put in place, no tree walk per launch."""
+    args, kwargs = spec
+    if any(isinstance(a, tuple) and a[0] != _SLOT for a in args) or any(isinstance(v, tuple) for _, v in kwargs):
+        return functools.partial(rebuild, spec)   # tensors nested in lists: walk the tree
+    template = [None if isinstance(a, tuple) else _value_of(a, ()) for a in args]
+    slots = [(p, a[1]) for p, a in enumerate(args) if isinstance(a, tuple)]
+    fixed = {k: _value_of(v, ()) for k, v in kwargs}
+
+    def bind(tensors):
+        values = template.copy()
+        for p, i in slots:
+            values[p] = tensors[i]
+        return values, fixed
+    return bind
 
 
 # -- shape inference on torch's meta device -------------------------------------------------------
@@ -177,13 +249,48 @@ class NeedsData(Exception):
     """The result's size (or its being a tensor at all) depends on the data: run eagerly."""
 
 
+class Recipe:
+    """What one call signature records, from torch's meta device: the result's ``structure``
+    (None: one tensor, else its tuple type), and per result either an ExternCall node
+    (``calls[k]``, with ``outs[k]`` its (shape, lazyfuse dtype)) or, where torch returns a view
+    of input ``i``, ``views[k] = (i, View)`` in that input's storage."""
+
+    __slots__ = ("structure", "outs", "calls", "views", "name")
+
+    def __init__(self, structure, outs, calls, views, name):
+        self.structure, self.outs, self.calls, self.views, self.name = structure, outs, calls, views, name
+
+
+_recipes: dict = {}   # (fn, spec, inputs, device kind) -> Recipe, or NEEDS_DATA
+_RECIPES_MAX = 8192
+NEEDS_DATA = object()
 _meta_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=8192)
-def _meta_signature(fn, spec, inputs: tuple) -> tuple:
-    """(structure, ((shape, lazyfuse dtype), ...), use_out) of ``fn``'s result, from torch's meta device."""
-    metas = [torch.empty_strided(shape, strides, dtype=dtype.torch, device="meta") for shape, strides, dtype in inputs]
+def recipe(fn, spec, inputs: tuple, device_kind: str):
+    """The Recipe of a call (``inputs``: (view, dtype, storage shape) of each tensor), or
+    NEEDS_DATA; cached by signature, so torch's meta kernel runs once per signature."""
+    key = (fn, spec, inputs, device_kind)
+    found = _recipes.get(key)
+    if found is not None:
+        return found
+    with _meta_lock:
+        try:
+            found = _describe(fn, spec, inputs, device_kind)
+        except NeedsData:
+            found = NEEDS_DATA
+        if len(_recipes) >= _RECIPES_MAX:
+            _recipes.clear()
+        _recipes[key] = found
+    return found
+
+
+def _describe(fn, spec, inputs, device_kind) -> Recipe:
+    name = _name(fn)
+    # each input a view of a meta storage of its own storage's size, so a result that is a view
+    # has torch's strides and offset in the index space of the lazyfuse storage
+    bases = [torch.empty(_numel(storage_shape), dtype=dtype.torch, device="meta") for _, dtype, storage_shape in inputs]
+    metas = [b.as_strided(v.shape, v.strides, v.offset) for b, (v, _, _) in zip(bases, inputs)]
     args, kwargs = rebuild(spec, metas)
     try:
         result = fn(*args, **kwargs)
@@ -193,32 +300,52 @@ def _meta_signature(fn, spec, inputs: tuple) -> tuple:
         text = str(e)
         if "meta" in text.lower() or "data-dependent" in text or "data dependent" in text:
             raise NeedsData(text) from None
-        raise _refusal(_name(fn), e) from None
+        raise _refusal(name, e) from None
     if isinstance(result, torch.Tensor):
-        outs, structure = (result,), None
+        results, structure = (result,), None
     elif isinstance(result, (tuple, list)) and result and all(isinstance(r, torch.Tensor) for r in result):
-        outs, structure = tuple(result), type(result)
+        results, structure = tuple(result), type(result)
     else:
         raise NeedsData(f"returns {type(result).__name__}")
-    described = []
-    for r in outs:
-        if r.layout != torch.strided:
-            from .errors import UnsupportedOpError
-            raise UnsupportedOpError(f"{_name(fn)}: its result has layout {r.layout}; lazyfuse tensors are dense and "
-                                     "strided (sparse and other layouts are not supported)")
-        if r.is_complex():
-            raise DTypeError(f"{_name(fn)}: complex results are not supported by lazyfuse (its dtypes are "
-                             "float16/bfloat16/float32/float64/int32/int64/bool)")
-        try:
-            dtype = dt.from_torch(r.dtype)
-        except LazyfuseError:
-            raise DTypeError(f"{_name(fn)}: its result dtype {r.dtype} has no lazyfuse dtype (float16/bfloat16/"
-                             "float32/float64/int32/int64/bool)") from None
-        if any(not isinstance(s, int) for s in r.shape):
-            raise NeedsData("symbolic size")
-        described.append((tuple(r.shape), dtype))
-    use_out = structure is None and _takes_out(fn, args, kwargs, outs[0])
-    return structure, tuple(described), use_out
+    outs, views = [], []
+    for r in results:
+        outs.append(_described(name, r))
+        views.append(_aliased(r, metas, bases, inputs))
+    fname = getattr(fn, "__name__", "")
+    if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE and inputs[0][1].name in ("float16", "bfloat16"):
+        outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+    random = fname in RANDOM_NAMES
+    use_out = structure is None and not random and views[0] is None and _takes_out(fn, args, kwargs, results[0])
+    calls = [None if v is not None else ExternCall(fn, spec, None if structure is None else k, random, use_out, name)
+             for k, v in enumerate(views)]
+    return Recipe(structure, tuple(outs), tuple(calls), tuple(views), name)
+
+
+def _described(name, r) -> tuple:
+    """(shape, lazyfuse dtype) of meta result ``r``, or the error for one lazyfuse cannot hold."""
+    if r.layout != torch.strided:
+        raise UnsupportedOpError(f"{name}: its result has layout {r.layout}; lazyfuse tensors are dense and "
+                                 "strided (sparse and other layouts are not supported)")
+    if r.is_complex():
+        raise DTypeError(f"{name}: complex results are not supported by lazyfuse (its dtypes are "
+                         "float16/bfloat16/float32/float64/int32/int64/bool)")
+    try:
+        dtype = dt.from_torch(r.dtype)
+    except LazyfuseError:
+        raise DTypeError(f"{name}: its result dtype {r.dtype} has no lazyfuse dtype (float16/bfloat16/"
+                         "float32/float64/int32/int64/bool)") from None
+    if any(not isinstance(s, int) for s in r.shape):
+        raise NeedsData("symbolic size")
+    return tuple(r.shape), dtype
+
+
+def _aliased(r, metas, bases, inputs):
+    """(input index, View) when meta result ``r`` is a view of an input's storage in its dtype
+    (torch's ``_base`` is that input's), else None: a value."""
+    for i, (m, b) in enumerate(zip(metas, bases)):
+        if (r is m or r._base is b) and r.dtype == m.dtype:
+            return i, View(tuple(r.shape), tuple(r.stride()), r.storage_offset())
+    return None
 
 
 def _takes_out(fn, args, kwargs, like) -> bool:
@@ -263,41 +390,54 @@ def extern(fn, *args, **kwargs):
 
     Each lazyfuse Tensor among the arguments (nested in lists and tuples too) is passed to
     ``fn`` as a torch tensor holding its value; results come back as lazyfuse Tensors (a tuple
-    of them for a tuple result). The call runs at the next drain that needs a result, as one
-    launch between kernels (``lf.stats().extern_launches``); ``fn`` must not write its inputs.
-    Functions whose result size depends on the data run at once instead (a drain)."""
-    from .ops import common_device
+    of them for a tuple result), views of an input where torch's are. The call runs at the
+    next drain that needs a result, as one launch between kernels (``lf.stats().extern_launches``);
+    ``fn`` must not write its inputs. Functions whose result size depends on the data run at
+    once instead (a drain)."""
     spec, tensors = flatten(args, kwargs)
     if not tensors:
         raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
                          "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
     dev = common_device(tensors)
-    name = _name(fn)
-    random = getattr(fn, "__name__", "") in RANDOM_NAMES
-    inputs = tuple((t.shape, t.stride(), t.dtype) for t in tensors)
-    try:
-        with _meta_lock:
-            structure, outs, use_out = _meta_signature(fn, spec, inputs)
-    except NeedsData:
-        return run_eagerly(fn, spec, tensors, dev, name)
-    srcs = [_operand(t) for t in tensors]
+    found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
+    if found is NEEDS_DATA:
+        return run_eagerly(fn, spec, tensors, dev, _name(fn))
+    srcs = None
+    results = []
+    grad = autograd.is_grad_enabled() and _any_requires_grad(tensors)
+    for call, (shape, dtype), view in zip(found.calls, found.outs, found.views):
+        if view is not None:
+            out = Tensor(tensors[view[0]]._storage, view[1], dev)
+        else:
+            if srcs is None:   # one tuple for all the call's nodes: the planner's sign of siblings
+                srcs = _sources(tensors, call.random, found.outs)
+            out = result_tensor(dev, Node(Op.EXTERN, srcs, dtype, shape, call))
+        if grad:
+            _record_vjp(fn, spec, tensors, None if found.structure is None else len(results), out)
+        results.append(out)
+    if found.structure is None:
+        return results[0]
+    return _restructure(found.structure, results)
+
+
+def _any_requires_grad(tensors) -> bool:
+    """``autograd.recording``'s test without its generator (this runs once per extern)."""
+    for t in tensors:
+        if t._ag is not None and t._ag.requires_grad:
+            return True
+    return False
+
+
+def _sources(tensors, random: bool, outs) -> tuple:
+    """The node's sources: each tensor argument as it reads its storage (the strided view, no
+    copy: the call reads the view), then, for a random call, its seed and stream offset."""
+    srcs = [Node(Op.VIEW, (t._storage.current,), t.dtype, t._view.shape, t._view) for t in tensors]
     if random:
         from .creation import generator
         from .ops import scalar_node
         seed, offset = generator.take(max(1, sum(_numel(s) for s, _ in outs)))
         srcs += [scalar_node(seed, dt.int64), scalar_node(offset, dt.int64)]
-        use_out = False
-    results = []
-    from .tensor import result_tensor
-    for k, (shape, dtype) in enumerate(outs):
-        call = ExternCall(fn, spec, None if structure is None else k, random, use_out, name)
-        out = result_tensor(dev, Node(Op.EXTERN, tuple(srcs), dtype, shape, call))
-        if autograd.recording(*tensors):
-            _record_vjp(fn, spec, tensors, call.index, out)
-        results.append(out)
-    if structure is None:
-        return results[0]
-    return _restructure(structure, results)
+    return tuple(srcs)
 
 
 def _restructure(structure, results):
@@ -314,11 +454,6 @@ def _numel(shape) -> int:
     for s in shape:
         n *= s
     return n
-
-
-def _operand(t) -> Node:
-    """A tensor argument as the strided view of its storage (no copy: the call reads the view)."""
-    return Node(Op.VIEW, (t._storage.current,), t.dtype, t._view.shape, t._view)
 
 
 eager_runs = 0   # calls run eagerly so far (the conformance script tells native from extern by it)
@@ -373,4 +508,4 @@ def _record_vjp(fn, spec, tensors, index, out):
     attach(out, _name(fn), edges)
 
 
-__all__ = ["extern", "ExternCall", "RANDOM_NAMES"]
+__all__ = ["extern", "ExternCall", "ExternLaunch", "RANDOM_NAMES"]

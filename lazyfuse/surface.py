@@ -14,6 +14,9 @@ Three places resolve a name lazyfuse does not define itself — ``Tensor.<name>`
    Tensor among the arguments) runs at once and uploads its result;
 3. otherwise ``AttributeError``, as for any unknown attribute.
 
+``lf.<view>_copy`` (``t_copy``, ``unbind_copy``...) is the view, then a copy of each result: the
+view is lazyfuse's own or an extern view, so the copy is a native kernel.
+
 ``classify(name, namespace)`` says which of native / extern / refused a name is (the
 conformance script and the README's table use it).
 """
@@ -152,6 +155,8 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     fn = getattr(namespace, name, None)
     if fn is None or not callable(fn) or isinstance(fn, type):
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
+    if name.endswith("_copy") and callable(getattr(torch.Tensor, name[:-len("_copy")], None)):
+        return _copy_of(name[:-len("_copy")], qualified_prefix + name)
 
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)
@@ -162,6 +167,20 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     call.__qualname__ = qualified_prefix + name
     call.__doc__ = f"torch's {fn.__name__} on lazyfuse tensors, run as an extern (no native lowering)."
     call.torch_function = fn
+    return call
+
+
+def _copy_of(method: str, qualified: str):
+    """``torch.<view>_copy`` (``t_copy``, ``unbind_copy``...): the view, then a copy of each result;
+    the view is lazyfuse's own or an extern view, so the whole is a native copy kernel."""
+    def call(x, *args, **kwargs):
+        result = getattr(x, method)(*args, **kwargs)
+        if isinstance(result, (tuple, list)):
+            return [r.clone() for r in result] if isinstance(result, list) else tuple(r.clone() for r in result)
+        return result.clone()
+    call.__name__ = qualified.rpartition(".")[2]
+    call.__qualname__ = qualified
+    call.__doc__ = f"A copy of ``x.{method}(...)`` (torch's {call.__name__})."
     return call
 
 

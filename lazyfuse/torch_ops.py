@@ -151,13 +151,20 @@ def aminmax(x, *, dim=None, keepdim=False):
     return torch.return_types.aminmax([mins, maxs])
 
 
+def _unbiased_first(dim, unbiased):
+    """torch's ``var_mean(x, unbiased)`` overload: a bool where ``dim`` goes is ``unbiased``."""
+    return (None, dim) if isinstance(dim, bool) else (dim, unbiased)
+
+
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) with torch's arguments."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(std, mean) with torch's arguments."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
 
 
@@ -344,14 +351,21 @@ def mul(x, other):
 
 
 def div(x, other, *, rounding_mode=None):
-    """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (an extern)."""
+    """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (floats:
+    ``trunc(x / other)``; integers: the floor quotient, one up where it rounded a negative
+    quotient down)."""
     if rounding_mode is None:
         return x / other
     if rounding_mode == "floor":
         return x // other
-    import torch
-    from .extern import extern
-    return extern(torch.div, x, other, rounding_mode=rounding_mode)
+    if rounding_mode != "trunc":
+        raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    q = x // other
+    if q.dtype.is_float:
+        return trunc(x / other)
+    inexact = (q * other) != x
+    negative = (x < 0) != (other < 0)
+    return ops.where(inexact & negative, q + 1, q)
 
 
 def rsub(x, other, *, alpha=1):
@@ -713,12 +727,46 @@ TENSOR_METHODS = {
         ("absolute", lambda x: x.abs(), "``abs(x)``."), ("__rdiv__", lambda x, o: o / x, "``other / x``."), ("positive", lambda x: x, "``x`` itself (``+x``)."))},
 }
 
+def _more_methods() -> dict:
+    """The compositions kept in modules of their own (elementwise math; gathers, scans, matmul aliases)."""
+    from . import torch_index, torch_math
+    return {**torch_math.METHODS, **torch_index.METHODS, "rsub": rsub, "floor_divide": floor_divide,
+            "ravel": ravel}
+
+
+def _stacking_functions() -> dict:
+    """``lf.hstack``, ``vstack``, ``dstack``, ``column_stack`` (functions of a list: no method form)."""
+    from .torch_index import FUNCTIONS as stacking
+    return stacking
+
+
+def _native_norm_forms() -> dict:
+    """torch's ``native_*_norm`` functions (lf.native_layer_norm...): the norms with their statistics."""
+    from .nn.norms import NATIVE_FORMS
+    return NATIVE_FORMS
+
+
+def floor_divide(x, other):
+    """``x // other`` (floor rounding, as torch)."""
+    return x // other
+
+
+def ravel(x):
+    """``x`` flattened to 1-d: a view where the strides allow, else a copy (as torch)."""
+    return x.reshape(-1)
+
+
+TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENSOR_METHODS})
+
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
                 "masked_fill_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["where"] = where
 FUNCTIONS["einsum"] = einsum
+FUNCTIONS.update(_native_norm_forms())
+FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})
+FUNCTIONS.update(_stacking_functions())
 
 
 def install() -> None:

@@ -156,3 +156,154 @@ def test_extern_bad_arguments_raise_lazyfuse_errors():
     with pytest.raises(lf.DTypeError, match="at least one lazyfuse Tensor"):
         lf.extern(torch.zeros, 3)
     assert (x * 2).shape == (3, 4)
+
+
+# -- views: where torch returns a view of an input, the extern result aliases it ----------------
+VIEW_OPS = {
+    "diagonal": lambda x: x.diagonal(1),
+    "unfold": lambda x: x.unfold(1, 2, 1),
+    "as_strided": lambda x: torch.as_strided(x, (2, 2), (1, 2), 3),
+    "t": lambda x: x.t(),
+    "narrow": lambda x: torch.narrow(x, 1, 1, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_OPS))
+def test_an_extern_that_torch_returns_as_a_view_aliases_its_input(name):
+    fn = VIEW_OPS[name]
+    base_t = _x(5, 6)
+    base = lf.tensor(base_t)
+    src, src_t = base[1:], base_t[1:]   # a view with an offset (as_strided's is absolute, in the storage)
+    lf.sync(CPU)
+    lf.reset_stats(CPU)
+    v = lf.extern(fn, src)
+    want = fn(src_t)
+    assert v.shape == tuple(want.shape) and v.stride() == want.stride()
+    torch.testing.assert_close(v.torch(), want)
+    assert lf.stats(CPU).extern_launches == 0   # index arithmetic: no torch call at all
+    # the base's later writes show in the view, and the view's writes land in the base
+    base.mul_(2)
+    base_t.mul_(2)
+    torch.testing.assert_close(v.torch(), want)
+    if name != "unfold":   # (torch refuses in-place writes through overlapping views too)
+        v.add_(100)
+        want.add_(100)
+        torch.testing.assert_close(base.torch(), base_t)
+
+
+def test_view_results_of_a_pending_input_and_of_a_tuple_result():
+    x_t = _x(4, 6)
+    x = lf.tensor(x_t)
+    y = x * 3   # pending: the views read it when it is computed
+    parts = lf.extern(torch.split, y, 2, dim=1)
+    assert isinstance(parts, tuple) and len(parts) == 3
+    parts[1].zero_()
+    want = x_t * 3
+    want[:, 2:4] = 0
+    torch.testing.assert_close(y.torch(), want)
+    torch.testing.assert_close(torch.cat([p.torch() for p in parts], 1), want)
+    # a view of a dtype the storage does not hold is a value, as a copy
+    bits = lf.extern(lambda t: t.view(torch.int32), x)
+    assert bits.dtype is lf.int32 and bits.tolist() == x_t.view(torch.int32).tolist()
+
+
+def test_an_extern_view_carries_the_gradient():
+    xt = _x(4, 4, dtype=torch.float64)
+    x = lf.tensor(xt).requires_grad_()
+    (lf.extern(torch.diagonal, x * x, 0, 0, 1) * 3).sum().backward()
+    xr = xt.clone().requires_grad_()
+    (torch.diagonal(xr * xr, 0, 0, 1) * 3).sum().backward()
+    torch.testing.assert_close(x.grad.torch(), xr.grad)
+
+
+# -- the results of one call come from one torch call --------------------------------------------
+class _Counted:
+    """``fn`` counting its calls on real (not meta) tensors."""
+
+    def __init__(self, fn):
+        self.fn, self.calls, self.__name__ = fn, 0, fn.__name__
+
+    def __call__(self, *args, **kwargs):
+        if not any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+MULTI = {
+    "sort": (torch.sort, lambda x: ((x,), {"dim": 1})),
+    "topk": (torch.topk, lambda x: ((x, 2), {})),
+    "aminmax": (torch.aminmax, lambda x: ((x,), {"dim": 0})),
+    "frexp": (torch.frexp, lambda x: ((x,), {})),
+    "native_layer_norm": (torch.native_layer_norm, lambda x: ((x, [5], None, None, 1e-5), {})),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MULTI))
+def test_a_multi_output_extern_calls_torch_once_for_all_its_results(name):
+    fn, make = MULTI[name]
+    xt = _x(4, 5)
+    x = lf.tensor(xt)
+    counted = _Counted(fn)
+    for _ in range(2):   # the build path, then the steady state
+        args, kwargs = make(x.exp())
+        counted.calls = 0
+        lf.reset_stats(CPU)
+        got = lf.extern(counted, *args, **kwargs)
+        values = [g.torch() for g in got]
+        assert counted.calls == 1 and lf.stats(CPU).extern_launches == 1
+    targs, tkwargs = make(xt.exp())
+    for g, w in zip(values, fn(*targs, **tkwargs)):
+        torch.testing.assert_close(g, w)
+    # one result dropped: the call still runs once, for the other
+    counted.calls = 0
+    args, kwargs = make(x.exp())
+    first = lf.extern(counted, *args, **kwargs)[0]
+    torch.testing.assert_close(first.torch(), values[0])
+    assert counted.calls == 1
+
+
+def test_sibling_results_in_a_captured_graph_replay_one_call():
+    xt = _x(3, 6)
+    x = lf.tensor(xt)
+    counted = _Counted(torch.sort)
+
+    def step():
+        v, i = lf.extern(counted, x * 2, dim=1)
+        return v + i.float()
+
+    graph = lf.capture(CPU, step)
+    counted.calls = 0
+    new = _x(3, 6, seed=5)
+    x.copy_(new)
+    v, i = torch.sort(new * 2, dim=1)
+    torch.testing.assert_close(graph.replay().torch(), v + i.float())
+    assert counted.calls == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_saved_statistics_of_cpu_norms_keep_the_input_dtype_as_torch_cpu(dtype):
+    xt = _x(4, 3, 5).to(dtype)
+    w = torch.ones(3, dtype=dtype)
+    x = lf.tensor(xt)
+    for fn, args in ((torch.native_layer_norm, ((5,), None, None, 1e-5)),
+                     (torch.native_batch_norm, (lf.tensor(w), lf.tensor(w), None, None, True, 0.1, 1e-5))):
+        got = getattr(lf, fn.__name__)(x, *args)
+        want = fn(xt, *[a.torch() if isinstance(a, lf.Tensor) else a for a in args])
+        for g, t in zip(got, want):
+            assert g.dtype.torch == t.dtype
+            torch.testing.assert_close(g.torch(), t, rtol=2e-2, atol=2e-2)
+
+
+def test_the_steady_state_launch_binds_the_buffers_of_each_drain():
+    # one plan, drained with other input and output buffers each time (and some reused): the
+    # call kept for a step's blocks is never the call for other blocks
+    inputs = [_x(4, 6, seed=k) for k in range(4)]
+    held = []
+    for k in range(8):
+        xt = inputs[k % 4]
+        y = lf.extern(torch.cumsum, lf.tensor(xt), 1)
+        torch.testing.assert_close(y.torch(), torch.cumsum(xt, 1))
+        if k % 2:
+            held.append(y)   # keeps this output's block out of the pool: the next drain binds another
+    for k, y in enumerate(held):
+        torch.testing.assert_close(y.torch(), torch.cumsum(inputs[(2 * k + 1) % 4], 1))

@@ -24,6 +24,8 @@ Rules (each one is asserted by a test in tests/test_fusion.py):
   before the kernel that overwrites it (write-after-read edges), and a kernel never reads
   a buffer it writes except at the very index it writes. When a rule would form a cycle
   between kernels, the reading node is materialized first and the partition redone.
+* The results of one extern call (``sort``'s values and indices: EXTERN nodes of one family on
+  the same sources) are stored by one step, so torch runs once for them (tests/test_extern.py).
 * A kernel inlines values at most ``MAX_INLINE_DEPTH`` deep (a chain of 200 in-place ``add_``
   is otherwise one expression): lowering and printing recurse once per level, so a deeper
   value is materialized and the chain becomes several kernels.
@@ -397,7 +399,7 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
         slots, n_temps = _assign_slots(g, groups, must)
         fix = _repairs(g, groups, slots)
         if not fix:
-            groups = _merge_foreach(g, _merge_pointwise(g, groups, slots), slots)
+            groups = _merge_extern_siblings(g, _merge_foreach(g, _merge_pointwise(g, groups, slots), slots))
             return Plan(_order(g, groups, slots), slots, n_temps)
         for i, why in fix.items():
             forced.setdefault(i, why)
@@ -639,6 +641,32 @@ def _merge_foreach(g: DrainGraph, groups: list, slots) -> list:
     inside = {k for c in clusters if len(c) > 1 for k in c}
     out = [grp for k, grp in enumerate(groups) if k not in inside]
     out += [_foreach([groups[k] for k in c]) for c in clusters if len(c) > 1]
+    for k, grp in enumerate(out):
+        grp.id = k
+    return out
+
+
+def _merge_extern_siblings(g: DrainGraph, groups: list) -> list:
+    """The results of one torch call (``sort``'s values and indices: EXTERN nodes of one family
+    on the same sources, ``lazyfuse.extern``) are stored by one step, so torch runs once for
+    all of them. Siblings read the same materialized inputs and none reads another, so the
+    merged step can run where the first would: no cycle, no hazard."""
+    nodes = g.nodes
+    lead = {}
+    out = []
+    for grp in groups:
+        n = nodes[grp.output]
+        if n.op is Op.EXTERN and not grp.extra:
+            key = (n.arg.family, tuple([id(s) for s in n.srcs]))
+            first = lead.get(key)
+            if first is not None:
+                first.extra.append(grp.output)
+                first.members |= grp.members
+                continue
+            lead[key] = grp
+        out.append(grp)
+    if len(out) == len(groups):
+        return groups
     for k, grp in enumerate(out):
         grp.id = k
     return out

@@ -203,8 +203,12 @@ from .activations import __all__ as _activations
 from .losses import *  # noqa: E402,F401,F403 (and its losses)
 from .losses import __all__ as _losses
 from ..torch_ops import one_hot, pad  # noqa: E402,F401
+from .norms import *  # noqa: E402,F401,F403 (batch, instance and group norms)
+from .norms import __all__ as _norms
+from .extra import *  # noqa: E402,F401,F403 (shrinks, shuffles, distances, more losses)
+from .extra import __all__ as _extra
 
-__all__ = __all__ + _activations + _losses + ["one_hot", "pad"]
+__all__ = __all__ + _activations + _losses + _norms + _extra + ["one_hot", "pad"]
 
 def __getattr__(name):
     """``F.<torch name>`` lazyfuse does not define natively: torch.nn.functional's, as an extern."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..ir.node import Kind, Node, Op, post_order, sources
 from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
+from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
 
 
@@ -165,11 +166,17 @@ def extern_step(nodes, pos, grp, slots, scalar_pos) -> Step:
             base = s
             views.append(None)
         arg_slots.append(slots[pos[id(base)]])
-    arg_slots.append(slots[grp.output])
+    arg_slots += [slots[o] for o in grp.outputs]
     base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs if s.op is not Op.SCALAR)
+    arg = out.arg
+    if out.op is Op.EXTERN:   # one torch call for every output of the step (its siblings)
+        outs = [nodes[o] for o in grp.outputs]
+        arg = out.arg.launch(None if out.arg.index is None else tuple(n.arg.index for n in outs),
+                             tuple(v if v is not None else contiguous_view(b) for v, b in zip(views, base_shapes)),
+                             tuple(n.shape for n in outs))
     name = f"extern {out.arg.name}" if out.op is Op.EXTERN else out.op.label
     return Step(name, StepKind(out.op.label), arg_slots, scalars, [],
-                LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp,
+                LibraryCall(tuple(views), out.shape, base_shapes, arg), group=grp,
                 rng_words=((0, 1),) if scalars else ())   # a random extern: (seed, offset) in words 0, 1
 
 

@@ -1,0 +1,606 @@
+"""Torch's gather family, its index fills and writes, short scans and the matmul aliases, as
+compositions of lazyfuse's native ops:
+
+* ``index_select``, ``take``, ``gather``, ``take_along_dim``: one GATHER node (the engine's
+  indexed read, as ``x[idx]``) over a flat index computed by index arithmetic (``arange``s
+  times strides: fused, never a table in memory). An index out of range fails the drain with
+  a ``ShapeError``, as torch raises;
+* ``index_fill``, ``index_copy``, ``index_add``, ``scatter_add``, ``scatter``: a ``where`` over a
+  membership mask (``arange == index``, reduced over the index list), the values gathered for
+  it; ``index_add``/``scatter_add`` a masked sum (one reduction kernel);
+* the scans ``cumsum``, ``cummax``, ``cummin``, ``logcumsumexp``: for a scanned dim of at most
+  ``SHORT_SCAN`` elements, a reduction over a triangular mask (one fused kernel, quadratic in the
+  scan length, so longer scans run as torch's own scan, an extern; so does ``cumprod``, which
+  needs a product reduction lazyfuse lacks);
+* ``flip`` and its relatives (a gather at a descending ``arange``: views have no negative
+  strides), diagonals, differences, ``trace kron cross``, the stacks, and the ``*_scatter`` ops
+  (a copy written through the view);
+* ``matmul mm bmm mv dot vdot outer inner addmm addmv addbmm baddbmm addr``: lazyfuse's matmul
+  (with its fused epilogue) and elementwise ops.
+"""
+from __future__ import annotations
+
+import math
+
+from . import ops
+from .errors import DTypeError, ShapeError
+from .ir import dtypes as dt
+from .ir.shapes import broadcast_shapes, normalize_dim
+
+# the longest scanned dim lowered natively: the triangular reduction costs n^2 per row
+SHORT_SCAN = 64
+
+
+def _arange(n, device):
+    from .creation import arange
+    return arange(n, device=device)
+
+
+def _check_index(index, name):
+    if index.dtype.is_float or index.dtype.is_bool:
+        raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
+
+
+# -- gathers ----------------------------------------------------------------------------------------
+def index_select(x, dim, index):
+    """``x`` along ``dim`` at the positions ``index`` (a 1-d or 0-d integer tensor)."""
+    from .indexing import index_select as gather_dim
+    _check_index(index, "index_select")
+    if index.ndim > 1:
+        raise ShapeError(f"index_select: index must be 1-d or 0-d, got shape {index.shape}")
+    if x.ndim == 0:
+        return gather_dim(x.reshape(1), 0, index.reshape(-1)).reshape(())
+    return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1))
+
+
+def take(x, index):
+    """``x`` flattened, read at ``index`` (any shape; negative counts from the end)."""
+    from .indexing import index_select as gather_dim
+    _check_index(index, "take")
+    return gather_dim(x.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
+
+
+def gather(x, dim, index, *, sparse_grad=False):
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` along ``dim`` (torch.gather): a flat read of ``x``
+    at ``index * stride(dim)`` plus the other coordinates (``index`` no larger than ``x`` off ``dim``)."""
+    from .indexing import index_select as gather_dim
+    _check_index(index, "gather")
+    if x.ndim == 0 or index.ndim == 0:
+        return take(x, index.reshape(()) if index.ndim == 0 else index) if index.numel() else index.to(x.dtype)
+    if index.ndim != x.ndim:
+        raise ShapeError(f"gather: index has {index.ndim} dims, the input {x.ndim}; they must match")
+    d = normalize_dim(dim, x.ndim)
+    for k, (n, m) in enumerate(zip(index.shape, x.shape)):
+        if k != d and n > m:
+            raise ShapeError(f"gather: index size {n} exceeds the input's {m} along dim {k} (only dim {d} may)")
+    strides, acc = [0] * x.ndim, 1
+    for k in range(x.ndim - 1, -1, -1):
+        strides[k], acc = acc, acc * x.shape[k]
+    size = x.shape[d]
+    # an index out of [-size, size) points past the flat input: the gather's range check names it
+    bad = (index < -size) | (index >= size)
+    flat = ops.where(bad, acc, ops.where(index < 0, index + size, index) * strides[d])
+    for k in range(x.ndim):
+        if k != d and index.shape[k] > 1:
+            shape = [1] * x.ndim
+            shape[k] = index.shape[k]
+            flat = flat + _arange(index.shape[k], x.device).reshape(tuple(shape)) * strides[k]
+    return gather_dim(x.reshape(-1), 0, flat.reshape(-1)).reshape(index.shape)
+
+
+def take_along_dim(x, indices, dim=None):
+    """``gather`` along ``dim`` with ``x`` and ``indices`` broadcast off ``dim``; ``dim=None``:
+    ``take`` on ``x`` flattened."""
+    if dim is None:
+        return take(x, indices)
+    d = normalize_dim(dim, x.ndim)
+    if indices.ndim != x.ndim:
+        raise ShapeError(f"take_along_dim: indices has {indices.ndim} dims, the input {x.ndim}; they must match")
+    shape = [max(a, b) for a, b in zip(x.shape, indices.shape)]
+    xs, ix = list(shape), list(shape)
+    xs[d], ix[d] = x.shape[d], indices.shape[d]
+    return gather(x.expand(*xs), d, indices.expand(*ix))
+
+
+# -- fills and writes along one dim -----------------------------------------------------------------
+def _along(x, d, flat_index, n):
+    """The bool mask over ``x``'s dim ``d`` (size ``n``) of the positions in ``flat_index``, and for
+    each position the last ``k`` with ``flat_index[k]`` there (0 where none), both shaped to
+    broadcast against ``x``."""
+    size = x.shape[d] if x.ndim else 1
+    idx = ops.where(flat_index < 0, flat_index + size, flat_index)
+    hit = _arange(size, x.device).reshape(size, 1) == idx.reshape(1, n)        # (position, k)
+    member = hit.any(1)
+    last = ops.where(hit, _arange(n, x.device).reshape(1, n), -1).amax(1)
+    shape = [1] * max(x.ndim, 1)
+    shape[d] = size
+    return member.reshape(tuple(shape)), ops.where(last < 0, 0, last), tuple(shape)
+
+
+def index_fill(x, dim, index, value):
+    """``x`` with the positions ``index`` of dim ``dim`` set to ``value`` (a number or 0-d tensor)."""
+    _check_index(index, "index_fill")
+    d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    flat = index.reshape(-1)
+    member, _, shape = _along(x, d, flat, flat.shape[0])
+    from .torch_ops import masked_fill
+    return masked_fill(x, member.reshape(shape if x.ndim else ()), value)
+
+
+def index_copy(x, dim, index, source):
+    """``x`` with the positions ``index`` of dim ``dim`` replaced by ``source``'s slices (the last
+    one wins where ``index`` repeats)."""
+    _check_index(index, "index_copy")
+    d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    flat = index.reshape(-1)
+    member, last, shape = _along(x, d, flat, flat.shape[0])
+    if x.ndim == 0:
+        return ops.where(member.reshape(()), source.reshape(()).to(x.dtype), x)
+    picked = index_select(source.to(x.dtype), d, last)
+    return ops.where(member, picked, x)
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """``x`` plus ``alpha`` times ``source``'s slices summed into the positions ``index`` of ``dim``:
+    a masked sum over the index list (one reduction kernel)."""
+    _check_index(index, "index_add")
+    if x.ndim == 0:
+        return x + (source.reshape(()) * alpha if alpha != 1 else source.reshape(())).to(x.dtype) * \
+            (index.reshape(-1).shape[0] > 0)
+    d = normalize_dim(dim, x.ndim)
+    flat = index.reshape(-1)
+    n, size = flat.shape[0], x.shape[d]
+    idx = ops.where(flat < 0, flat + size, flat)
+    src = source.movedim(d, 0).unsqueeze(1)                                        # (n, 1, rest)
+    hit = (idx.reshape(n, 1) == _arange(size, x.device).reshape(1, size))          # (n, size)
+    hit = hit.reshape((n, size) + (1,) * (x.ndim - 1))
+    wide = dt.opmath(x.dtype) if x.dtype.is_float else (dt.int64 if x.dtype.is_bool else x.dtype)
+    added = ops.where(hit, src.to(wide), 0).sum(0).movedim(0, d)
+    if alpha != 1:
+        added = added * alpha
+    out = x.to(wide) + added
+    return (out != 0) if x.dtype.is_bool else out.to(x.dtype)
+
+
+def scatter_add(x, dim, index, src):
+    """``x`` plus ``src[i][j]`` at ``[index[i][j]][j]`` (along ``dim``), summed where indices repeat:
+    a masked sum over ``dim`` of ``index`` (one reduction kernel)."""
+    _check_index(index, "scatter_add")
+    if x.ndim == 0:
+        return index_add(x, 0, index, src)
+    d = normalize_dim(dim, x.ndim)
+    size, n = x.shape[d], index.shape[d]
+    src = _narrowed(src, index.shape)
+    idx = ops.where(index < 0, index + size, index).movedim(d, 0).unsqueeze(1)     # (n, 1, rest of index)
+    hit = idx == _arange(size, x.device).reshape((1, size) + (1,) * (x.ndim - 1))  # (n, size, rest)
+    wide = dt.opmath(x.dtype) if x.dtype.is_float else (dt.int64 if x.dtype.is_bool else x.dtype)
+    added = ops.where(hit, src.movedim(d, 0).unsqueeze(1).to(wide), 0).sum(0).movedim(0, d)
+    pad = [(0, m - k) for k, m in zip(added.shape, x.shape)]
+    if any(hi for _, hi in pad):
+        from .torch_ops import pad as pad_fn
+        added = pad_fn(added, [v for lo_hi in reversed(pad) for v in lo_hi])
+    out = x.to(wide) + added
+    return (out != 0) if x.dtype.is_bool else out.to(x.dtype)
+
+
+def _narrowed(src, shape):
+    """``src`` cut to ``shape`` from the front of each dim (torch reads only that much of ``src``)."""
+    if tuple(src.shape) == tuple(shape):
+        return src
+    return src[tuple(slice(0, n) for n in shape)]
+
+
+# -- reversals, diagonals, differences, scatters into views ------------------------------------------
+def flip(x, dims):
+    """``x`` reversed along ``dims``: a gather at a descending ``arange`` per dim (lazyfuse views
+    have no negative strides)."""
+    from .creation import arange
+    from .indexing import index_select as gather_dim
+    for d in sorted({normalize_dim(d, x.ndim) for d in ([dims] if isinstance(dims, int) else dims)}) if x.ndim else ():
+        n = x.shape[d]
+        if n > 1:
+            x = gather_dim(x, d, arange(n - 1, -1, -1, device=x.device))
+    return x if x.ndim else x.clone()
+
+
+def fliplr(x):
+    """``flip(x, [1])`` (at least 2 dims)."""
+    if x.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, got shape {x.shape}")
+    return flip(x, [1])
+
+
+def flipud(x):
+    """``flip(x, [0])`` (at least 1 dim)."""
+    if x.ndim < 1:
+        raise ShapeError("flipud: input must be at least 1-d")
+    return flip(x, [0])
+
+
+def rot90(x, k=1, dims=(0, 1)):
+    """``x`` rotated by ``k`` quarter turns from ``dims[0]`` towards ``dims[1]``."""
+    a, b = (normalize_dim(d, x.ndim) for d in dims)
+    if a == b:
+        raise ShapeError(f"rot90: the two dims must differ, got {dims}")
+    k %= 4
+    if k == 1:
+        return flip(x, [b]).transpose(a, b)
+    if k == 2:
+        return flip(x, [a, b])
+    if k == 3:
+        return flip(x, [a]).transpose(a, b)
+    return x.clone()
+
+
+def diag_embed(x, offset=0, dim1=-2, dim2=-1):
+    """Matrices (in dims ``dim1``, ``dim2`` of the result) with ``x``'s last dim on the ``offset``
+    diagonal, zero elsewhere."""
+    n = x.shape[-1] + abs(offset)
+    ndim = x.ndim + 1
+    d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 must differ, got {dim1}, {dim2}")
+    i = _arange(n, x.device).reshape(n, 1)
+    j = _arange(n, x.device).reshape(1, n)
+    on = (j - i) == offset
+    # the value at (i, j): x[..., min(i, j)] on the diagonal
+    pos = ops.where(i < j, i, j).expand(n, n).reshape(-1)
+    spread = x.index_select(x.ndim - 1, ops.where(pos < x.shape[-1], pos, 0)) if x.shape[-1] else x
+    spread = spread.reshape(x.shape[:-1] + (n, n)) if x.shape[-1] else \
+        x.reshape(x.shape[:-1] + (0, 0)).expand(*(x.shape[:-1] + (n, n)))
+    out = ops.where(on, spread, 0 if not x.dtype.is_bool else False).to(x.dtype)
+    # the two matrix dims from the end to (d1, d2)
+    rest = [k for k in range(ndim) if k not in (d1, d2)]
+    order = [0] * ndim
+    for k, src in zip(rest, range(ndim - 2)):
+        order[k] = src
+    order[d1], order[d2] = ndim - 2, ndim - 1
+    return out.permute(*order)
+
+
+def diag(x, diagonal=0):
+    """A 1-d ``x`` as the ``diagonal`` of a square matrix; a 2-d ``x``'s ``diagonal`` as a 1-d copy."""
+    if x.ndim == 1:
+        return diag_embed(x, diagonal)
+    if x.ndim == 2:
+        from .torch_ops import diagonal as diagonal_of
+        return diagonal_of(x, diagonal).clone()
+    raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {x.shape}")
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``."""
+    from .functions import cat
+    d = normalize_dim(dim, x.ndim)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = cat([p if p.ndim == x.ndim else p.expand(*(x.shape[:d] + (1,) + x.shape[d + 1:])) for p in parts], d)
+    for _ in range(int(n)):
+        size = x.shape[d]
+        if size == 0:
+            break
+        hi, lo = x.narrow(d, 1, size - 1), x.narrow(d, 0, size - 1)
+        x = (hi != lo) if x.dtype.is_bool else hi - lo
+    return x
+
+
+def trace(x):
+    """The sum of a matrix's main diagonal."""
+    from .torch_ops import diagonal as diagonal_of
+    if x.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {x.shape}")
+    d = diagonal_of(x)
+    return d.sum() if not x.dtype.is_bool else d.to(dt.int64).sum()
+
+
+def _at_least(x, n):
+    """torch's ``atleast_{n}d``: 0-d -> (1,) * n; 1-d (k,) -> (1, k) or (1, k, 1); 2-d -> (m, k, 1)."""
+    if x.ndim >= n:
+        return x
+    if x.ndim == 0:
+        return x.reshape((1,) * n)
+    if n == 2:
+        return x.unsqueeze(0)
+    return x.reshape(1, x.shape[0], 1) if x.ndim == 1 else x.unsqueeze(-1)
+
+
+def _stack_along(tensors, dim, least, name):
+    from .functions import cat
+    if not tensors:
+        raise ShapeError(f"{name}: expected a non-empty sequence of tensors")
+    return cat([_at_least(t, least) for t in tensors], dim)
+
+
+def hstack(tensors):
+    """``cat`` along dim 1 (dim 0 for 1-d tensors)."""
+    first = _at_least(tensors[0], 1) if tensors else None
+    return _stack_along(tensors, 0 if first is not None and first.ndim == 1 else 1, 1, "hstack")
+
+
+def vstack(tensors):
+    """``cat`` along dim 0 of the tensors made at least 2-d."""
+    return _stack_along(tensors, 0, 2, "vstack")
+
+
+def dstack(tensors):
+    """``cat`` along dim 2 of the tensors made at least 3-d."""
+    return _stack_along(tensors, 2, 3, "dstack")
+
+
+def column_stack(tensors):
+    """The tensors as columns: 0-d and 1-d ones as (n, 1), then ``cat`` along dim 1."""
+    from .functions import cat
+    return cat([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def kron(x, other):
+    """The Kronecker product: every element of ``x`` times ``other``, in blocks."""
+    n = max(x.ndim, other.ndim)
+    a = x.reshape((1,) * (n - x.ndim) + x.shape)
+    b = other.reshape((1,) * (n - other.ndim) + other.shape)
+    ea = a.reshape(tuple(s for d in a.shape for s in (d, 1)))
+    eb = b.reshape(tuple(s for d in b.shape for s in (1, d)))
+    return (ea * eb).reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def cross(x, other, dim=None):
+    """The 3-vector cross product along ``dim`` (default: the first dim of size 3)."""
+    shape = broadcast_shapes(x.shape, other.shape)
+    x, other = x.expand(*shape), other.expand(*shape)
+    if dim is None:
+        dim = next((d for d, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dim of size 3 in shape {shape}")
+    d = normalize_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise ShapeError(f"cross: dim {dim} has size {shape[d]}, not 3")
+    from .functions import cat
+    from .torch_ops import select
+    a = [select(x, d, k).unsqueeze(d) for k in range(3)]
+    b = [select(other, d, k).unsqueeze(d) for k in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+
+
+def _scatter_into(x, src, view_of):
+    out = x.clone()
+    view_of(out).copy_(src)
+    return out
+
+
+def select_scatter(x, src, dim, index):
+    """A copy of ``x`` with ``x.select(dim, index)`` replaced by ``src``."""
+    return _scatter_into(x, src, lambda t: t.select(dim, index))
+
+
+def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    """A copy of ``x`` with the slice ``start:end:step`` of ``dim`` replaced by ``src``."""
+    d = normalize_dim(dim, x.ndim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    return _scatter_into(x, src, lambda t: t[key])
+
+
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """A copy of ``x`` with its ``diagonal(offset, dim1, dim2)`` replaced by ``src``."""
+    from .torch_ops import diagonal as diagonal_of
+    return _scatter_into(x, src, lambda t: diagonal_of(t, offset, dim1, dim2))
+
+
+# -- short scans ------------------------------------------------------------------------------------
+def _scan_input(x, dim):
+    """(x with the scanned dim last, that dim's size, where it was), or None for a long scan."""
+    if x.ndim == 0:
+        return x.reshape(1), 1, None
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    if n > SHORT_SCAN:
+        return None
+    return x.movedim(d, -1), n, d
+
+
+def _triangle(n, device):
+    """(i, k) -> k <= i."""
+    return _arange(n, device).reshape(1, n) <= _arange(n, device).reshape(n, 1)
+
+
+def _unscan(out, d, shape):
+    return out.reshape(shape) if d is None else out.movedim(-1, d)
+
+
+def _torch_call(name, *args, **kwargs):
+    """torch's own ``name`` as an extern (where the composition would not match it)."""
+    import torch
+    from .extern import extern
+    return extern(getattr(torch, name), *args, **kwargs)
+
+
+def cumsum(x, dim, *, dtype=None):
+    """Running sums along ``dim`` (integers and bool sum in int64, as torch)."""
+    got = _scan_input(x, dim)
+    if got is None:
+        return _torch_call("cumsum", x, dim, dtype=dtype)
+    y, n, d = got
+    out = dt.as_dtype(dtype) if dtype is not None else x.dtype if x.dtype.is_float else dt.int64
+    wide = dt.opmath(out)
+    tri = _triangle(n, x.device)
+    s = ops.where(tri, y.to(wide).unsqueeze(-2), 0).sum(-1)
+    return _unscan(s, d, x.shape).to(out)
+
+
+def _cumext(x, dim, largest: bool, name: str):
+    got = _scan_input(x, dim)
+    if got is None:
+        return _torch_call(name, x, dim)
+    y, n, d = got
+    tri = _triangle(n, x.device)
+    big = y.unsqueeze(-2)                                                         # (..., 1, k)
+    if x.dtype.is_bool:
+        fill = not largest
+    elif x.dtype.is_float:
+        fill = -math.inf if largest else math.inf
+    else:
+        info = (-(1 << 63), (1 << 63) - 1) if x.dtype.itemsize == 8 else (-(1 << 31), (1 << 31) - 1)
+        fill = info[0] if largest else info[1]
+    masked = ops.where(tri, big, fill)
+    if x.dtype.is_bool:
+        values = masked.any(-1) if largest else masked.all(-1)
+    else:
+        values = masked.amax(-1) if largest else masked.amin(-1)
+    # the index: the last k <= i holding the running value (a NaN, once met, is the value after it)
+    ks = _arange(n, x.device).reshape(1, n)
+    same = (big == values.unsqueeze(-1))
+    if x.dtype.is_float:
+        nan_seen = ops.where(tri, big.isnan(), False).any(-1, keepdim=True)
+        values = ops.where(nan_seen.squeeze(-1), math.nan, values)
+        same = ops.where(nan_seen, big.isnan(), same)
+    indices = ops.where(tri & same, ks, -1).amax(-1)
+    from .tensor import MaxMin
+    return MaxMin(_unscan(values, d, x.shape).to(x.dtype), _unscan(indices, d, x.shape))
+
+
+def cummax(x, dim):
+    """(running maximum, its last index) along ``dim``."""
+    return _cumext(x, dim, True, "cummax")
+
+
+def cummin(x, dim):
+    """(running minimum, its last index) along ``dim``."""
+    return _cumext(x, dim, False, "cummin")
+
+
+def logcumsumexp(x, dim):
+    """``log(cumsum(exp(x)))`` along ``dim``, shifted by each prefix's maximum."""
+    got = _scan_input(x, dim)
+    if got is None:
+        return _torch_call("logcumsumexp", x, dim)
+    y, n, d = got
+    out = x.dtype if x.dtype.is_float else dt.float32
+    y = y.to(dt.opmath(out))
+    tri = _triangle(n, x.device)
+    big = y.unsqueeze(-2)
+    m = ops.where(tri, big, -math.inf).amax(-1, keepdim=True)
+    m = ops.where(m.abs() == math.inf, 0.0, m)   # a prefix of -inf (or an inf): no shift
+    s = ops.where(tri, (big - m).exp(), 0.0).sum(-1).log() + m.squeeze(-1)
+    return _unscan(s, d, x.shape).to(out)
+
+
+# -- matmul and its aliases -------------------------------------------------------------------------
+def _dims(name, **tensors):
+    for what, (t, n) in tensors.items():
+        if t.ndim != n:
+            raise ShapeError(f"{name}: {what} must be {n}-d, got shape {t.shape}")
+
+
+def _matmul(x, other):
+    """The matrix product with torch's broadcasting (``x @ other``)."""
+    from .functions import matmul
+    return matmul(x, other)
+
+
+def mm(x, mat2):
+    """The matrix product of two 2-d tensors."""
+    _dims("mm", input=(x, 2), mat2=(mat2, 2))
+    return _matmul(x, mat2)
+
+
+def bmm(x, mat2):
+    """The batched matrix product of two 3-d tensors."""
+    _dims("bmm", input=(x, 3), mat2=(mat2, 3))
+    return _matmul(x, mat2)
+
+
+def mv(x, vec):
+    """A 2-d tensor times a 1-d one."""
+    _dims("mv", input=(x, 2), vec=(vec, 1))
+    return _matmul(x, vec)
+
+
+def dot(x, other):
+    """The inner product of two 1-d tensors (as ``sum(x * other)``)."""
+    _dims("dot", input=(x, 1), tensor=(other, 1))
+    if x.dtype is not other.dtype:
+        raise DTypeError(f"dot: expected both vectors to have the same dtype, got {x.dtype.name} and "
+                         f"{other.dtype.name}")
+    wide = dt.opmath(x.dtype)
+    return (x.to(wide) * other.to(wide)).sum().to(x.dtype)
+
+
+def outer(x, vec2):
+    """The outer product of two 1-d tensors."""
+    _dims("outer", input=(x, 1), vec2=(vec2, 1))
+    return x.reshape(-1, 1) * vec2.reshape(1, -1)
+
+
+def inner(x, other):
+    """The sum of products over the last dims (a scalar times a tensor for 0-d operands)."""
+    if x.ndim == 0 or other.ndim == 0:
+        return x * other
+    if x.ndim == 1 and other.ndim == 1:
+        return dot(x, other) if x.dtype is other.dtype else (x * other).sum()
+    return _matmul(x, other.movedim(-1, 0) if other.ndim > 1 else other) if other.ndim <= 2 else \
+        _matmul(x.reshape(-1, x.shape[-1]), other.reshape(-1, other.shape[-1]).transpose(0, 1)).reshape(
+            x.shape[:-1] + other.shape[:-1])
+
+
+def _scaled_sum(x, a, b, beta, alpha, product=None):
+    """``beta * x + alpha * (a @ b)`` (or ``product(a, b)``) as torch's fused BLAS calls compute it:
+    ``beta == 0`` ignores ``x`` (NaNs in it too); integer tensors take ``int(beta)``, ``int(alpha)``;
+    float16/bfloat16 multiply in float32 and round once."""
+    out = dt.promote_types(x.dtype, dt.promote_types(a.dtype, b.dtype))
+    if not out.is_float:
+        beta, alpha = int(beta), int(alpha)
+    wide = dt.opmath(out)
+    value = (product or _matmul)(a.to(wide), b.to(wide))
+    if alpha != 1:
+        value = value * alpha
+    if beta == 0:
+        return value.expand(*broadcast_shapes(x.shape, value.shape)).contiguous().to(out)
+    return ((x.to(wide) * beta if beta != 1 else x.to(wide)) + value).to(out)
+
+
+def addmm(x, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * x + alpha * (mat1 @ mat2)``."""
+    _dims("addmm", mat1=(mat1, 2), mat2=(mat2, 2))
+    return _scaled_sum(x, mat1, mat2, beta, alpha)
+
+
+def addmv(x, mat, vec, *, beta=1, alpha=1):
+    """``beta * x + alpha * (mat @ vec)``."""
+    _dims("addmv", mat=(mat, 2), vec=(vec, 1))
+    return _scaled_sum(x, mat, vec, beta, alpha)
+
+
+def baddbmm(x, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * x + alpha * (batch1 @ batch2)`` per batch."""
+    _dims("baddbmm", batch1=(batch1, 3), batch2=(batch2, 3))
+    return _scaled_sum(x, batch1, batch2, beta, alpha)
+
+
+def addbmm(x, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * x + alpha * sum_b(batch1[b] @ batch2[b])`` (float16/bfloat16: torch's own, which
+    rounds after each batch's product)."""
+    _dims("addbmm", batch1=(batch1, 3), batch2=(batch2, 3))
+    if dt.opmath(batch1.dtype) is not batch1.dtype:
+        return _torch_call("addbmm", x, batch1, batch2, beta=beta, alpha=alpha)
+    b, n, k = batch1.shape
+    m = batch2.shape[2]
+    return _scaled_sum(x, batch1.permute(1, 0, 2).reshape(n, b * k), batch2.reshape(b * k, m), beta, alpha)
+
+
+def addr(x, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * x + alpha * outer(vec1, vec2)`` (float16/bfloat16: torch's own, whose rounding steps
+    the composition does not reproduce)."""
+    if dt.opmath(vec1.dtype) is not vec1.dtype:
+        return _torch_call("addr", x, vec1, vec2, beta=beta, alpha=alpha)
+    return _scaled_sum(x, vec1, vec2, beta, alpha, outer)
+
+
+METHODS = {f.__name__: f for f in (
+    index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
+    flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
+    trace, kron, cross,
+    cumsum, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
+METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
+FUNCTIONS = {f.__name__: f for f in (hstack, vstack, dstack, column_stack)}
+FUNCTIONS["row_stack"] = vstack
+
+__all__ = ["METHODS", "FUNCTIONS", "SHORT_SCAN"]

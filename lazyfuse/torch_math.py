@@ -1,0 +1,380 @@
+"""Torch's elementwise math that lazyfuse's primitives compose: the inverse trigonometric functions
+(Cephes' ``atanf`` polynomial), the hyperbolic and inverse hyperbolic functions, ``tan expm1 log1p exp2 erfc sinc logit``, degrees and radians, and the
+binary ``xlogy hypot logaddexp(2) fmax fmin heaviside float_power ldexp fmod copysign signbit
+isclose``. Each is a short chain of native ops, so it fuses with its neighbours and autograd
+differentiates it through them.
+
+Dtypes follow torch: an integer or bool input of a float function computes in float32;
+float16/bfloat16 compute in float32 and round once (torch's opmath). The formulas are chosen
+for float32 accuracy where the naive one loses it (``sinh``/``cosh`` shifted by ln 2 so they
+overflow where torch's do, not half an octave earlier; ``asinh`` odd by construction;
+``logaddexp`` exact at ``a == b``, infinities included).
+"""
+from __future__ import annotations
+
+import math
+
+from . import ops
+from .ir import dtypes as dt
+
+_LN2 = math.log(2.0)
+
+
+def _tensor_cls():
+    from .tensor import Tensor
+    return Tensor
+
+
+def _float_unary(f):
+    """``f`` on ``x`` computed in float32 (integer, bool, float16, bfloat16 input) and rounded
+    to the result dtype torch gives: ``x``'s float dtype, else float32."""
+    def method(x):
+        out = x.dtype if x.dtype.is_float else dt.float32
+        return f(x.to(dt.opmath(out))).to(out)
+    method.__name__ = method.__qualname__ = f.__name__
+    method.__doc__ = f.__doc__
+    return method
+
+
+def _float_operands(*xs):
+    """(operands in the computing dtype, result dtype) of a float binary function: torch's
+    promotion, then float32 for integers (and opmath for the half types)."""
+    Tensor = _tensor_cls()
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
+                         [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
+    out = out if out.is_float else dt.float32
+    wide = dt.opmath(out)
+    return [x.to(wide) if isinstance(x, Tensor) else float(x) for x in xs], out
+
+
+def _as_tensors(a, b):
+    """Both operands as tensors (a Python scalar as a 0-d tensor of the other's dtype)."""
+    Tensor = _tensor_cls()
+    from .creation import full
+    if not isinstance(a, Tensor):
+        a = full((), a, dtype=b.dtype, device=b.device)
+    if not isinstance(b, Tensor):
+        b = full((), b, dtype=a.dtype, device=a.device)
+    return a, b
+
+
+def _isnan(x):
+    return x.isnan() if isinstance(x, _tensor_cls()) else math.isnan(x)
+
+
+# -- unary ------------------------------------------------------------------------------------------
+@_float_unary
+def tan(x):
+    """Elementwise tangent, ``sin / cos``."""
+    return x.sin() / x.cos()
+
+
+def _atan(x):
+    """atan of a float32 tensor: Cephes' ``atanf`` (range reduced to |t| <= tan(pi/8), then an odd
+    polynomial: within ~2 ulp), from elementwise ops."""
+    a = x.abs()
+    big, mid = a > 2.414213562373095, a > 0.4142135623730950
+    t = ops.where(big, -1.0 / a, ops.where(mid, (a - 1.0) / (a + 1.0), a))
+    base = ops.where(big, math.pi / 2, ops.where(mid, math.pi / 4, 0.0))
+    z = t * t
+    poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+    return ops.where(x < 0, -1.0, 1.0) * (base + poly)
+
+
+@_float_unary
+def atan(x):
+    """Elementwise arctangent."""
+    return ops.where(x.isnan(), x, _atan(x))
+
+
+@_float_unary
+def asin(x):
+    """Elementwise arcsine, ``atan(x / sqrt(1 - x^2))`` (NaN outside [-1, 1], as torch)."""
+    return ops.where(x.abs() > 1, math.nan, _atan(x / (1.0 - x * x).sqrt()))
+
+
+@_float_unary
+def acos(x):
+    """Elementwise arccosine, ``pi / 2 - asin(x)``."""
+    return ops.where(x.abs() > 1, math.nan, math.pi / 2 - _atan(x / (1.0 - x * x).sqrt()))
+
+
+def atan2(x, other):
+    """The angle of the point (``other``, ``x``): ``atan(x / other)`` moved to its quadrant, signed
+    zeros and infinities as C's ``atan2``."""
+    (y, w), out = _float_operands(x, other)
+    y, w = _as_tensors(y, w)
+    y_neg, w_neg = signbit(y), signbit(w)
+    half_turn = ops.where(y_neg, -math.pi, math.pi)
+    both_inf = (y.abs() == math.inf) & (w.abs() == math.inf)
+    ratio = ops.where(both_inf, ops.where(y_neg == w_neg, 1.0, -1.0), y / w)
+    angle = _atan(ratio) + ops.where(w_neg, half_turn, 0.0)
+    zeros = (y == 0) & (w == 0)
+    angle = ops.where(zeros, ops.where(w_neg, half_turn, ops.where(y_neg, -0.0, 0.0)), angle)
+    return ops.where(y.isnan() | w.isnan(), math.nan, angle).to(out)
+
+
+@_float_unary
+def sinh(x):
+    """Elementwise hyperbolic sine, ``(e^(x - ln 2) - e^(-x - ln 2))``: finite up to torch's bound."""
+    return (x - _LN2).exp() - (-x - _LN2).exp()
+
+
+@_float_unary
+def cosh(x):
+    """Elementwise hyperbolic cosine, ``e^(x - ln 2) + e^(-x - ln 2)``."""
+    return (x - _LN2).exp() + (-x - _LN2).exp()
+
+
+@_float_unary
+def asinh(x):
+    """Elementwise inverse hyperbolic sine, ``sign(x) log(|x| + sqrt(x^2 + 1))`` (odd exactly)."""
+    a = x.abs()
+    return ops.where(x < 0, -1.0, 1.0) * (a + (a * a + 1.0).sqrt()).log()
+
+
+@_float_unary
+def acosh(x):
+    """Elementwise inverse hyperbolic cosine, ``log(x + sqrt(x^2 - 1))`` (NaN below 1, as torch)."""
+    return (x + (x * x - 1.0).sqrt()).log()
+
+
+@_float_unary
+def atanh(x):
+    """Elementwise inverse hyperbolic tangent, ``log((1 + x) / (1 - x)) / 2``."""
+    return ((1.0 + x) / (1.0 - x)).log() * 0.5
+
+
+@_float_unary
+def expm1(x):
+    """Elementwise ``e^x - 1``."""
+    return x.exp() - 1.0
+
+
+@_float_unary
+def log1p(x):
+    """Elementwise ``log(1 + x)``."""
+    return (x + 1.0).log()
+
+
+@_float_unary
+def exp2(x):
+    """Elementwise ``2^x``."""
+    return (x * _LN2).exp()
+
+
+@_float_unary
+def erfc(x):
+    """Elementwise complementary error function, ``1 - erf(x)``."""
+    from .torch_ops import erf
+    return 1.0 - erf(x)
+
+
+@_float_unary
+def sinc(x):
+    """Elementwise normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0."""
+    px = x * math.pi
+    return ops.where(x == 0, 1.0, px.sin() / px)
+
+
+@_float_unary
+def deg2rad(x):
+    """Degrees to radians."""
+    return x * (math.pi / 180.0)
+
+
+@_float_unary
+def rad2deg(x):
+    """Radians to degrees."""
+    return x * (180.0 / math.pi)
+
+
+def logit(x, eps=None):
+    """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given."""
+    out = x.dtype if x.dtype.is_float else dt.float32
+    x = x.to(dt.opmath(out))
+    if eps is not None:
+        x = x.clamp(float(eps), 1.0 - float(eps))
+    return (x / (1.0 - x)).log().to(out)
+
+
+def signbit(x):
+    """True where the sign bit of ``x`` is set (-0.0 included: ``1 / -0.0`` is -inf)."""
+    if x.dtype.is_bool:
+        return x != x
+    if not x.dtype.is_float:
+        return x < 0
+    return (x < 0) | ((x == 0) & ((1.0 / x) < 0))
+
+
+# -- binary -----------------------------------------------------------------------------------------
+def xlogy(x, y):
+    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN)."""
+    (a, b), out = _float_operands(x, y)
+    a, b = _as_tensors(a, b)
+    value = ops.where(a == 0, 0.0, a * b.log())
+    return ops.where(b.isnan(), math.nan, value).to(out)
+
+
+def hypot(x, other):
+    """``sqrt(x^2 + other^2)``."""
+    (a, b), out = _float_operands(x, other)
+    return (a * a + b * b).sqrt().to(out)
+
+
+def logaddexp(x, other):
+    """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    m = ops.where(a > b, a, b)
+    return ops.where(a == b, a + _LN2, m + ((-(a - b).abs()).exp() + 1.0).log()).to(out)
+
+
+def logaddexp2(x, other):
+    """``log2(2^x + 2^other)``."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    m = ops.where(a > b, a, b)
+    return ops.where(a == b, a + 1.0, m + ((-(a - b).abs() * _LN2).exp() + 1.0).log() * (1.0 / _LN2)).to(out)
+
+
+def _nan_ignoring(name):
+    def method(x, other):
+        from . import functions
+        pick = getattr(functions, name)
+        if not x.dtype.is_float and not other.dtype.is_float:
+            return pick(x, other)
+        return ops.where(_isnan(x), other, ops.where(_isnan(other), x, pick(x, other)))
+    return method
+
+
+fmax = _nan_ignoring("maximum")
+fmax.__name__ = fmax.__qualname__ = "fmax"
+fmax.__doc__ = "Elementwise maximum that ignores a NaN (the other value wins; NaN only where both are)."
+fmin = _nan_ignoring("minimum")
+fmin.__name__ = fmin.__qualname__ = "fmin"
+fmin.__doc__ = "Elementwise minimum that ignores a NaN (the other value wins; NaN only where both are)."
+
+
+def heaviside(x, values):
+    """``values`` where ``x == 0``, else 1 where ``x > 0`` and 0 elsewhere (NaN included), as torch."""
+    out = dt.promote_types(x.dtype, values.dtype)
+    return ops.where(x == 0, values.to(out), (x > 0).to(out))
+
+
+def float_power(x, exponent):
+    """``x ** exponent`` in float64 (torch's double-precision power)."""
+    Tensor = _tensor_cls()
+    base = x.to(dt.float64) if isinstance(x, Tensor) else float(x)
+    return base ** (exponent.to(dt.float64) if isinstance(exponent, Tensor) else float(exponent))
+
+
+def ldexp(x, other):
+    """``x * 2^other``."""
+    (a, b), out = _float_operands(x, other)
+    return (a * (b * _LN2).exp() if isinstance(b, _tensor_cls()) else a * 2.0 ** b).to(out)
+
+
+def fmod(x, other):
+    """C's remainder: the sign of the dividend (``remainder`` takes the divisor's)."""
+    r = x % other
+    flip = (r != 0) & ((r < 0) != (x < 0))
+    return ops.where(flip, r - other, r)
+
+
+def copysign(x, other):
+    """``|x|`` with the sign of ``other`` (-0.0 counts as negative)."""
+    (a, b), out = _float_operands(x, other)
+    a, b = _as_tensors(a, b)
+    neg = signbit(b)
+    return ops.where(neg, -a.abs(), a.abs()).to(out)
+
+
+def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|x - other| <= atol + rtol |other|`` where both are finite, equality elsewhere (NaNs equal
+    when ``equal_nan``), as torch."""
+    if x.dtype.is_bool and other.dtype.is_bool:
+        return x == other
+    wide = dt.promote_types(x.dtype, other.dtype)
+    wide = dt.opmath(wide) if wide.is_float else dt.float64
+    a, b = x.to(wide), other.to(wide)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    if wide.is_float:
+        finite = (a.abs() != math.inf) & (b.abs() != math.inf)
+        close = (a == b) | (finite & close)
+        if equal_nan:
+            close = close | (a.isnan() & b.isnan())
+    return close
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """True where an element of ``elements`` equals one of ``test_elements``: a comparison
+    broadcast over the test values, reduced with ``any``."""
+    Tensor = _tensor_cls()
+    if not isinstance(elements, Tensor):
+        from .creation import full
+        elements = full((), elements, device=test_elements.device)
+    if not isinstance(test_elements, Tensor):
+        hit = elements == test_elements
+    else:
+        flat = test_elements.reshape(-1)
+        hit = (elements.unsqueeze(-1) == flat).any(-1) if flat.shape[0] else elements != elements
+    return ~hit if invert else hit
+
+
+def isreal(x):
+    """True everywhere (lazyfuse's dtypes are real)."""
+    return x == x if not x.dtype.is_float else (x == x) | (x != x)
+
+
+def equal(x, other):
+    """Whether ``x`` and ``other`` have one shape and equal values (a Python bool: it reads the data)."""
+    if tuple(x.shape) != tuple(other.shape):
+        return False
+    return bool((x == other).all().item()) if x.numel() else True
+
+
+def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``isclose`` holds everywhere (a Python bool: it reads the data)."""
+    return bool(isclose(x, other, rtol, atol, equal_nan).all().item())
+
+
+def bucketize(x, boundaries, *, out_int32=False, right=False):
+    """The index of each value's bucket among the sorted 1-d ``boundaries``: how many boundaries
+    lie below it (``right``: at or below), a comparison summed over them."""
+    Tensor = _tensor_cls()
+    if not isinstance(x, Tensor):
+        from .creation import full
+        x = full((), x, device=boundaries.device)
+    below = (boundaries <= x.unsqueeze(-1)) if right else (boundaries < x.unsqueeze(-1))
+    return below.sum(-1).to(dt.int32 if out_int32 else dt.int64)
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """For each of ``values``, where it would be inserted into the last dim of ``sorted_sequence``
+    (``right`` / ``side='right'``: after equal values): the count of entries below it."""
+    if sorter is not None:
+        from .torch_index import take_along_dim
+        sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
+    right = right or side == "right"
+    Tensor = _tensor_cls()
+    if not isinstance(values, Tensor):
+        from .creation import full
+        values = full((), values, dtype=sorted_sequence.dtype, device=sorted_sequence.device)
+    if sorted_sequence.ndim == 1:
+        return bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
+    seq = sorted_sequence.unsqueeze(-2)                 # (..., 1, n)
+    v = values.unsqueeze(-1)                            # (..., m, 1)
+    below = (seq <= v) if right else (seq < v)
+    return below.sum(-1).to(dt.int32 if out_int32 else dt.int64)
+
+
+METHODS = {f.__name__: f for f in (
+    atan, asin, acos, atan2, tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
+    xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose,
+    isin, isreal, equal, allclose, bucketize, searchsorted)}
+METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh, "arctan": atan, "arcsin": asin,
+                "arccos": acos, "arctan2": atan2})
+
+__all__ = ["METHODS"]
