@@ -2,7 +2,7 @@
 
 A device owns one backend (``Device.backend``): ``CpuBackend`` (C/OpenMP, runtime/cpu.py) or
 ``TritonBackend`` (compiled Triton or its interpreter, runtime/triton_devices.py). The engine
-calls ``new_meta`` and ``compile_plan`` and reads ``matmul_template``; the device calls ``thunk``
+calls ``new_meta``, ``compile_plan`` and ``tune_plan`` and reads ``matmul_template``; the device calls ``thunk``
 to launch and ``batch`` to make a recorded launch list cheaper to replay; ``lf.explain`` calls
 ``preview``. Everything else on a backend is its own business.
 """
@@ -52,6 +52,11 @@ class Backend:
         """Build every step of a new plan (print candidates, compile, tune on scratch copies of
         the buffers ``bound_buffers`` finds, keep the winner in ``step.compiled``)."""
         raise NotImplementedError
+
+    def tune_plan(self, plan, stats, bound, tape) -> None:
+        """At a steady-state run of ``plan``: tune what its build left in ``plan.untuned``
+        (``bound``: the buffers ``step.bind`` reads, ``tape``: what ``step.bind_scalars`` reads).
+        A backend whose build tunes everything never sets ``plan.untuned``."""
 
     def thunk(self, step, bufs, meta):
         """A no-argument callable that launches compiled ``step`` on ``bufs`` with ``meta``."""

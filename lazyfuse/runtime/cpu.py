@@ -5,13 +5,14 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import warnings
 
 import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
 from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, print_c
-from ..errors import CompileError, ShapeError
+from ..errors import CompileError, LazyfuseError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
@@ -105,9 +106,6 @@ def _library_views(call, library) -> tuple:
 # are in bench/results/cost-model-2026-11-30.md). So the library is an autotuned choice per
 # shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
-# the fewest kernels (candidates) a compiler process is given: below that, starting another
-# process costs more than the part it would take off the others
-MIN_PART = 16
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,16 +178,21 @@ class CpuBackend(Backend):
         """The C source of ``kernel`` with the heuristic config (for ``lf.explain``)."""
         return print_c(kernel, CConfig())
 
-    def candidates(self, kernel) -> list:
-        """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
+    def configs(self, kernel) -> list:
+        """The heuristic default first, then what autotuning may try instead (a few may print the
+        same source)."""
         configs = [CConfig()]
         if autotune.explores():
             if c_parallel.parallel(kernel):
                 configs.append(CConfig(**SERIAL))
             if kernel.stages:
                 configs += [CConfig(**variant) for variant in REDUCTION_VARIANTS]
+        return configs
+
+    def candidates(self, kernel) -> list:
+        """``configs`` deduplicated by source: what tuning benchmarks."""
         out, seen = [], set()
-        for cfg in configs:
+        for cfg in self.configs(kernel):
             src = print_c(kernel, cfg)
             if src not in seen:
                 seen.add(src)
@@ -197,35 +200,92 @@ class CpuBackend(Backend):
         return out
 
     def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
+        """Each kernel of a new plan compiled in one config, without benchmarking: the forced
+        candidate, the tuned winner the cache holds, or the heuristic default. The kernels and
+        matmuls that have no tuned choice yet are tuned at the plan's ``autotune.after()``-th
+        run (``tune_plan``), or now where that is its first."""
+        bufs_of = lambda st: bound_buffers(st, leaves, root_bufs, temps)  # noqa: E731
+        scalars_of = lambda st: [scalars[i] for i in st.scalars]  # noqa: E731
+        untuned, picks = [], {}
         for st in plan.steps:
             if st.kind is StepKind.MATMUL:
-                self._choose_library(st, bound_buffers(st, leaves, root_bufs, temps), stats)
-        steps = [st for st in plan.steps if st.kind is StepKind.KERNEL]
+                dtypes = [b.dtype for b in bufs_of(st)]
+                libraries = matmul_libraries(st, dtypes)
+                pick = autotune.cached_choice(self._tuner(), matmul_signature(st, dtypes), list(libraries))
+                st.config = libraries[pick or 0]
+            elif st.kind is StepKind.KERNEL:
+                # forced: the deduplicated list, as tuning numbers them; else the configs unprinted
+                cands = self.candidates(st.kernel) if autotune.forced() is not None else self.configs(st.kernel)
+                pick = autotune.cached_choice(self._tuner(), autotune.signature(st.kernel), [c.label() for c in cands])
+                picks[st.name] = [cands[pick or 0]]
+            else:
+                continue
+            if pick is None:
+                untuned.append(st)
+        self._bind_best(plan, [st for st in plan.steps if st.name in picks], picks, stats, bufs_of, scalars_of)
+        runs = plan.untuned.runs + 1 if plan.untuned else 1   # a capture's rebuild of a plan that ran before
+        plan.untuned = autotune.Deferred(untuned, runs) if untuned else None
+        if plan.untuned is not None and runs >= autotune.after():
+            self._tune(plan, stats, bufs_of, scalars_of)
+
+    def tune_plan(self, plan, stats, bound, tape) -> None:
+        """At a steady-state run of ``plan`` (buffers ``bound``, scalars on ``tape``): tune what its
+        build left untuned once that run is the ``autotune.after()``-th."""
+        if not plan.untuned.due():
+            return
+        try:
+            self._tune(plan, stats, lambda st: st.bind(bound), lambda st: st.bind_scalars(tape))
+        except LazyfuseError as e:   # e.g. no memory for the scratch copies: the defaults stay, tuned or not
+            plan.untuned = None
+            warnings.warn(f"autotuning of plan {plan.label} skipped: {e}", RuntimeWarning, stacklevel=2)
+
+    def _tune(self, plan, stats, bufs_of, scalars_of) -> None:
+        steps, plan.untuned = plan.untuned.steps, None
+        for st in steps:
+            if st.kind is StepKind.MATMUL:
+                self._choose_library(st, bufs_of(st), stats)
+        kernels = [st for st in steps if st.kind is StepKind.KERNEL]
+        self._bind_best(plan, kernels, {st.name: self.candidates(st.kernel) for st in kernels}, stats,
+                        bufs_of, scalars_of)
+
+    def _bind_best(self, plan, steps, cands: dict, stats, bufs_of, scalars_of) -> None:
+        """Compile every candidate in ``cands`` (step name -> configs) of ``steps`` at once and bind
+        each step to its best: the one candidate, or the winner of benchmarking them on scratch
+        copies of the step's buffers."""
         if not steps:
             return
-        cands = {st.name: self.candidates(st.kernel) for st in steps}
-        sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
-                   for st in steps for j, cfg in enumerate(cands[st.name])}
-        fns = self._build_all(sources, plan.label, stats)
+        sources, what, symbols = {}, {}, {}
         for st in steps:
-            n = len(cands[st.name])
-            found = [fns.get((st.name, j)) for j in range(n)]
+            symbols[st.name] = []
+            for cfg in cands[st.name]:
+                symbol, src = c_compile.named(print_c(rename(st.kernel, c_compile.SYMBOL_SLOT), cfg), PRELUDE)
+                sources[symbol] = src
+                what[symbol] = f"kernel {st.name} ({cfg.label()}) of plan {plan.label}"
+                symbols[st.name].append(symbol)
+        fns = c_compile.build_functions(sources, PRELUDE, what, stats)
+        for st in steps:
+            named = symbols[st.name]
+            found = [fns[s] if not isinstance(fns[s], CompileError) else None for s in named]
             if not any(found):
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile")
-            if n == 1:
-                best = 0
-            else:
-                bufs = bound_buffers(st, leaves, root_bufs, temps)
-                with self._scratch(bufs, st, scalars) as (argv, meta):
+                if st.compiled is not None:
+                    continue   # tuning (or a capture's rebuild): the code the step runs stays
+                err = fns[named[0]]
+                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile; "
+                                   f"the first error:\n{err}") from err
+            best = 0
+            if len(found) > 1:
+                with self._scratch(bufs_of(st), st, scalars_of(st)) as (argv, meta):
                     runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
                     best = autotune.choose(self._tuner(), autotune.signature(st.kernel),
                                            [c.label() for c in cands[st.name]], runners, stats)
-            if best < 0:
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
-            if found[best] is None:
-                best = next(j for j, f in enumerate(found) if f is not None)
+                if best < 0 and st.compiled is not None:
+                    continue
+                if best < 0:
+                    raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
+                if found[best] is None:
+                    best = next(j for j, f in enumerate(found) if f is not None)
             st.compiled = found[best]
-            st.source = sources[(st.name, best)]
+            st.source = sources[named[best]]
             st.config = cands[st.name][best]
 
     def _tuner(self) -> autotune.Tuner:
@@ -244,39 +304,12 @@ class CpuBackend(Backend):
         best = autotune.choose(self._tuner(), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
 
-    def _build_all(self, sources: dict, label: str, stats) -> dict:
-        """All candidates in a few libraries, compiled at once (``c_compile.build_many``: one
-        compiler process per usable core, each given a part of at least ``MIN_PART`` kernels);
-        a part that fails is retried kernel by kernel, skipping those that fail."""
-        keys = list(sources)
-        n_parts = max(1, min(c_compile.compile_jobs(), len(keys) // MIN_PART))
-        parts = [keys[k::n_parts] for k in range(n_parts)]
-        libs = c_compile.build_many([PRELUDE + "\n\n".join(sources[k] for k in part) + "\n" for part in parts],
-                                    what=f"plan {label}", stats=stats)
-        out, first = {}, None
-        for part, lib in zip(parts, libs):
-            if not isinstance(lib, CompileError):
-                out.update({k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in part})
-                continue
-            first = first or lib
-            for k in part:
-                try:
-                    out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}", stats=stats),
-                                                f"{k[0]}__c{k[1]}")
-                except CompileError:
-                    continue
-        if not out:
-            names = ", ".join(sorted({k[0] for k in sources}))
-            raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
-                               f"the first error:\n{first}") from first
-        return out
-
     @contextlib.contextmanager
-    def _scratch(self, bufs, step, scalars):
+    def _scratch(self, bufs, step, scalar_values):
         """Copies of a kernel's bound buffers and metadata: tuning never touches live data."""
         copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
         meta = HostMeta(self.pool.buffer(int64, max(step.meta_words, 1), SCRATCH, f"autotune metadata of {step.name}"))
-        meta.write(step.header, [scalars[i] for i in step.scalars])
+        meta.write(step.header, scalar_values)
         argv = (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies])
         try:
             yield argv, meta

@@ -137,6 +137,7 @@ class CompiledPlan:
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
+    untuned: object = None    # what the backend's build left to tune at a later run (autotune.Deferred)
 
 
 class Engine:
@@ -525,6 +526,8 @@ class Engine:
             while len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
+        elif plan.untuned is not None and not device.capturing:
+            device.backend.tune_plan(plan, self.stats, bound, tape)   # off the build path (autotune.Deferred)
         done = at = 0   # steps run; the step being prepared or run
         try:
             with device.launching():
