@@ -274,10 +274,14 @@ class CpuBackend(Backend):
                                    f"the first error:\n{err}") from err
             best = 0
             if len(found) > 1:
-                with self._scratch(bufs_of(st), st, scalars_of(st)) as (argv, meta):
-                    runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
-                    best = autotune.choose(self._tuner(), autotune.signature(st.kernel),
-                                           [c.label() for c in cands[st.name]], runners, stats)
+                signature, labels = autotune.signature(st.kernel), [c.label() for c in cands[st.name]]
+                # a kernel of the same signature tuned since this plan was built (in this plan,
+                # or another): its winner, without the scratch copies
+                best = autotune.cached_choice(self._tuner(), signature, labels)
+                if best is None or found[best] is None:
+                    with self._scratch(bufs_of(st), st, scalars_of(st)) as (argv, meta):
+                        runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
+                        best = autotune.choose(self._tuner(), signature, labels, runners, stats)
                 if best < 0 and st.compiled is not None:
                     continue
                 if best < 0:
