@@ -182,3 +182,22 @@ def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once
     cpu.engine.plans.clear()
     assert run().config.label() == configs[4] and lf.stats(cpu).autotune_runs - tuned_before == 1
     cpu.engine.plans.clear()
+
+
+def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(monkeypatch, tmp_path):
+    cpu = lf.device("cpu")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu.backend, "tuner", None)
+    cpu.engine.plans.clear()
+    a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
+    x = lf.tensor(a)
+    want = (np.exp(a) * 2).sum(0)
+    before = lf.stats(cpu).autotune_runs
+    graph = lf.capture(cpu, lambda: (x.exp() * 2).sum(0), warmup_iters=2)   # runs 1 and 2, then the capture
+    assert lf.stats(cpu).autotune_runs == before
+    np.testing.assert_allclose(graph.replay().numpy(), want, rtol=1e-4)
+    np.testing.assert_allclose((x.exp() * 2).sum(0).numpy(), want, rtol=1e-4)   # the plan's third run: tuned
+    assert lf.stats(cpu).autotune_runs == before + 1
+    np.testing.assert_allclose(graph.replay().numpy(), want, rtol=1e-4)
+    cpu.engine.plans.clear()
