@@ -203,30 +203,33 @@ class CpuBackend(Backend):
         """Each kernel of a new plan compiled in one config, without benchmarking: the forced
         candidate, the tuned winner the cache holds, or the heuristic default. The kernels and
         matmuls that have no tuned choice yet are tuned at the plan's ``autotune.after()``-th
-        run (``tune_plan``), or now where that is its first."""
+        run (``tune_plan``), or now, every candidate compiled in the same go, where that is this
+        one (a capture's rebuild of a plan counts the runs before it)."""
         bufs_of = lambda st: bound_buffers(st, leaves, root_bufs, temps)  # noqa: E731
         scalars_of = lambda st: [scalars[i] for i in st.scalars]  # noqa: E731
-        untuned, picks = [], {}
+        runs = plan.untuned.runs + 1 if plan.untuned else 1
+        tune_now = runs >= autotune.after()
+        untuned, cands = [], {}
         for st in plan.steps:
             if st.kind is StepKind.MATMUL:
                 dtypes = [b.dtype for b in bufs_of(st)]
                 libraries = matmul_libraries(st, dtypes)
                 pick = autotune.cached_choice(self._tuner(), matmul_signature(st, dtypes), list(libraries))
                 st.config = libraries[pick or 0]
+                if pick is None and tune_now:
+                    self._choose_library(st, bufs_of(st), stats)
             elif st.kind is StepKind.KERNEL:
                 # forced: the deduplicated list, as tuning numbers them; else the configs unprinted
-                cands = self.candidates(st.kernel) if autotune.forced() is not None else self.configs(st.kernel)
-                pick = autotune.cached_choice(self._tuner(), autotune.signature(st.kernel), [c.label() for c in cands])
-                picks[st.name] = [cands[pick or 0]]
+                configs = self.candidates(st.kernel) if autotune.forced() is not None else self.configs(st.kernel)
+                pick = autotune.cached_choice(self._tuner(), autotune.signature(st.kernel),
+                                              [c.label() for c in configs])
+                cands[st.name] = self.candidates(st.kernel) if pick is None and tune_now else [configs[pick or 0]]
             else:
                 continue
             if pick is None:
                 untuned.append(st)
-        self._bind_best(plan, [st for st in plan.steps if st.name in picks], picks, stats, bufs_of, scalars_of)
-        runs = plan.untuned.runs + 1 if plan.untuned else 1   # a capture's rebuild of a plan that ran before
-        plan.untuned = autotune.Deferred(untuned, runs) if untuned else None
-        if plan.untuned is not None and runs >= autotune.after():
-            self._tune(plan, stats, bufs_of, scalars_of)
+        self._bind_best(plan, [st for st in plan.steps if st.name in cands], cands, stats, bufs_of, scalars_of)
+        plan.untuned = autotune.Deferred(untuned, runs) if untuned and not tune_now else None
 
     def tune_plan(self, plan, stats, bound, tape) -> None:
         """At a steady-state run of ``plan`` (buffers ``bound``, scalars on ``tape``): tune what its
@@ -282,9 +285,9 @@ class CpuBackend(Backend):
                     with self._scratch(bufs_of(st), st, scalars_of(st)) as (argv, meta):
                         runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
                         best = autotune.choose(self._tuner(), signature, labels, runners, stats)
-                if best < 0 and st.compiled is not None:
-                    continue
                 if best < 0:
+                    if st.compiled is not None:
+                        continue
                     raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
                 if found[best] is None:
                     best = next(j for j, f in enumerate(found) if f is not None)
