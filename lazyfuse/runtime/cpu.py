@@ -1,23 +1,20 @@
 """The ``cpu`` backend: C/OpenMP kernels through ctypes, matmul through torch, host graphs."""
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import functools
-import warnings
 
 import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
 from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, print_c
-from ..errors import CompileError, LazyfuseError, ShapeError
+from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
-from .backend import Backend, StepKind, bound_buffers
-from .pool import SCRATCH
+from .backend import Backend, StepKind
 
 
 class HostMeta:
@@ -162,8 +159,9 @@ MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every 
 
 
 class CpuBackend(Backend):
-    """C kernels: every candidate config of every kernel of a plan is compiled in one library,
-    tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
+    """C kernels: a plan's new kernels compiled in one go (one function per code, found compiled
+    in any plan or process), tuned on scratch copies of the bound buffers at the plan's
+    ``autotune.after()``-th run, and the winner bound to the plan's step."""
 
     name = "c"
 
@@ -199,129 +197,59 @@ class CpuBackend(Backend):
                 out.append(cfg)
         return out
 
-    def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        """Each kernel of a new plan compiled in one config, without benchmarking: the forced
-        candidate, the tuned winner the cache holds, or the heuristic default. The kernels and
-        matmuls that have no tuned choice yet are tuned at the plan's ``autotune.after()``-th
-        run (``tune_plan``), or now, every candidate compiled in the same go, where that is this
-        one (a capture's rebuild of a plan counts the runs before it)."""
-        bufs_of = lambda st: bound_buffers(st, leaves, root_bufs, temps)  # noqa: E731
-        scalars_of = lambda st: [scalars[i] for i in st.scalars]  # noqa: E731
-        runs = plan.untuned.runs + 1 if plan.untuned else 1
-        tune_now = runs >= autotune.after()
-        untuned, cands = [], {}
-        for st in plan.steps:
-            if st.kind is StepKind.MATMUL:
-                dtypes = [b.dtype for b in bufs_of(st)]
-                libraries = matmul_libraries(st, dtypes)
-                pick = autotune.cached_choice(self._tuner(), matmul_signature(st, dtypes), list(libraries))
-                st.config = libraries[pick or 0]
-                if pick is None and tune_now:
-                    self._choose_library(st, bufs_of(st), stats)
-            elif st.kind is StepKind.KERNEL:
-                # forced: the deduplicated list, as tuning numbers them; else the configs unprinted
-                configs = self.candidates(st.kernel) if autotune.forced() is not None else self.configs(st.kernel)
-                pick = autotune.cached_choice(self._tuner(), autotune.signature(st.kernel),
-                                              [c.label() for c in configs])
-                cands[st.name] = self.candidates(st.kernel) if pick is None and tune_now else [configs[pick or 0]]
-            else:
-                continue
-            if pick is None:
-                untuned.append(st)
-        self._bind_best(plan, [st for st in plan.steps if st.name in cands], cands, stats, bufs_of, scalars_of)
-        plan.untuned = autotune.Deferred(untuned, runs) if untuned and not tune_now else None
-
-    def tune_plan(self, plan, stats, bound, tape) -> None:
-        """At a steady-state run of ``plan`` (buffers ``bound``, scalars on ``tape``): tune what its
-        build left untuned once that run is the ``autotune.after()``-th."""
-        if not plan.untuned.due():
-            return
-        try:
-            self._tune(plan, stats, lambda st: st.bind(bound), lambda st: st.bind_scalars(tape))
-        except LazyfuseError as e:   # e.g. no memory for the scratch copies: the defaults stay, tuned or not
-            plan.untuned = None
-            warnings.warn(f"autotuning of plan {plan.label} skipped: {e}", RuntimeWarning, stacklevel=2)
-
-    def _tune(self, plan, stats, bufs_of, scalars_of) -> None:
-        steps, plan.untuned = plan.untuned.steps, None
-        for st in steps:
-            if st.kind is StepKind.MATMUL:
-                self._choose_library(st, bufs_of(st), stats)
-        kernels = [st for st in steps if st.kind is StepKind.KERNEL]
-        self._bind_best(plan, kernels, {st.name: self.candidates(st.kernel) for st in kernels}, stats,
-                        bufs_of, scalars_of)
-
-    def _bind_best(self, plan, steps, cands: dict, stats, bufs_of, scalars_of) -> None:
-        """Compile every candidate in ``cands`` (step name -> configs) of ``steps`` at once and bind
-        each step to its best: the one candidate, or the winner of benchmarking them on scratch
-        copies of the step's buffers."""
-        if not steps:
-            return
+    def build(self, plan, steps, candidates, stats) -> dict:
+        """Every candidate of every kernel, each a function named by its code's hash: the ones no
+        library holds yet compiled in one go (``c_compile.build_functions``)."""
         sources, what, symbols = {}, {}, {}
         for st in steps:
             symbols[st.name] = []
-            for cfg in cands[st.name]:
+            for cfg in candidates[st.name]:
                 symbol, src = c_compile.named(print_c(rename(st.kernel, c_compile.SYMBOL_SLOT), cfg), PRELUDE)
                 sources[symbol] = src
                 what[symbol] = f"kernel {st.name} ({cfg.label()}) of plan {plan.label}"
                 symbols[st.name].append(symbol)
         fns = c_compile.build_functions(sources, PRELUDE, what, stats)
-        for st in steps:
-            named = symbols[st.name]
-            found = [fns[s] if not isinstance(fns[s], CompileError) else None for s in named]
-            if not any(found):
-                if st.compiled is not None:
-                    continue   # tuning (or a capture's rebuild): the code the step runs stays
-                err = fns[named[0]]
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile; "
-                                   f"the first error:\n{err}") from err
-            best = 0
-            if len(found) > 1:
-                signature, labels = autotune.signature(st.kernel), [c.label() for c in cands[st.name]]
-                # a kernel of the same signature tuned since this plan was built (in this plan,
-                # or another): its winner, without the scratch copies
-                best = autotune.cached_choice(self._tuner(), signature, labels)
-                if best is None or found[best] is None:
-                    with self._scratch(bufs_of(st), st, scalars_of(st)) as (argv, meta):
-                        runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
-                        best = autotune.choose(self._tuner(), signature, labels, runners, stats)
-                if best < 0:
-                    if st.compiled is not None:
-                        continue
-                    raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
-                if found[best] is None:
-                    best = next(j for j, f in enumerate(found) if f is not None)
-            st.compiled = found[best]
-            st.source = sources[named[best]]
-            st.config = cands[st.name][best]
+        return {st.name: [fns[s] if isinstance(fns[s], CompileError) else (fns[s], sources[s]) for s in symbols[st.name]]
+                for st in steps}
 
-    def _tuner(self) -> autotune.Tuner:
+    def tuner_for(self, bufs) -> autotune.Tuner:
         if self.tuner is None:
             self.tuner = autotune.Tuner(f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}")
         return self.tuner
 
-    def _choose_library(self, step, bufs, stats) -> None:
+    def scratch_pool(self, bufs):
+        return self.pool
+
+    def scratch_args(self, copies, meta):
+        return (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies]), meta
+
+    def launcher(self, step, cfg, compiled, args):
+        argv, meta = args
+        return functools.partial(compiled, argv, meta.ptr)
+
+    def cached_library(self, step, bufs) -> bool:
+        """The library matmul ``step`` takes at its build: the cached winner (True), else the
+        default, left to tune (False)."""
+        if step.kind is not StepKind.MATMUL:
+            return True
+        dtypes = [b.dtype for b in bufs]
+        libraries = matmul_libraries(step, dtypes)
+        pick = autotune.cached_choice(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries))
+        step.config = libraries[pick or 0]
+        return pick is not None
+
+    def choose_library(self, step, bufs, stats) -> None:
         """Which library computes matmul ``step``: timed on scratch copies of its buffers."""
+        if step.kind is not StepKind.MATMUL:
+            return
         dtypes = [b.dtype for b in bufs]
         libraries = matmul_libraries(step, dtypes)
         if len(libraries) == 1 or not autotune.explores():
             return
         copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
         runners = [matmul_call(step, lib, copies) for lib in libraries]
-        best = autotune.choose(self._tuner(), matmul_signature(step, dtypes), list(libraries), runners, stats)
+        best = autotune.choose(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
-
-    @contextlib.contextmanager
-    def _scratch(self, bufs, step, scalar_values):
-        """Copies of a kernel's bound buffers and metadata: tuning never touches live data."""
-        copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
-        meta = HostMeta(self.pool.buffer(int64, max(step.meta_words, 1), SCRATCH, f"autotune metadata of {step.name}"))
-        meta.write(step.header, scalar_values)
-        argv = (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies])
-        try:
-            yield argv, meta
-        finally:
-            del copies, meta
 
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
