@@ -109,6 +109,11 @@ AUTOTUNE_FORCE = _declare(
     "`N`: every kernel takes its N-th autotune candidate (its last where it has fewer), unbenchmarked: how "
     "the tests run every candidate (default unset)",
     hint="a candidate index 0, 1, 2, ...", error=CompileError)
+AUTOTUNE_AFTER = _declare(
+    "LAZYFUSE_AUTOTUNE_AFTER", 3, _whole_number, "use",
+    "a plan's kernels are built with their heuristic default (or the tuned choice already cached) and "
+    "tuned at the plan's N-th run, so a program that runs once never pays for tuning; `0` or `1` tunes "
+    "at the first build (default 3)")
 DEBUG = _declare(
     "LAZYFUSE_DEBUG", False, _bool, "import",
     "`1` prints each drain's path and launches")

@@ -26,7 +26,8 @@ PROGRAM = textwrap.dedent("""
 
 
 def run_program(cache: Path, **env):
-    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT), **env}
+    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+                                   "PYTHONPATH": str(ROOT), **env}
     out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=full, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -54,7 +55,8 @@ def test_corrupted_and_truncated_entries_are_ignored_and_rebuilt(tmp_path):
 
 
 def test_concurrent_writers_do_not_corrupt_the_cache(tmp_path):
-    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+                                   "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) for _ in range(3)]
     for p in procs:
@@ -77,6 +79,7 @@ def test_failing_candidates_are_skipped_and_all_failing_raises_compile_error(mon
     from lazyfuse.codegen import c_printer
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "1")   # tuned at the build, as the candidates fail there
     real = c_printer.CPrinter.source
 
     def broken_tile(self):
@@ -122,7 +125,8 @@ CRASH_ON_SECOND_CANDIDATE = textwrap.dedent("""
 def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
     """A candidate that kills the process mid-tuning is marked before it runs, so the next
     process skips it (with a warning naming it) instead of dying the same way forever."""
-    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+                                   "PYTHONPATH": str(ROOT)}
     dead = subprocess.run([sys.executable, "-c", CRASH_ON_SECOND_CANDIDATE + PROGRAM], capture_output=True,
                           text=True, env=env, timeout=300)
     assert dead.returncode == -11, dead.stderr
@@ -141,3 +145,59 @@ def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
 
     third = run_program(tmp_path)   # the record stays: no warning, no re-tuning
     assert third["ok"] and third["autotune_runs"] == 0
+
+
+def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(monkeypatch, tmp_path):
+    """Tuning is off the build path (``LAZYFUSE_AUTOTUNE_AFTER``, default 3): a plan's first two
+    runs take the heuristic default, its third benchmarks the candidates, and a later build of
+    the same kernel (another plan, or another process) takes the cached winner without tuning."""
+    cpu = lf.device("cpu")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu.backend, "tuner", None)
+    cpu.engine.plans.clear()
+    timed = []
+
+    def last_wins(run, *args, **kwargs):   # the last candidate benchmarked is the fastest
+        timed.append(run)
+        run()
+        return 1.0 / len(timed)
+    monkeypatch.setattr(autotune, "benchmark", last_wins)
+    a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
+    x = lf.tensor(a)
+
+    def run():
+        got = (x.exp() * 2).sum(0)
+        np.testing.assert_allclose(got.numpy(), (np.exp(a) * 2).sum(0), rtol=1e-4)
+        return next(st for st in cpu.engine.plans[next(reversed(cpu.engine.plans))].steps if st.kind == "kernel")
+
+    tuned_before = lf.stats(cpu).autotune_runs
+    configs = []
+    for _ in range(4):
+        configs.append(run().config.label())
+        configs.append(lf.stats(cpu).autotune_runs - tuned_before)
+    default = cpu.backend.candidates(run().kernel)[0].label()
+    assert configs[:4] == [default, 0, default, 0], configs   # two runs untuned
+    assert configs[5] == configs[7] == 1 and configs[4] == configs[6] != default, configs   # tuned at the third
+    cpu.engine.plans.clear()
+    assert run().config.label() == configs[4] and lf.stats(cpu).autotune_runs - tuned_before == 1
+    cpu.engine.plans.clear()
+
+
+def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(monkeypatch, tmp_path):
+    cpu = lf.device("cpu")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu.backend, "tuner", None)
+    cpu.engine.plans.clear()
+    a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
+    x = lf.tensor(a)
+    want = (np.exp(a) * 2).sum(0)
+    before = lf.stats(cpu).autotune_runs
+    graph = lf.capture(cpu, lambda: (x.exp() * 2).sum(0), warmup_iters=2)   # runs 1 and 2, then the capture
+    assert lf.stats(cpu).autotune_runs == before
+    np.testing.assert_allclose(graph.replay().numpy(), want, rtol=1e-4)
+    np.testing.assert_allclose((x.exp() * 2).sum(0).numpy(), want, rtol=1e-4)   # the plan's third run: tuned
+    assert lf.stats(cpu).autotune_runs == before + 1
+    np.testing.assert_allclose(graph.replay().numpy(), want, rtol=1e-4)
+    cpu.engine.plans.clear()

@@ -19,6 +19,7 @@ ONEDNN = cpu._onednn_linear() is not None
 def force(monkeypatch, tmp_path, winner):
     """Autotune on, in an empty cache, with ``winner`` timed fastest; returns the libraries timed."""
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "1")   # tuned at the plan's build
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(CPU.backend, "tuner", None)
     monkeypatch.setattr(ops, "INLINE_MATMUL", 0)      # every matmul a library call, however small

@@ -97,6 +97,7 @@ def test_transformer_block_kernel_count_does_not_grow_on_the_interpreter(thresho
 def test_the_interpreter_tunes_the_template_over_a_small_candidate_list(monkeypatch, tmp_path):
     dev = lf.device("interpreter")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "1")            # tuned at the build
     monkeypatch.setattr(dev.backend, "_tuners", {})               # a fresh tuner...
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))      # ...with no cached choice
     x, w, b = lf_inputs(dev, (40, 72), (48, 72), (48,))

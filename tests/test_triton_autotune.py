@@ -39,7 +39,8 @@ PROGRAM = textwrap.dedent("""
 
 
 def run_program(cache: Path, **env):
-    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "PYTHONPATH": str(ROOT), **env}
+    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+            "PYTHONPATH": str(ROOT), **env}
     out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=full, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -92,6 +93,7 @@ def _break(monkeypatch, how: str, which):
 def tuning(monkeypatch, tmp_path):
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "1")   # tuned at the build
     dev = lf.device(DEV)
     monkeypatch.setattr(dev.backend, "_tuners", {})   # a fresh tuner reads the private cache folder
     return dev

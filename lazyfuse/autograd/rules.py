@@ -280,7 +280,10 @@ def _index_add_into_zeros(g, index, dim: int, n: int):
     import torch
     shape = list(g.shape)
     shape[dim] = n
-    return torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(dim, index, g)
+    out = torch.zeros(shape, dtype=g.dtype, device=g.device)
+    if g.is_meta:   # lf.extern's shape inference: index_add_ on meta would import sympy (~1 s, once a process)
+        return out
+    return out.index_add_(dim, index, g)
 
 
 def record_gather(x, dim: int, index, out):

@@ -50,6 +50,40 @@ def explores() -> bool:
     return enabled() or forced() is not None
 
 
+def after() -> int:
+    """``LAZYFUSE_AUTOTUNE_AFTER``: the run of a plan at which its untuned kernels are tuned."""
+    return config.AUTOTUNE_AFTER.get()
+
+
+def cached_choice(tuner: "Tuner", signature: str, labels: list) -> int | None:
+    """The candidate a kernel takes at its first build without benchmarking anything: the forced
+    one, the heuristic default (tuning off, or nothing to choose from), or the winner the cache
+    holds; None when it is still to be tuned (then the default serves until ``Deferred`` is due).
+    ``labels`` may list candidates twice (the backend deduplicates by source only for tuning):
+    a stored winner is found among them as among the deduplicated list."""
+    force = forced()
+    if force is not None:
+        return min(force, len(labels) - 1)
+    if len(labels) == 1 or not enabled():
+        return 0
+    return tuner.lookup(tuner.key(signature), labels)
+
+
+class Deferred:
+    """The steps of a plan its first build left to tune (``cached_choice`` found no winner):
+    tuning is off the build path, so a drain that runs once (a first optimizer step, a warmup,
+    an evaluation) costs one compile of each kernel's default. ``due()`` is asked at each later
+    run and answers True once, at the plan's ``after()``-th run."""
+
+    def __init__(self, steps: list, runs: int = 1):
+        self.steps = steps
+        self.runs = runs   # the runs so far, the build's own included
+
+    def due(self) -> bool:
+        self.runs += 1
+        return self.runs == max(after(), 2)
+
+
 def size_class(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 

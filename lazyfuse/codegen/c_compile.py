@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import config
 from ..errors import CompileError
-from .cache import cache_dir
+from .cache import atomic_write, cache_dir
 
 FLAGS = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
 
@@ -180,6 +180,112 @@ def build(source: str, what: str = "kernel", stats=None) -> ctypes.CDLL:
                 _loaded.put(key, lib)
                 _building.pop(key, None)
         return lib
+
+
+# the fewest functions a compiler process is given: below that, starting another process costs
+# more than the part it would take off the others
+MIN_PART = 16
+SYMBOL_SLOT = "lf_kernel"   # the name a kernel's source is written with before it is named by its hash
+
+
+def named(source: str, prelude: str) -> tuple:
+    """(symbol, source) for a kernel ``source`` that defines one function named ``SYMBOL_SLOT``:
+    the symbol is a hash of that source, the ``prelude`` it is compiled after, the flags and the
+    compiler, so one symbol is one machine code, found compiled in any plan and any process."""
+    cc = compiler()
+    symbol = "lf_" + library_key(prelude + "\0" + source, cc or "none")[:24]
+    return symbol, source.replace(f"void {SYMBOL_SLOT}(", f"void {symbol}(", 1)
+
+
+def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict:
+    """symbol -> the function (or the ``CompileError`` naming ``what[symbol]``) of each of
+    ``sources`` (symbol -> a source from ``named``).
+
+    A symbol compiled before, in this process or one that shares the disk cache, is loaded from
+    the library that holds it and never compiled again; the missing ones are compiled in one go,
+    a few libraries of at least ``MIN_PART`` functions each by parallel compiler processes
+    (``build_many``): a compiler process costs ~50 ms to start and parse the prelude, as much as
+    one small kernel. A library that fails is rebuilt function by function, so one bad kernel
+    costs only its own error."""
+    out = {}
+    missing = []
+    for symbol in sources:
+        lib = _library_holding(symbol)
+        if lib is None:
+            missing.append(symbol)
+        else:
+            out[symbol] = function(lib, symbol)
+    if not missing:
+        return out
+    cc = compiler()
+    if cc is None:
+        raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
+    missing.sort()   # the same missing set makes the same libraries, whatever the plan's order
+    n_parts = max(1, min(compile_jobs(), len(missing) // MIN_PART))
+    parts = [missing[k::n_parts] for k in range(n_parts)]
+    texts = [prelude + "\n\n".join(sources[s] for s in part) + "\n" for part in parts]
+    label = what[missing[0]] if len(missing) == 1 else f"{len(missing)} kernels"
+    for part, text, lib in zip(parts, texts, build_many(texts, what=label, stats=stats)):
+        if len(part) > 1 and isinstance(lib, CompileError):
+            for s in part:   # which one failed: each alone
+                try:
+                    out[s] = _record(s, build(prelude + sources[s] + "\n", what=what[s], stats=stats),
+                                     prelude + sources[s] + "\n", cc, what[s])
+                except CompileError as e:
+                    out[s] = e
+        elif isinstance(lib, CompileError):
+            out[part[0]] = lib   # alone in its part only when it is the one missing: named by ``label``
+        else:
+            for s in part:
+                out[s] = _record(s, lib, text, cc, what[s])
+    return out
+
+
+_holder: dict = {}   # symbol -> key of the library that holds it (this process's index)
+
+
+def _index(symbol: str) -> Path:
+    return cache_dir("c", "index") / symbol
+
+
+def _record(symbol: str, lib: ctypes.CDLL, text: str, cc: str, what: str):
+    """Note (here and on disk) which library holds ``symbol``; its function (a ``CompileError``
+    when the library has none: its source did not define the function ``named`` expects)."""
+    try:
+        fn = function(lib, symbol)
+    except AttributeError:
+        return CompileError(f"{what}: its source defines no function {SYMBOL_SLOT}")
+    key = library_key(text, cc)
+    _holder[symbol] = key
+    try:
+        atomic_write(_index(symbol), key.encode())
+    except OSError:
+        pass   # a read-only cache only costs a compile in the next process
+    return fn
+
+
+def _library_holding(symbol: str):
+    """The loaded library that defines ``symbol`` (from memory, or the disk cache's index), or
+    None when no intact library does."""
+    key = _holder.get(symbol)
+    if key is None:
+        try:
+            key = _index(symbol).read_text().strip()
+        except OSError:
+            return None
+    with _lock:
+        lib = _loaded.get(key)
+    if lib is None:
+        so = cache_dir("c") / f"{key}.so"
+        try:
+            lib = ctypes.CDLL(str(so))
+            getattr(lib, symbol)
+        except (OSError, AttributeError):
+            return None   # gone, truncated or foreign: compiled again
+        with _lock:
+            _loaded.put(key, lib)
+    _holder[symbol] = key
+    return lib
 
 
 def build_many(sources: list, what: str = "kernels", stats=None) -> list:

@@ -51,6 +51,7 @@ class CompiledPlan:
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
+    untuned: object = None    # what the backend's build left to tune at a later run (autotune.Deferred)
 
 
 def trace(roots):

@@ -121,9 +121,6 @@ def _library_views(call, library) -> tuple:
 # are in bench/results/cost-model-2026-11-30.md). So the library is an autotuned choice per
 # shape, like a kernel's config; ``torch`` is the default.
 MATMUL_LIBRARIES = ("torch", "onednn")
-# the fewest kernels (candidates) a compiler process is given: below that, starting another
-# process costs more than the part it would take off the others
-MIN_PART = 16
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,8 +177,9 @@ MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every 
 
 
 class CpuBackend(Backend):
-    """C kernels: every candidate config of every kernel of a plan is compiled in one library,
-    tuned on scratch copies of the bound buffers, and the winner bound to the plan's step."""
+    """C kernels: a plan's new kernels compiled in one go (one function per code, found compiled
+    in any plan or process), tuned on scratch copies of the bound buffers at the plan's
+    ``autotune.after()``-th run, and the winner bound to the plan's step."""
 
     name = "c"
 
@@ -196,16 +194,21 @@ class CpuBackend(Backend):
         """The C source of ``kernel`` with the heuristic config (for ``lf.explain``)."""
         return print_c(kernel, CConfig())
 
-    def candidates(self, kernel) -> list:
-        """The heuristic default first, then what autotuning may try instead (deduplicated by source)."""
+    def configs(self, kernel) -> list:
+        """The heuristic default first, then what autotuning may try instead (a few may print the
+        same source)."""
         configs = [CConfig()]
         if autotune.explores():
             if c_parallel.parallel(kernel):
                 configs.append(CConfig(**SERIAL))
             if kernel.stages:
                 configs += [CConfig(**variant) for variant in REDUCTION_VARIANTS]
+        return configs
+
+    def candidates(self, kernel) -> list:
+        """``configs`` deduplicated by source: what tuning benchmarks."""
         out, seen = [], set()
-        for cfg in configs:
+        for cfg in self.configs(kernel):
             src = print_c(kernel, cfg)
             if src not in seen:
                 seen.add(src)
@@ -213,15 +216,19 @@ class CpuBackend(Backend):
         return out
 
     def build(self, plan, steps, candidates, stats) -> dict:
-        """Every candidate of every kernel in a few libraries (``_build_all``)."""
-        sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
-                   for st in steps for j, cfg in enumerate(candidates[st.name])}
-        fns = self._build_all(sources, plan.label, stats)
-        out = {}
+        """Every candidate of every kernel, each a function named by its code's hash: the ones no
+        library holds yet compiled in one go (``c_compile.build_functions``)."""
+        sources, what, symbols = {}, {}, {}
         for st in steps:
-            keys = [(st.name, j) for j in range(len(candidates[st.name]))]
-            out[st.name] = [fns[k] if isinstance(fns[k], CompileError) else (fns[k], sources[k]) for k in keys]
-        return out
+            symbols[st.name] = []
+            for cfg in candidates[st.name]:
+                symbol, src = c_compile.named(print_c(rename(st.kernel, c_compile.SYMBOL_SLOT), cfg), PRELUDE)
+                sources[symbol] = src
+                what[symbol] = f"kernel {st.name} ({cfg.label()}) of plan {plan.label}"
+                symbols[st.name].append(symbol)
+        fns = c_compile.build_functions(sources, PRELUDE, what, stats)
+        return {st.name: [fns[s] if isinstance(fns[s], CompileError) else (fns[s], sources[s]) for s in symbols[st.name]]
+                for st in steps}
 
     def tuner_for(self, bufs) -> autotune.Tuner:
         if self.tuner is None:
@@ -238,6 +245,17 @@ class CpuBackend(Backend):
         argv, meta = args
         return functools.partial(compiled, argv, meta.ptr)
 
+    def cached_library(self, step, bufs) -> bool:
+        """The library matmul ``step`` takes at its build: the cached winner (True), else the
+        default, left to tune (False)."""
+        if step.kind is not StepKind.MATMUL:
+            return True
+        dtypes = [b.dtype for b in bufs]
+        libraries = matmul_libraries(step, dtypes)
+        pick = autotune.cached_choice(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries))
+        step.config = libraries[pick or 0]
+        return pick is not None
+
     def choose_library(self, step, bufs, stats) -> None:
         """Which library computes matmul ``step``: timed on scratch copies of its buffers."""
         if step.kind is not StepKind.MATMUL:
@@ -250,33 +268,6 @@ class CpuBackend(Backend):
         runners = [matmul_call(step, lib, copies) for lib in libraries]
         best = autotune.choose(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
-
-    def _build_all(self, sources: dict, label: str, stats) -> dict:
-        """All candidates in a few libraries, compiled at once (``c_compile.build_many``: one
-        compiler process per usable core, each given a part of at least ``MIN_PART`` kernels);
-        a part that fails is retried kernel by kernel, keeping the error of those that fail."""
-        keys = list(sources)
-        n_parts = max(1, min(c_compile.compile_jobs(), len(keys) // MIN_PART))
-        parts = [keys[k::n_parts] for k in range(n_parts)]
-        libs = c_compile.build_many([PRELUDE + "\n\n".join(sources[k] for k in part) + "\n" for part in parts],
-                                    what=f"plan {label}", stats=stats)
-        out, first = {}, None
-        for part, lib in zip(parts, libs):
-            if not isinstance(lib, CompileError):
-                out.update({k: c_compile.function(lib, f"{k[0]}__c{k[1]}") for k in part})
-                continue
-            first = first or lib
-            for k in part:
-                try:
-                    out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}", stats=stats),
-                                                f"{k[0]}__c{k[1]}")
-                except CompileError as e:
-                    out[k] = e
-        if all(isinstance(f, CompileError) for f in out.values()):
-            names = ", ".join(sorted({k[0] for k in sources}))
-            raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
-                               f"the first error:\n{first}") from first
-        return out
 
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a

@@ -25,6 +25,8 @@ def execute(engine, plan, roots, build) -> None:
     if build is not None:
         compile_plan(engine, plan, roots, root_bufs, temps, build)
         engine.remember(plan)
+    elif plan.untuned is not None and not engine.device.capturing:
+        engine.device.backend.tune_plan(plan, engine.stats, bound, tape)   # off the build path (autotune.Deferred)
     launch(engine, plan, roots, root_bufs, metas, bound)
 
 

@@ -259,7 +259,7 @@ class TritonBackend(Backend):
     def bind(self, step, cfg, compiled):
         return (compiled, *launch_params(step.kernel, cfg, self.interpreted))
 
-    def tune(self, step, cands, found, bufs, scalars, stats) -> int:
+    def tune(self, step, cands, found, bufs, values, stats) -> int:
         if not self.interpreted and torch.cuda.is_current_stream_capturing():
             # no benchmarking inside a capture (a sync would invalidate it): a cached choice or the default
             tuner = self.tuner_for(bufs)
@@ -268,7 +268,7 @@ class TritonBackend(Backend):
             return hit if hit is not None and found[hit] is not None else 0
         device_ctx = contextlib.nullcontext() if self.interpreted else torch.cuda.device(bufs[0].tensor.device)
         with device_ctx:
-            return super().tune(step, cands, found, bufs, scalars, stats)
+            return super().tune(step, cands, found, bufs, values, stats)
 
     def scratch_args(self, copies, meta):
         return [c.tensor for c in copies] + [meta.buffer.tensor]
