@@ -110,10 +110,10 @@ AUTOTUNE_FORCE = _declare(
     "the tests run every candidate (default unset)",
     hint="a candidate index 0, 1, 2, ...", error=CompileError)
 AUTOTUNE_AFTER = _declare(
-    "LAZYFUSE_AUTOTUNE_AFTER", 3, _whole_number, "use",
-    "a plan's kernels are built with their heuristic default (or the tuned choice already cached) and "
-    "tuned at the plan's N-th run, so a program that runs once never pays for tuning; `0` or `1` tunes "
-    "at the first build (default 3)")
+    "LAZYFUSE_AUTOTUNE_AFTER", 1, _whole_number, "use",
+    "the run of a plan at which its kernels are tuned: `1` (the default) tunes on the build path; N > 1 "
+    "builds each kernel's heuristic default (or the tuned choice already cached) and tunes at the plan's "
+    "N-th run, so a program that runs once never pays for tuning (a fast cold start: `3`)")
 DEBUG = _declare(
     "LAZYFUSE_DEBUG", False, _bool, "import",
     "`1` prints each drain's path and launches")

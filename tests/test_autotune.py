@@ -26,7 +26,7 @@ PROGRAM = textwrap.dedent("""
 
 
 def run_program(cache: Path, **env):
-    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+    full = {**os.environ, "LAZYFUSE_CACHE_DIR": str(cache), "LAZYFUSE_AUTOTUNE": "1",
                                    "PYTHONPATH": str(ROOT), **env}
     out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=full, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -55,7 +55,7 @@ def test_corrupted_and_truncated_entries_are_ignored_and_rebuilt(tmp_path):
 
 
 def test_concurrent_writers_do_not_corrupt_the_cache(tmp_path):
-    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1", "LAZYFUSE_AUTOTUNE_AFTER": "1",
+    env = {**os.environ, "LAZYFUSE_CACHE_DIR": str(tmp_path), "LAZYFUSE_AUTOTUNE": "1",
                                    "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) for _ in range(3)]
@@ -148,11 +148,12 @@ def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
 
 
 def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(monkeypatch, tmp_path):
-    """Tuning is off the build path (``LAZYFUSE_AUTOTUNE_AFTER``, default 3): a plan's first two
+    """Tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``): a plan's first two
     runs take the heuristic default, its third benchmarks the candidates, and a later build of
     the same kernel (another plan, or another process) takes the cached winner without tuning."""
     cpu = lf.device("cpu")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu.backend, "tuner", None)
     cpu.engine.plans.clear()
@@ -187,6 +188,7 @@ def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once
 def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(monkeypatch, tmp_path):
     cpu = lf.device("cpu")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu.backend, "tuner", None)
     cpu.engine.plans.clear()

@@ -70,8 +70,8 @@ def cached_choice(tuner: "Tuner", signature: str, labels: list) -> int | None:
 
 
 class Deferred:
-    """The steps of a plan its first build left to tune (``cached_choice`` found no winner):
-    tuning is off the build path, so a drain that runs once (a first optimizer step, a warmup,
+    """The steps of a plan its first build left to tune (``cached_choice`` found no winner) when
+    ``LAZYFUSE_AUTOTUNE_AFTER`` > 1 takes tuning off the build path, so a drain that runs once (a first optimizer step, a warmup,
     an evaluation) costs one compile of each kernel's default. ``due()`` is asked at each later
     run and answers True once, at the plan's ``after()``-th run."""
 
