@@ -53,6 +53,12 @@ class Backend:
         the buffers ``bound_buffers`` finds, keep the winner in ``step.compiled``)."""
         raise NotImplementedError
 
+    def rebind(self, old, new) -> bool:
+        """Whether compiled step ``old`` serves ``new``, the same step of its structure lowered
+        at other sizes (runtime.structure): the same code and, where tuning explores, the same
+        tuning class. If so, ``new`` takes ``old``'s compiled code, source and config."""
+        raise NotImplementedError
+
     def thunk(self, step, bufs, meta):
         """A no-argument callable that launches compiled ``step`` on ``bufs`` with ``meta``."""
         raise NotImplementedError

@@ -135,13 +135,19 @@ def _onednn_matmul(linear, a, w, out):
 
 def matmul_libraries(step, dtypes) -> tuple:
     """The libraries that can compute matmul ``step`` (its operand and output dtypes)."""
+    if _onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or not _linear_shaped(step):
+        return MATMUL_LIBRARIES[:1]
+    return MATMUL_LIBRARIES
+
+
+def _linear_shaped(step) -> bool:
+    """Whether matmul ``step``'s operands have the shapes of oneDNN's linear: a right operand
+    that is one matrix, neither empty."""
     a, b, out = _library_views(step.kernel, None)
     one_matrix = len(b.shape) >= 2 and all(size == 1 or stride == 0
                                            for size, stride in zip(b.shape[:-2], b.strides[:-2]))
-    if (_onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or len(a.shape) < 2
-            or not one_matrix or 0 in a.shape or 0 in b.shape or out.numel != prod(a.shape[:-1]) * b.shape[-1]):
-        return MATMUL_LIBRARIES[:1]
-    return MATMUL_LIBRARIES
+    return (len(a.shape) >= 2 and one_matrix and 0 not in a.shape and 0 not in b.shape
+            and out.numel == prod(a.shape[:-1]) * b.shape[-1])
 
 
 def matmul_signature(step, dtypes) -> str:
@@ -227,6 +233,25 @@ class CpuBackend(Backend):
             st.compiled = found[best]
             st.source = sources[(st.name, best)]
             st.config = cands[st.name][best]
+
+    def rebind(self, old, new) -> bool:
+        if new.kind is StepKind.MATMUL:
+            # a tuned library serves the new shapes if they are in its tuning class and it takes them
+            if old.config is None:
+                return True   # torch's matmul, the default, takes every shape
+            if autotune.explores() and matmul_signature(new, ()) != matmul_signature(old, ()):
+                return False
+            new.config = old.config
+            return old.config == MATMUL_LIBRARIES[0] or _linear_shaped(new)
+        if new.kind is not StepKind.KERNEL:
+            return True   # a library call: nothing compiled or tuned
+        if autotune.explores() and autotune.signature(new.kernel) != autotune.signature(old.kernel):
+            return False
+        source = print_c(rename(new.kernel, old.compiled.__name__), old.config)
+        if source != old.source:
+            return False
+        new.compiled, new.source, new.config = old.compiled, source, old.config
+        return True
 
     def _tuner(self) -> autotune.Tuner:
         if self.tuner is None:

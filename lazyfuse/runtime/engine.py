@@ -19,7 +19,9 @@ A drain:
    live subgraph; a program that drops other results gets a plan of its own;
 3. on a plan-cache miss takes the **build path**: trace the live DAG (``trace``), plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
-   scratch metadata; the plan also records where each of its leaves and scalars sits on the
+   scratch metadata — or, for a known structure at new sizes (runtime.structure), lower the
+   cached plan's groups at these sizes and keep its compiled kernels where the backend finds
+   the same code (no planning, no compiler, no tuning: the sizes are launch metadata); the plan also records where each of its leaves and scalars sits on the
    tape (a function of the key, so it holds for every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
@@ -45,12 +47,13 @@ import numpy as np
 from .. import config
 from ..errors import CaptureError, DeviceError
 from ..ir.node import Kind, Node, Op, post_order, sources
-from ..ir.planner import DrainGraph, plan as make_plan
+from ..ir.planner import DrainGraph, at_sizes, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
 from .pool import DATA, META, SCRATCH
 from .recompile import MissLog
+from .structure import structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
@@ -137,6 +140,9 @@ class CompiledPlan:
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
+    planned: object = None    # the planner's Plan (node indices only: valid for every size of the structure)
+    rebound: bool = False     # its steps came compiled from another size's plan (no compile_plan)
+    structure: object = None  # its size-free key where the planner built it: its structure's template once compiled
 
 
 class Engine:
@@ -150,6 +156,9 @@ class Engine:
         self.descs: list = []      # the structural descriptor of each node entered
         self.leaf_first: dict = {}  # id(buffer) -> tape position of the first leaf on it
         self.plans: OrderedDict = OrderedDict()
+        # size-free structure key -> the key of the last plan the planner built for it
+        # (runtime.structure), used while that plan is cached: dropping a plan drops its template
+        self.structures: OrderedDict = OrderedDict()
         # planned and compiled plans whose path state a capture reset (see start_tracking): the
         # next drain of their key takes the build path again, without planning or lowering
         self.planned: OrderedDict = OrderedDict()
@@ -416,7 +425,17 @@ class Engine:
         if reused is not None:
             return reused, (leaves, scalars)
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-        planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
+        structure = PlanKey(structure_key(key.parts))
+        known = self.structures.get(structure)
+        template = None if known is None else self.plans.get(known) or self.planned.get(known)
+        rebound = None if template is None else self._rebind(nodes, template)
+        if rebound is not None:
+            planned, steps = rebound
+            self.structures.move_to_end(structure)
+            self.stats.plans_rebound += 1
+        else:
+            planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
+            self.stats.plans_built += 1
         temps = [None] * planned.n_temps
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
@@ -432,10 +451,26 @@ class Engine:
             st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
             st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
         plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
-                            root_steps=tuple(step_of[r] for r in graph.roots))
+                            root_steps=tuple(step_of[r] for r in graph.roots), planned=planned,
+                            rebound=rebound is not None, structure=structure if rebound is None else None)
         plan.label = " + ".join(s.name for s in steps)
         plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
         return plan, (leaves, scalars)
+
+    def _rebind(self, nodes, template: CompiledPlan) -> tuple | None:
+        """``(plan, steps)``: ``template``'s plan and steps lowered at this drain's sizes, each
+        step with the template's compiled kernel and tuned choice — or None where a kernel's
+        code or tuning class differs at these sizes (the caller plans from scratch)."""
+        from ..codegen.lower import Unfusable
+        planned = at_sizes(template.planned, template.graph.nodes, nodes)
+        try:
+            steps = self._lower(nodes, planned)
+        except Unfusable:
+            return None
+        rebind = self.device.backend.rebind
+        if all(rebind(old, new) for old, new in zip(template.steps, steps)):
+            return planned, steps
+        return None
 
     def _lower(self, nodes, planned) -> list:
         from ..codegen.lower import lower_group
@@ -516,7 +551,8 @@ class Engine:
         bound = tape + root_bufs + temps if temps else tape + root_bufs
         if build is not None:
             try:
-                device.backend.compile_plan(plan, self.stats, build[0], root_bufs, temps, build[1])
+                if not plan.rebound:
+                    device.backend.compile_plan(plan, self.stats, build[0], root_bufs, temps, build[1])
             except Exception as e:
                 for s in roots:
                     self.poison(s, e)
@@ -525,6 +561,10 @@ class Engine:
             while len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
+            if plan.structure is not None:
+                self.structures[plan.structure] = plan.key
+                while len(self.structures) > PLAN_CACHE_SIZE:
+                    self.structures.popitem(last=False)
         done = at = 0   # steps run; the step being prepared or run
         try:
             with device.launching():
