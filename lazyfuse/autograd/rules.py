@@ -280,6 +280,10 @@ def _index_add_into_zeros(g, index, dim: int, n: int):
     import torch
     shape = list(g.shape)
     shape[dim] = n
+    if g.device.type == "meta":
+        # lf.extern asks the meta device for the result's shape: torch's meta index_add_ would
+        # import sympy for it (about a second of a process's first backward through a gather)
+        return torch.empty(shape, dtype=g.dtype, device="meta")
     return torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(dim, index, g)
 
 

@@ -57,6 +57,7 @@ from .structure import structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
+TEMPLATES = 4   # cached plans of one structure a new size tries (runtime.structure)
 SCALAR = Op.SCALAR
 _weakref = weakref.ref
 
@@ -156,8 +157,8 @@ class Engine:
         self.descs: list = []      # the structural descriptor of each node entered
         self.leaf_first: dict = {}  # id(buffer) -> tape position of the first leaf on it
         self.plans: OrderedDict = OrderedDict()
-        # size-free structure key -> the key of the last plan the planner built for it
-        # (runtime.structure), used while that plan is cached: dropping a plan drops its template
+        # size-free structure key -> the keys of the last plans the planner built for it
+        # (runtime.structure), used while such a plan is cached: dropping a plan drops its template
         self.structures: OrderedDict = OrderedDict()
         # planned and compiled plans whose path state a capture reset (see start_tracking): the
         # next drain of their key takes the build path again, without planning or lowering
@@ -426,12 +427,9 @@ class Engine:
             return reused, (leaves, scalars)
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
         structure = PlanKey(structure_key(key.parts))
-        known = self.structures.get(structure)
-        template = None if known is None else self.plans.get(known) or self.planned.get(known)
-        rebound = None if template is None else self._rebind(nodes, template)
+        rebound = self._from_structure(structure, nodes)
         if rebound is not None:
             planned, steps = rebound
-            self.structures.move_to_end(structure)
             self.stats.plans_rebound += 1
         else:
             planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
@@ -457,6 +455,20 @@ class Engine:
         plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
         return plan, (leaves, scalars)
 
+    def _from_structure(self, structure, nodes) -> tuple | None:
+        """``(plan, steps)`` of a cached plan of ``structure`` whose code serves this drain's
+        sizes (the most recently used first), or None."""
+        keys = self.structures.get(structure)
+        for k in keys or ():
+            template = self.plans.get(k) or self.planned.get(k)
+            rebound = None if template is None else self._rebind(nodes, template)
+            if rebound is not None:
+                keys.remove(k)
+                keys.insert(0, k)
+                self.structures.move_to_end(structure)
+                return rebound
+        return None
+
     def _rebind(self, nodes, template: CompiledPlan) -> tuple | None:
         """``(plan, steps)``: ``template``'s plan and steps lowered at this drain's sizes, each
         step with the template's compiled kernel and tuned choice — or None where a kernel's
@@ -471,6 +483,15 @@ class Engine:
         if all(rebind(old, new) for old, new in zip(template.steps, steps)):
             return planned, steps
         return None
+
+    def _add_template(self, plan: CompiledPlan) -> None:
+        """Keep a compiled plan the planner built as a template of its structure: the few
+        latest per structure (code that differs by size — serial and parallel, two tuning
+        classes — alternates in a sweep over sizes), for the most recent structures."""
+        keys = self.structures.pop(plan.structure, [])
+        self.structures[plan.structure] = [plan.key] + [k for k in keys if k != plan.key][:TEMPLATES - 1]
+        while len(self.structures) > PLAN_CACHE_SIZE:
+            self.structures.popitem(last=False)
 
     def _lower(self, nodes, planned) -> list:
         from ..codegen.lower import lower_group
@@ -562,9 +583,7 @@ class Engine:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
             if plan.structure is not None:
-                self.structures[plan.structure] = plan.key
-                while len(self.structures) > PLAN_CACHE_SIZE:
-                    self.structures.popitem(last=False)
+                self._add_template(plan)
         done = at = 0   # steps run; the step being prepared or run
         try:
             with device.launching():
