@@ -59,6 +59,21 @@ class Backend:
         tuning class. If so, ``new`` takes ``old``'s compiled code, source and config."""
         raise NotImplementedError
 
+    def store_identity(self) -> str:
+        """What, besides lazyfuse's code, the compiled code of a stored plan depends on (the
+        toolchain and target): part of the plan store's record names (runtime.plan_store)."""
+        return self.name
+
+    def stored_step(self, step):
+        """What brings compiled ``step``'s code back in another process (picklable), or None
+        where it cannot be stored (then its plan is not)."""
+        return None
+
+    def restore_step(self, step, record) -> bool:
+        """Give ``step`` (lowered from a stored plan) its compiled code back from ``record``;
+        False where that code is gone."""
+        return False
+
     def thunk(self, step, bufs, meta):
         """A no-argument callable that launches compiled ``step`` on ``bufs`` with ``meta``."""
         raise NotImplementedError

@@ -253,6 +253,30 @@ class CpuBackend(Backend):
         new.compiled, new.source, new.config = old.compiled, source, old.config
         return True
 
+    def store_identity(self) -> str:
+        return f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}|{' '.join(c_compile.flags())}"
+
+    def stored_step(self, step):
+        if step.kind is not StepKind.KERNEL:
+            return ("library", step.config)
+        library = c_compile.library_of(step.compiled)
+        return None if library is None else ("kernel", library, step.compiled.__name__, step.config, step.source)
+
+    def restore_step(self, step, record) -> bool:
+        if record[0] == "library":
+            step.config = record[1]
+            return step.kind is not StepKind.KERNEL
+        _, library, name, cfg, source = record
+        lib = c_compile.cached(library) if step.kind is StepKind.KERNEL else None
+        if lib is None:
+            return False
+        try:
+            step.compiled = c_compile.function(lib, name)
+        except AttributeError:
+            return False
+        step.config, step.source = cfg, source
+        return True
+
     def _tuner(self) -> autotune.Tuner:
         if self.tuner is None:
             self.tuner = autotune.Tuner(f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}")

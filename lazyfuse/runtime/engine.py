@@ -53,11 +53,13 @@ from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
 from .pool import DATA, META, SCRATCH
 from .recompile import MissLog
+from . import plan_store
 from .structure import structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
 TEMPLATES = 4   # cached plans of one structure a new size tries (runtime.structure)
+ORIGIN_COUNTERS = {"planned": "plans_built", "rebound": "plans_rebound", "loaded": "plans_loaded"}
 SCALAR = Op.SCALAR
 _weakref = weakref.ref
 
@@ -142,8 +144,11 @@ class CompiledPlan:
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
     planned: object = None    # the planner's Plan (node indices only: valid for every size of the structure)
-    rebound: bool = False     # its steps came compiled from another size's plan (no compile_plan)
-    structure: object = None  # its size-free key where the planner built it: its structure's template once compiled
+    # where its steps came from: "planned" (the planner, then compile_plan), or compiled
+    # already: "rebound" (another size's plan of its structure), "loaded" (runtime.plan_store)
+    origin: str = "planned"
+    structure: object = None  # its size-free key (runtime.structure)
+    stored: str | None = None  # its record name in the plan store (None: not storable)
 
 
 class Engine:
@@ -427,13 +432,19 @@ class Engine:
             return reused, (leaves, scalars)
         graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
         structure = PlanKey(structure_key(key.parts))
-        rebound = self._from_structure(structure, nodes)
-        if rebound is not None:
-            planned, steps = rebound
-            self.stats.plans_rebound += 1
+        found, origin, stored = self._from_structure(structure, nodes), "rebound", None
+        if found is None and plan_store.enabled():
+            backend = self.device.backend
+            stored = plan_store.digest(key.parts, backend)
+            if stored is not None:
+                found, origin = plan_store.load(stored, backend, nodes, self._lower), "loaded"
+        if found is not None:
+            planned, steps = found
         else:
             planned, steps = plan_and_lower(graph, matmul_template(self.device), lambda p: self._lower(nodes, p))
-            self.stats.plans_built += 1
+            origin = "planned"
+        counter = ORIGIN_COUNTERS[origin]
+        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         temps = [None] * planned.n_temps
         for i, slot in planned.slots.items():
             if slot[0] == "temp":
@@ -449,8 +460,8 @@ class Engine:
             st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
             st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
         plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
-                            root_steps=tuple(step_of[r] for r in graph.roots), planned=planned,
-                            rebound=rebound is not None, structure=structure if rebound is None else None)
+                            root_steps=tuple(step_of[r] for r in graph.roots), planned=planned, origin=origin,
+                            structure=structure, stored=stored)
         plan.label = " + ".join(s.name for s in steps)
         plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
         return plan, (leaves, scalars)
@@ -572,7 +583,7 @@ class Engine:
         bound = tape + root_bufs + temps if temps else tape + root_bufs
         if build is not None:
             try:
-                if not plan.rebound:
+                if plan.origin == "planned":
                     device.backend.compile_plan(plan, self.stats, build[0], root_bufs, temps, build[1])
             except Exception as e:
                 for s in roots:
@@ -582,8 +593,11 @@ class Engine:
             while len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
-            if plan.structure is not None:
+            if plan.origin != "rebound":
                 self._add_template(plan)
+            if plan.origin != "loaded" and plan.stored is not None:
+                plan_store.save(plan.stored, device.backend, plan)
+                plan.stored = None   # written once (a capture's warmup builds it again)
         done = at = 0   # steps run; the step being prepared or run
         try:
             with device.launching():

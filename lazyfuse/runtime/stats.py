@@ -19,6 +19,7 @@ class Stats:
     compiler_runs: int = 0         # C compiler invocations and Triton module builds (a cached one counts 0)
     plans_built: int = 0           # build paths that ran the planner
     plans_rebound: int = 0         # build paths that took a known structure's plan at new sizes (no planner, no compiler)
+    plans_loaded: int = 0          # build paths that took a plan an earlier process stored (runtime.plan_store)
     extern_launches: int = 0       # torch calls of extern nodes (ops with no native lowering), replays excluded
 
     def snapshot(self) -> "Stats":
