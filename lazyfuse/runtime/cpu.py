@@ -260,13 +260,13 @@ class CpuBackend(Backend):
         if step.kind is not StepKind.KERNEL:
             return ("library", step.config)
         library = c_compile.library_of(step.compiled)
-        return None if library is None else ("kernel", library, step.compiled.__name__, step.config, step.source)
+        return None if library is None else ("kernel", library, step.compiled.__name__)
 
     def restore_step(self, step, record) -> bool:
         if record[0] == "library":
             step.config = record[1]
             return step.kind is not StepKind.KERNEL
-        _, library, name, cfg, source = record
+        _, library, name = record
         lib = c_compile.cached(library) if step.kind is StepKind.KERNEL else None
         if lib is None:
             return False
@@ -274,7 +274,6 @@ class CpuBackend(Backend):
             step.compiled = c_compile.function(lib, name)
         except AttributeError:
             return False
-        step.config, step.source = cfg, source
         return True
 
     def _tuner(self) -> autotune.Tuner:

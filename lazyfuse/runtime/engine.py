@@ -504,7 +504,9 @@ class Engine:
         while len(self.structures) > PLAN_CACHE_SIZE:
             self.structures.popitem(last=False)
 
-    def _lower(self, nodes, planned) -> list:
+    def _lower(self, nodes, planned, kernel_steps=None) -> list:
+        """The steps of ``planned``; ``kernel_steps`` (step index -> Step) gives kernel steps
+        lowered before (a stored plan's), so only library steps are made from ``nodes``."""
         from ..codegen.lower import lower_group
         pos = {id(n): i for i, n in enumerate(nodes)}
         scalar_pos = {}
@@ -518,6 +520,9 @@ class Engine:
             out = nodes[grp.output]
             if out.kind is Kind.EXTERN and grp.matmul is None:
                 steps.append(self._extern_step(nodes, pos, grp, planned.slots, scalar_pos))
+                continue
+            if kernel_steps is not None:
+                steps.append(dataclasses.replace(kernel_steps[len(steps)], group=grp))
                 continue
             kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
             header = _header(kernel)

@@ -20,6 +20,7 @@ kernel. A key holding something with no stable text across processes (a lambda p
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import hashlib
@@ -49,7 +50,7 @@ def enabled() -> bool:
 def digest(parts: tuple, backend) -> str | None:
     """The record name of a plan key (None: the key cannot be named across processes)."""
     try:
-        text = _text(parts)
+        text = _key_text(*parts)
     except Unstable:
         return None
     knobs = sorted((k.name, repr(k.get())) for k in config.KNOBS.values() if k.name not in IGNORED_KNOBS)
@@ -61,24 +62,32 @@ def digest(parts: tuple, backend) -> str | None:
 
 
 def load(name: str, backend, nodes, lower) -> tuple | None:
-    """``(plan, steps)`` of the stored plan ``name``, lowered at ``nodes`` by ``lower`` and
-    each step given its compiled code back; None where none is stored or it no longer loads."""
+    """``(plan, steps)`` of the stored plan ``name``, each step given its compiled code back;
+    ``lower(nodes, plan, kernel_steps)`` makes the steps (the library calls from ``nodes``, the
+    kernels as stored). None where none is stored or it no longer loads."""
     try:
         record = pickle.loads((_folder() / f"{name}.pkl").read_bytes())
         planned, stored = record["plan"], record["steps"]
-        steps = lower(nodes, planned)
+        steps = lower(nodes, planned, {j: step for j, (_, step) in enumerate(stored) if step is not None})
     except Exception:  # noqa: BLE001 (missing, truncated, from another version: plan instead)
         return None
-    if len(steps) != len(stored) or not all(backend.restore_step(st, rec) for st, rec in zip(steps, stored)):
+    if len(steps) != len(stored) or not all(backend.restore_step(st, rec) for st, (rec, _) in zip(steps, stored)):
         return None
     return planned, steps
 
 
 def save(name: str, backend, plan) -> None:
-    """Write ``plan`` (compiled) down as record ``name``, where every step can be."""
-    stored = [backend.stored_step(st) for st in plan.steps]
-    if any(rec is None for rec in stored):
-        return
+    """Write ``plan`` (compiled) down as record ``name``, where every step can be: per step,
+    what the backend needs to take its code back and, for a kernel, the lowered step itself
+    (lowering a GPT step's 150 kernels again would cost more than all the rest)."""
+    stored = []
+    for st in plan.steps:
+        rec = backend.stored_step(st)
+        if rec is None:
+            return
+        kernel = st.kind == "kernel"
+        stored.append((rec, dataclasses.replace(st, compiled=None, group=None, bind=None, bind_scalars=None)
+                       if kernel else None))
     try:
         atomic_write(_folder() / f"{name}.pkl", pickle.dumps({"plan": plan.planned, "steps": stored}))
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
@@ -101,12 +110,28 @@ def _package_hash() -> str:
     return h.hexdigest()
 
 
+def _key_text(descs: tuple, live: tuple) -> str:
+    """A plan key as text (runtime.engine's descriptors: op, dtype, then a shape, attribute and
+    source positions, or a buffer's first position), one line per node."""
+    lines = []
+    for d in descs:
+        if len(d) == 5:
+            arg = d[3]
+            lines.append(f"{d[0].name} {d[1].name} {d[2]} {'-' if arg is None else _text(arg)} {d[4]}")
+        else:
+            lines.append(f"{d[0].name} {d[1].name} {d[2:]}")
+    lines.append(repr(live))
+    return "\n".join(lines)
+
+
 def _text(x) -> str:
     """Text of a plan key part that is the same in every process (``Unstable`` if none)."""
     if x is None or isinstance(x, (bool, int, float, str)):
         return repr(x)
     if isinstance(x, tuple):
-        return "(" + ",".join(_text(v) for v in x) + ")"
+        if all(type(v) is int for v in x):   # a shape, source positions, reduced axes: most of a key
+            return repr(x)
+        return "(" + ",".join([_text(v) for v in x]) + ")"
     if isinstance(x, enum.Enum):
         return f"{type(x).__name__}.{x.name}"
     if isinstance(x, DType):
