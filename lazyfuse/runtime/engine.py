@@ -21,8 +21,10 @@ A drain:
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata — or, for a known structure at new sizes (runtime.structure), lower the
    cached plan's groups at these sizes and keep its compiled kernels where the backend finds
-   the same code (no planning, no compiler, no tuning: the sizes are launch metadata); the plan also records where each of its leaves and scalars sits on the
-   tape (a function of the key, so it holds for every drain with the same key);
+   the same code (no planning, no compiler, no tuning: the sizes are launch metadata), or
+   take the plan an earlier process stored (runtime.plan_store); the plan also records where
+   each of its leaves and scalars sits on the tape (a function of the key, so it holds for
+   every drain with the same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
    (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on
