@@ -112,7 +112,7 @@ def test_the_debug_line_says_a_plan_came_from_its_structure(capsys):
         run(dev, 6, 52)
     finally:
         explain.engine.drain_hook = saved
-    assert "build, from its structure's cached plan" in capsys.readouterr().out
+    assert "(build path, from its structure's cached plan)" in capsys.readouterr().out
 
 
 def desc(op, shape, *rest):
