@@ -61,14 +61,15 @@ def digest(parts: tuple, backend) -> str | None:
     return h.hexdigest()[:40]
 
 
-def load(name: str, backend, nodes, lower) -> tuple | None:
-    """``(plan, steps)`` of the stored plan ``name``, each step given its compiled code back;
-    ``lower(nodes, plan, kernel_steps)`` makes the steps (the library calls from ``nodes``, the
-    kernels as stored). None where none is stored or it no longer loads."""
+def load(name: str, backend, nodes) -> tuple | None:
+    """``(plan, steps)`` of the stored plan ``name``, each step given its compiled code back: the
+    library calls made from ``nodes``, the kernels as stored. None where none is stored or it no
+    longer loads."""
+    from .build import lower_steps
     try:
         record = pickle.loads((_folder() / f"{name}.pkl").read_bytes())
         planned, stored = record["plan"], record["steps"]
-        steps = lower(nodes, planned, {j: step for j, (_, step) in enumerate(stored) if step is not None})
+        steps = lower_steps(nodes, planned, {j: step for j, (_, step) in enumerate(stored) if step is not None})
     except Exception:  # noqa: BLE001 (missing, truncated, from another version: plan instead)
         return None
     if len(steps) != len(stored) or not all(backend.restore_step(st, rec) for st, (rec, _) in zip(steps, stored)):
