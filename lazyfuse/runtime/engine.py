@@ -23,8 +23,9 @@ A drain:
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata — or, without planning or compiling, take a cached plan of the same
    size-free structure lowered at the new sizes (runtime.structure), or a plan an earlier
-   process stored (runtime.plan_store); the plan also records where each of its leaves and scalars sits on the
-   tape (a function of the key, so it holds for every drain with the same key);
+   process stored (runtime.plan_store); the plan also records where each of its leaves and
+   scalars sits on the tape (a function of the key, so it holds for every drain with the
+   same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
    (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on
