@@ -13,10 +13,11 @@ import argparse
 import sys
 import time
 
-from bench import autotune, build, capture, common, contention, core, programs, shapes, training
+from bench import autotune, build, capture, common, contention, core, programs, shapes, training, warm_start
 
 SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
-           "contention": contention, "build": build, "shapes": shapes}
+           "contention": contention, "build": build, "shapes": shapes,
+           "warm_start": warm_start}
 
 
 def main(argv=None) -> int:

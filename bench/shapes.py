@@ -2,11 +2,12 @@
 
     python -m bench.shapes [--quick]
 
-genericity: each workload's steady state with sizes printed as runtime values (the default)
-against the same kernels with every size a literal (``LAZYFUSE_SHAPE_GENERIC=0``, one library
-per size, as before issue 20), each in a process of its own. new size: a program run at sizes
-it has not met, in a fresh cache — compiler runs, and the milliseconds of a new size's first
-drain once its library is built (planning and lowering only).
+genericity: each workload's kernels with sizes printed as runtime values (the default) against
+the same kernels with every size a literal (what ``LAZYFUSE_SHAPE_GENERIC=0`` prints: one
+library per size, as before issue 20), both captured in one process and their replays timed
+round-robin (the kernels alone, and a machine's drift weighs on both alike). new size: a
+program run at sizes it has not met, in a fresh cache — compiler runs, and the milliseconds of
+a new size's first drain once its library is built.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import time
 
 from bench.common import heading, machine, publish
 
-WORKLOADS = ("chain", "row_sum", "col_sum", "softmax", "gemv")
+WORKLOADS = ("chain", "row_sum", "col_sum", "softmax", "gemv", "gemv_small")
 
 
 def workload(name: str, quick: bool):
@@ -40,24 +41,30 @@ def workload(name: str, quick: bool):
         return lambda: x.sum(0)
     if name == "softmax":
         return lambda: x.softmax(-1)
-    h = 256 if quick else 1024
+    # the decode step's GEMVs: a hidden-1024 and a hidden-256 linear of one token
+    h = (64 if name == "gemv_small" else 256) if quick else (256 if name == "gemv_small" else 1024)
     v, w = lf.tensor(torch.randn(1, h, generator=g)), lf.tensor(torch.randn(h, h, generator=g))
     return lambda: lf.nn.functional.linear(v, w)
 
 
-def child_steady(name: str, quick: bool) -> float:
-    """Median milliseconds of a workload's steady state (this process's sizes setting)."""
+def child_steady(name: str, quick: bool) -> dict:
+    """Median milliseconds of a workload's kernels, sizes as runtime values and as literals:
+    each variant captured, the two graphs' replays timed round-robin."""
     import lazyfuse as lf
+    from lazyfuse.codegen import c_printer
     from bench import common
     common.configure(smoke=quick)
-    from bench.common import timeit
+    dev = lf.device("cpu")
     fn = workload(name, quick)
-
-    def step():
-        out = fn()
-        lf.sync()
-        return out
-    return timeit(step, reps=3 if quick else 15, warmup=3) * 1e3
+    graphs = {}
+    for generic in (True, False):
+        c_printer.SHAPE_GENERIC = generic   # what LAZYFUSE_SHAPE_GENERIC sets at import
+        lf.sync(dev)
+        for cache in (dev.engine.plans, dev.engine.planned, dev.engine.structures):
+            cache.clear()
+        graphs["generic" if generic else "specialised"] = lf.capture(dev, fn)
+    ms = common.timeit_interleaved({k: g.replay for k, g in graphs.items()}, reps=3 if quick else 25, warmup=3)
+    return {k: v * 1e3 for k, v in ms.items()}
 
 
 def child_new_sizes(quick: bool) -> dict:
@@ -78,7 +85,7 @@ def child_new_sizes(quick: bool) -> dict:
 
 def in_child(args: list, generic: bool, cache: str) -> dict:
     env = dict(os.environ, LAZYFUSE_SHAPE_GENERIC="1" if generic else "0", LAZYFUSE_CACHE_DIR=cache,
-               LAZYFUSE_AUTOTUNE="0")
+               LAZYFUSE_AUTOTUNE="0", LAZYFUSE_PLAN_STORE="0")   # each variant builds its own plans
     out = subprocess.run([sys.executable, "-m", "bench.shapes", "--child", *args], env=env, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -98,15 +105,16 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         for name in WORKLOADS:
-            ms = {g: in_child(["steady", name, *quick], g, cache) for g in (False, True)}
-            rows.append({"workload": name, "specialised_ms": ms[False], "generic_ms": ms[True],
-                         "generic_vs_specialised": ms[True] / ms[False]})
+            ms = in_child(["steady", name, *quick], True, cache)
+            rows.append({"workload": name, "specialised_ms": ms["specialised"], "generic_ms": ms["generic"],
+                         "generic_vs_specialised": ms["generic"] / ms["specialised"]})
     new = {}
     for generic in (False, True):
         with tempfile.TemporaryDirectory() as cache:
             new[generic] = in_child(["new_sizes", *quick], generic, cache)
     lines = heading("Shape-generic kernels (issue 20)", machine(), "cc")
-    lines += ["Steady state, median ms; generic / specialised > 1 means genericity costs time.", "",
+    lines += ["Captured replays timed round-robin, median ms; generic / specialised > 1 means genericity costs "
+              "time.", "",
               "| workload | specialised ms | generic ms | generic / specialised |", "|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['specialised_ms']:.3f} | {r['generic_ms']:.3f} | "
               f"{r['generic_vs_specialised']:.3f} |" for r in rows]

@@ -158,6 +158,10 @@ SHAPE_GENERIC = _declare(
     "LAZYFUSE_SHAPE_GENERIC", True, _bool, "import",
     "`0` prints loop extents as literals again (one compiled kernel per size) instead of reading them from "
     "the launch metadata (default on: one kernel serves every size of a structure)")
+PLAN_STORE = _declare(
+    "LAZYFUSE_PLAN_STORE", True, _bool, "use",
+    "`0` stops writing compiled plans to the cache folder and reading them back (default on: a second "
+    "process takes the first one's plans without planning or printing kernels)")
 TEST_DEVICE = _declare(
     "LAZYFUSE_TEST_DEVICE", None, _text, "use",
     "the device `tests/test_capture_device.py` and `tests/test_interpreter.py` run on (default `cpu` and "

@@ -244,8 +244,9 @@ def write_dot(dot: str, path) -> Path:
 
 def describe_plan(plan, build: bool) -> str:
     """One line per launch of a drained plan (``LAZYFUSE_DEBUG=1``)."""
-    path = "build" if build else "steady-state"
-    lines = [f"[lazyfuse] drain ({path} path): {len(plan.steps)} launch(es)"]
+    path = "steady-state path" if not build else "build path" + {
+        "rebound": ", from its structure's cached plan", "loaded": ", from the plan store"}.get(plan.origin, "")
+    lines = [f"[lazyfuse] drain ({path}): {len(plan.steps)} launch(es)"]
     for st in plan.steps:
         cfg = f" config {st.config.label()}" if st.config is not None else ""
         reason = f" — {st.group.reason}" if st.group is not None else ""

@@ -103,6 +103,16 @@ class ExternCall:
     def __repr__(self):
         return f"extern {self.name}" + (f"[{self.index}]" if self.index is not None else "")
 
+    def stable_text(self, text) -> str | None:
+        """The call as text that is the same in every process (runtime.plan_store), or None
+        for a function with no importable name (a lambda, a local function, a partial)."""
+        fn = self.fn
+        qualname = getattr(fn, "__qualname__", None)
+        owner = getattr(fn, "__module__", None) or getattr(getattr(fn, "__objclass__", None), "__qualname__", None)
+        if qualname is None or owner is None or "<" in qualname:
+            return None
+        return f"extern {owner}.{qualname}{text(self.spec)}{text((self.index, self.random, self.use_out))}"
+
     def launch(self, indices, in_views: tuple, out_shapes: tuple) -> "ExternLaunch":
         """The step that runs this call once for the sibling outputs taking ``indices`` (the
         engine's lowering asks the node's arg: the runtime imports nothing above it)."""

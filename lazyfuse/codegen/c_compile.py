@@ -359,3 +359,41 @@ def function(lib: ctypes.CDLL, name: str):
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     fn.restype = None
     return fn
+
+
+def cached(key: str) -> ctypes.CDLL | None:
+    """The library built before under ``key``, from memory or the on-disk cache, without
+    compiling (None where neither has it): how a stored plan takes its kernels back."""
+    with _lock:
+        lib = _loaded.get(key)
+    if lib is not None:
+        return lib
+    so = cache_dir("c") / f"{key}.so"
+    if not so.exists():
+        return None
+    try:
+        lib = ctypes.CDLL(str(so))
+    except OSError:
+        return None
+    with _lock:
+        known = _loaded.get(key)
+        if known is not None:
+            return known
+        _loaded.put(key, lib)
+    return lib
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def library_of(fn) -> str | None:
+    """The key of the cached library that defines kernel function ``fn`` (its file's name),
+    or None for a function from elsewhere."""
+    info = _DlInfo()
+    if not ctypes.CDLL(None).dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    path = Path(info.dli_fname.decode())
+    named = path.suffix == ".so" and len(path.stem) == 32 and all(c in "0123456789abcdef" for c in path.stem)
+    return path.stem if named else None

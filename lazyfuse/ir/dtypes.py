@@ -40,6 +40,10 @@ class DType:
     def __repr__(self) -> str:
         return f"lf.{self.name}"
 
+    def __reduce__(self):
+        # one instance per dtype, compared by identity: unpickled, it is that instance again
+        return _by_name, (self.name,)
+
 
 bool_ = DType("bool", 1, BOOL, torch.bool, np.dtype(np.bool_))
 int32 = DType("int32", 4, INT, torch.int32, np.dtype(np.int32))
@@ -54,6 +58,10 @@ DEFAULT_FLOAT = float32
 _BY_TORCH = {d.torch: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None}
 _BY_NAME = {d.name: d for d in ALL}
+
+
+def _by_name(name: str) -> DType:
+    return _BY_NAME[name]
 
 
 def from_torch(dt: torch.dtype) -> DType:

@@ -39,7 +39,7 @@ networkx only names the cycle that a repair cuts.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -774,3 +774,17 @@ def _repairs(g: DrainGraph, groups, slots) -> dict:
 def _order(g: DrainGraph, groups, slots) -> list:
     edges, _ = _edges(g, groups, slots)
     return _topological(groups, edges, key=lambda gid: groups[gid].output)
+
+
+def at_sizes(plan: Plan, planned_nodes: list, nodes: list) -> Plan:
+    """``plan``, made for ``planned_nodes``, for a drain of the same structure whose nodes
+    (same order) are ``nodes`` at other sizes (runtime.structure). Groups name nodes by index,
+    which holds; only a reduction's signature holds a shape, re-read from the same node."""
+    def resized(grp: Group) -> Group:
+        reduce = grp.reduce
+        if reduce is not None:
+            i = next(i for i in sorted(grp.members | set(grp.outputs)) if planned_nodes[i].kind is Kind.REDUCE
+                     and (planned_nodes[i].srcs[0].shape, planned_nodes[i].arg) == reduce)
+            reduce = (nodes[i].srcs[0].shape, nodes[i].arg)
+        return replace(grp, reduce=reduce, parts=[resized(p) for p in grp.parts])
+    return Plan([resized(g) for g in plan.groups], plan.slots, plan.n_temps)

@@ -243,6 +243,28 @@ class Backend:
         """The source of ``kernel`` with the heuristic config, without compiling it."""
         raise NotImplementedError
 
+    # -- plans reused at other sizes and across processes ------------------------------------------
+    def rebind(self, old, new) -> bool:
+        """Whether compiled step ``old`` serves ``new``, the same step of its structure lowered
+        at other sizes (runtime.structure): the same code and, where tuning explores, the same
+        tuning class. If so, ``new`` takes ``old``'s compiled code, source and config."""
+        return False
+
+    def store_identity(self) -> str:
+        """What, besides lazyfuse's code, the compiled code of a stored plan depends on (the
+        toolchain and target): part of the plan store's record names (runtime.plan_store)."""
+        return self.name
+
+    def stored_step(self, step):
+        """What brings compiled ``step``'s code back in another process (picklable), or None
+        where it cannot be stored (then its plan is not)."""
+        return None
+
+    def restore_step(self, step, record) -> bool:
+        """Give ``step`` (lowered from a stored plan) its compiled code back from ``record``;
+        False where that code is gone."""
+        return False
+
 
 def bound_buffers(step, leaves, root_bufs, temps) -> list:
     """The buffers a build-path step binds, by slot: ``("leaf", i)`` the trace's leaf ``i``,

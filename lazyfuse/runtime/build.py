@@ -2,7 +2,9 @@
 
 On a plan-cache miss the engine traces the live DAG (``trace``), plans it (ir.planner) and
 lowers each group (codegen.lower) into ``Step``s (``new_plan``); runtime/execute.py then
-compiles and launches them. ``lf.explain`` reads the same path (``trace``, ``plan_and_lower``)
+compiles and launches them. A known structure at new sizes (runtime.structure) skips the
+planner and the compiler: ``rebind_steps`` lowers a cached plan's groups at the new sizes and
+keeps its compiled kernels where the backend finds the same code. ``lf.explain`` reads the same path (``trace``, ``plan_and_lower``)
 without running anything, so it imports this module, not the engine.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ import operator
 from dataclasses import dataclass
 
 from ..ir.node import Kind, Node, Op, post_order, sources
-from ..ir.planner import DrainGraph, plan as make_plan
+from ..ir.planner import DrainGraph, at_sizes, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
@@ -52,6 +54,12 @@ class CompiledPlan:
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
     untuned: object = None    # what the backend's build left to tune at a later run (autotune.Deferred)
+    planned: object = None    # the planner's Plan (node indices only: valid for every size of the structure)
+    # where its steps came from: "planned" (the planner, then compile_plan), or compiled
+    # already: "rebound" (another size's plan of its structure), "loaded" (runtime.plan_store)
+    origin: str = "planned"
+    structure: object = None  # its size-free key (runtime.structure)
+    stored: str | None = None  # its record name in the plan store (None: not to be stored)
 
 
 def trace(roots):
@@ -84,7 +92,14 @@ def new_plan(key, nodes, targets, n_tape: int, template: frozenset) -> CompiledP
     """The plan of a traced drain (``trace``'s nodes and targets), planned and lowered, its steps'
     gathers pointing into a tape of ``n_tape`` entries; not yet compiled."""
     graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
-    planned, steps = plan_and_lower(graph, template, lambda p: lower_steps(nodes, p))
+    return assemble(key, nodes, targets, n_tape, *plan_and_lower(graph, template, lambda p: lower_steps(nodes, p)))
+
+
+def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "planned") -> CompiledPlan:
+    """The plan of a traced drain from its planner ``Plan`` and lowered ``steps`` (``origin``:
+    where they came from, see ``CompiledPlan``), its steps' gathers pointing into a tape of
+    ``n_tape`` entries."""
+    graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
     temps = [None] * planned.n_temps
     for i, slot in planned.slots.items():
         if slot[0] == "temp":
@@ -99,7 +114,7 @@ def new_plan(key, nodes, targets, n_tape: int, template: frozenset) -> CompiledP
         st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
         st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
     plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
-                        root_steps=tuple(step_of[r] for r in graph.roots))
+                        root_steps=tuple(step_of[r] for r in graph.roots), planned=planned, origin=origin)
     plan.label = " + ".join(s.name for s in steps)
     plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
     return plan
@@ -126,8 +141,25 @@ def matmul_template(device) -> frozenset:
     return device.backend.matmul_template
 
 
-def lower_steps(nodes, planned) -> list:
-    """One ``Step`` per planned group: a lowered kernel, or a library call for an extern."""
+def rebind_steps(template: CompiledPlan, nodes, backend) -> tuple | None:
+    """``(plan, steps)``: ``template``'s plan and steps lowered at the sizes of ``nodes`` (a drain
+    of its structure), each step with the template's compiled kernel and tuned choice — or None
+    where a kernel's code or tuning class differs at these sizes (then the drain plans)."""
+    from ..codegen.lower import Unfusable
+    planned = at_sizes(template.planned, template.graph.nodes, nodes)
+    try:
+        steps = lower_steps(nodes, planned)
+    except Unfusable:
+        return None
+    if all(backend.rebind(old, new) for old, new in zip(template.steps, steps)):
+        return planned, steps
+    return None
+
+
+def lower_steps(nodes, planned, kernel_steps=None) -> list:
+    """One ``Step`` per planned group: a lowered kernel, or a library call for an extern.
+    ``kernel_steps`` (step index -> Step) gives kernel steps lowered before (a stored plan's,
+    runtime.plan_store), so only the library steps are made from ``nodes``."""
     from ..codegen.lower import lower_group
     pos = {id(n): i for i, n in enumerate(nodes)}
     scalar_pos = {}
@@ -141,6 +173,9 @@ def lower_steps(nodes, planned) -> list:
         out = nodes[grp.output]
         if out.kind is Kind.EXTERN and grp.matmul is None:
             steps.append(extern_step(nodes, pos, grp, planned.slots, scalar_pos))
+            continue
+        if kernel_steps is not None:
+            steps.append(dataclasses.replace(kernel_steps[len(steps)], group=grp))
             continue
         kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
         header = _header(kernel)

@@ -148,13 +148,19 @@ def _onednn_matmul(linear, a, w, out):
 
 def matmul_libraries(step, dtypes) -> tuple:
     """The libraries that can compute matmul ``step`` (its operand and output dtypes)."""
+    if _onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or not _linear_shaped(step):
+        return MATMUL_LIBRARIES[:1]
+    return MATMUL_LIBRARIES
+
+
+def _linear_shaped(step) -> bool:
+    """Whether matmul ``step``'s operands have the shapes of oneDNN's linear: a right operand
+    that is one matrix, neither empty."""
     a, b, out = _library_views(step.kernel, None)
     one_matrix = len(b.shape) >= 2 and all(size == 1 or stride == 0
                                            for size, stride in zip(b.shape[:-2], b.strides[:-2]))
-    if (_onednn_linear() is None or any(dt.name != "float32" for dt in dtypes) or len(a.shape) < 2
-            or not one_matrix or 0 in a.shape or 0 in b.shape or out.numel != prod(a.shape[:-1]) * b.shape[-1]):
-        return MATMUL_LIBRARIES[:1]
-    return MATMUL_LIBRARIES
+    return (len(a.shape) >= 2 and one_matrix and 0 not in a.shape and 0 not in b.shape
+            and out.numel == prod(a.shape[:-1]) * b.shape[-1])
 
 
 def matmul_signature(step, dtypes) -> str:
@@ -268,6 +274,48 @@ class CpuBackend(Backend):
         runners = [matmul_call(step, lib, copies) for lib in libraries]
         best = autotune.choose(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
+
+    def rebind(self, old, new) -> bool:
+        if new.kind is StepKind.MATMUL:
+            # a tuned library serves the new shapes if they are in its tuning class and it takes them
+            if old.config is None:
+                return True   # torch's matmul, the default, takes every shape
+            if autotune.explores() and matmul_signature(new, ()) != matmul_signature(old, ()):
+                return False
+            new.config = old.config
+            return old.config == MATMUL_LIBRARIES[0] or _linear_shaped(new)
+        if new.kind is not StepKind.KERNEL:
+            return True   # a library call: nothing compiled or tuned
+        if autotune.explores() and autotune.signature(new.kernel) != autotune.signature(old.kernel):
+            return False
+        _, source = c_compile.named(print_c(rename(new.kernel, c_compile.SYMBOL_SLOT), old.config), PRELUDE)
+        if source != old.source:   # the symbol is the code's hash: the same source is the same function
+            return False
+        new.compiled, new.source, new.config = old.compiled, source, old.config
+        return True
+
+    def store_identity(self) -> str:
+        return f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}|{' '.join(c_compile.flags())}"
+
+    def stored_step(self, step):
+        if step.kind is not StepKind.KERNEL:
+            return ("library", step.config)
+        library = c_compile.library_of(step.compiled)
+        return None if library is None else ("kernel", library, step.compiled.__name__)
+
+    def restore_step(self, step, record) -> bool:
+        if record[0] == "library":
+            step.config = record[1]
+            return step.kind is not StepKind.KERNEL
+        _, library, name = record
+        lib = c_compile.cached(library) if step.kind is StepKind.KERNEL else None
+        if lib is None:
+            return False
+        try:
+            step.compiled = c_compile.function(lib, name)
+        except AttributeError:
+            return False
+        return True
 
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a

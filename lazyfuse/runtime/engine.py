@@ -21,8 +21,11 @@ A drain:
    live subgraph; a program that drops other results gets a plan of its own;
 3. on a plan-cache miss takes the **build path** (runtime/build.py): trace the live DAG, plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
-   scratch metadata; the plan also records where each of its leaves and scalars sits on the
-   tape (a function of the key, so it holds for every drain with the same key);
+   scratch metadata — or, without planning or compiling, take a cached plan of the same
+   size-free structure lowered at the new sizes (runtime.structure), or a plan an earlier
+   process stored (runtime.plan_store); the plan also records where each of its leaves and
+   scalars sits on the tape (a function of the key, so it holds for every drain with the
+   same key);
    on a hit takes the **steady-state path**: the cached kernels, with per-kernel launch
    metadata allocated from the pool on the first steady-state launch and reused after
    (docs/semantics.md, The plan cache and its two paths: they allocate different buffers, on
@@ -43,12 +46,16 @@ from .. import config
 from ..errors import CaptureError, DeviceError
 from ..ir.node import Node, Op, post_order
 from ..ir.view import contiguous_view
-from .build import matmul_template, new_plan, trace
+from . import plan_store
+from .build import assemble, matmul_template, new_plan, rebind_steps, trace
 from .execute import execute, first_reached
 from .recompile import MissLog
+from .structure import structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
+TEMPLATES = 4   # cached plans of one structure a new size tries (runtime.structure)
+ORIGIN_COUNTERS = {"planned": "plans_built", "rebound": "plans_rebound", "loaded": "plans_loaded"}
 SCALAR = Op.SCALAR
 _weakref = weakref.ref
 
@@ -110,6 +117,9 @@ class Engine:
         self.descs: list = []      # the structural descriptor of each node entered
         self.leaf_first: dict = {}  # id(buffer) -> tape position of the first leaf on it
         self.plans: OrderedDict = OrderedDict()
+        # size-free structure key -> the keys of the last plans the planner built for it
+        # (runtime.structure), used while such a plan is cached: dropping a plan drops its template
+        self.structures: OrderedDict = OrderedDict()
         # planned and compiled plans whose path state a capture reset (see reset_path_state): the
         # next drain of their key takes the build path again, without planning or lowering
         self.planned: OrderedDict = OrderedDict()
@@ -371,15 +381,60 @@ class Engine:
         nodes, leaves, scalars, targets = trace(roots)
         plan = self.planned.pop(key, None)
         if plan is None:
-            plan = new_plan(key, nodes, targets, len(self.tape), matmul_template(self.device))
+            plan = self._new_plan(key, nodes, targets)
         return plan, (leaves, scalars)
 
+    def _new_plan(self, key, nodes, targets):
+        """A plan for a key met for the first time: from a cached plan of its structure at other
+        sizes (runtime.structure), else from the plan store (runtime.plan_store), else planned."""
+        structure = PlanKey(structure_key(key.parts))
+        backend = self.device.backend
+        found, origin, stored = self._from_structure(structure, nodes), "rebound", None
+        if found is None and plan_store.enabled():
+            stored = plan_store.digest(key.parts, backend)
+            if stored is not None:
+                found, origin = plan_store.load(stored, backend, nodes), "loaded"
+        if found is not None:
+            plan = assemble(key, nodes, targets, len(self.tape), *found, origin=origin)
+        else:
+            plan = new_plan(key, nodes, targets, len(self.tape), matmul_template(self.device))
+        plan.structure, plan.stored = structure, stored
+        counter = ORIGIN_COUNTERS[plan.origin]
+        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        return plan
+
+    def _from_structure(self, structure, nodes) -> tuple | None:
+        """``(plan, steps)`` of a cached plan of ``structure`` whose code serves this drain's
+        sizes (the most recently used first), or None."""
+        keys = self.structures.get(structure)
+        for k in keys or ():
+            template = self.plans.get(k) or self.planned.get(k)
+            found = None if template is None else rebind_steps(template, nodes, self.device.backend)
+            if found is not None:
+                keys.remove(k)
+                keys.insert(0, k)
+                self.structures.move_to_end(structure)
+                return found
+        return None
+
     def remember(self, plan) -> None:
-        """Put a plan that compiled in the plan cache (least recently used out first)."""
+        """Put a plan that compiled in the plan cache (least recently used out first); one the
+        planner or the plan store gave also becomes a template of its structure, and one the
+        planner built is written to the plan store."""
         self.plans[plan.key] = plan
         while len(self.plans) > PLAN_CACHE_SIZE:
             self.plans.popitem(last=False)
             self.stats.plan_cache_evictions += 1
+        if plan.origin != "rebound" and plan.structure is not None:
+            # the few latest per structure: code that differs by size (serial and parallel, two
+            # tuning classes) alternates in a sweep over sizes
+            keys = self.structures.pop(plan.structure, [])
+            self.structures[plan.structure] = [plan.key] + [k for k in keys if k != plan.key][:TEMPLATES - 1]
+            while len(self.structures) > PLAN_CACHE_SIZE:
+                self.structures.popitem(last=False)
+        if plan.origin == "planned" and plan.stored is not None:
+            plan_store.save(plan.stored, self.device.backend, plan)
+            plan.stored = None   # written once (a capture's warmup builds it again)
 
     def reset_path_state(self) -> None:
         """At the start of a capture (``CaptureTracking.start``, under the lock), before the pool

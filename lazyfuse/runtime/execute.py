@@ -23,7 +23,8 @@ def execute(engine, plan, roots, build) -> None:
     tape = engine.tape
     bound = tape + root_bufs + temps if temps else tape + root_bufs
     if build is not None:
-        compile_plan(engine, plan, roots, root_bufs, temps, build)
+        if plan.origin == "planned":   # a rebound or loaded plan's steps came compiled
+            compile_plan(engine, plan, roots, root_bufs, temps, build)
         engine.remember(plan)
     elif plan.untuned is not None and not engine.device.capturing:
         engine.device.backend.tune_plan(plan, engine.stats, bound, tape)   # off the build path (autotune.Deferred)

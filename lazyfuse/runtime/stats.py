@@ -17,6 +17,9 @@ class Stats:
     graph_replays: int = 0         # Graph.replay() calls that dispatched a recorded graph
     plan_cache_evictions: int = 0  # plans dropped because the plan cache was full
     compiler_runs: int = 0         # C compiler invocations and Triton module builds (a cached one counts 0)
+    plans_built: int = 0           # build paths that ran the planner
+    plans_rebound: int = 0         # build paths that took a known structure's plan at new sizes (no planner, no compiler)
+    plans_loaded: int = 0          # build paths that took a plan an earlier process stored (runtime.plan_store)
     extern_launches: int = 0       # torch calls of extern nodes (ops with no native lowering), replays excluded
 
     def snapshot(self) -> "Stats":

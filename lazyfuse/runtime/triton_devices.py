@@ -259,6 +259,21 @@ class TritonBackend(Backend):
     def bind(self, step, cfg, compiled):
         return (compiled, *launch_params(step.kernel, cfg, self.interpreted))
 
+    def rebind(self, old, new) -> bool:
+        if new.kind is not StepKind.KERNEL:
+            return True   # a library call: nothing compiled or tuned
+        if autotune.explores():
+            if autotune.signature(new.kernel) != autotune.signature(old.kernel):
+                return False
+        elif self.config(new.kernel) != old.config:
+            return False   # the heuristic picks another config at these sizes
+        _, source = print_triton(new.kernel, old.config)
+        if source != old.source:
+            return False
+        new.compiled = self.bind(new, old.config, old.compiled[0])
+        new.source, new.config = source, old.config
+        return True
+
     def tune(self, step, cands, found, bufs, values, stats) -> int:
         if not self.interpreted and torch.cuda.is_current_stream_capturing():
             # no benchmarking inside a capture (a sync would invalidate it): a cached choice or the default
