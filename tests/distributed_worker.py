@@ -302,6 +302,107 @@ def case_ddp(rank, world):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
 
 
+# -- the torch frontend: torch.distributed's own spelling, DataParallel with torch.optim ---------------
+def case_frontend(rank, world):
+    case_frontend_collectives(rank, world)
+    case_frontend_ddp(rank, world)
+
+
+def case_frontend_collectives(rank, world):
+    """``torch.distributed.all_reduce`` / ``broadcast`` on frontend tensors record lazy collectives
+    (no drain, counted natively) and give torch.distributed's values on plain tensors."""
+    counters = lf.torch_frontend.counters
+    lf.torch_frontend.reset()
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX, dist.ReduceOp.MIN):
+        plain = rank_data(rank, (3, 5), "float32", salt=int(op))
+        t = lf.lazy(plain.clone())
+        before = lf.stats().snapshot()
+        assert dist.all_reduce(t * 1, op=op) is None   # a temporary: recorded, never elided
+        work = dist.all_reduce(t, op=op, async_op=True)
+        work.wait()
+        assert (lf.stats() - before).kernels_launched == 0, "recording a collective must not drain"
+        dist.all_reduce(plain, op=op)
+        same(lf.eager(t), plain, f"torch.distributed.all_reduce({op}) on a LazyTensor")
+    b = lf.lazy(rank_data(rank, (4,), "int64"))
+    dist.broadcast(b, src=world - 1)
+    want = rank_data(rank, (4,), "int64")
+    dist.broadcast(want, src=world - 1)
+    same(lf.eager(b), want, "torch.distributed.broadcast on a LazyTensor")
+    assert counters.native["c10d.allreduce_.default"] == 8 and counters.native["c10d.broadcast_.default"] == 1, \
+        lf.torch_frontend.report()
+    assert not counters.fallback, lf.torch_frontend.report()
+    # a reduce op lazyfuse lacks runs in the eager fallback, correctly
+    p = lf.lazy(rank_data(rank, (3,), "float32") + 2)
+    dist.all_reduce(p, op=dist.ReduceOp.PRODUCT)
+    want = rank_data(rank, (3,), "float32") + 2
+    dist.all_reduce(want, op=dist.ReduceOp.PRODUCT)
+    same(lf.eager(p), want, "all_reduce(PRODUCT) through the fallback")
+    assert counters.fallback["c10d.allreduce_.default"] == 1, lf.torch_frontend.report()
+    # so does any other c10d op, its outputs written back (all_gather into a list of tensors)
+    outs = [lf.lazy(torch.zeros(2, 3)) for _ in range(world)]
+    dist.all_gather(outs, lf.lazy(rank_data(rank, (2, 3), "float32")))
+    for r, o in enumerate(outs):
+        same(lf.eager(o), rank_data(r, (2, 3), "float32"), f"all_gather into LazyTensors, rank {r}'s")
+
+
+def case_frontend_ddp(rank, world):
+    """``lf.distributed.DataParallel`` over a frontend model's parameters with ``torch.optim``:
+    the losses and parameters of a single torch process on the global batch, uncaptured with
+    AdamW and captured (torch.optim.AdamW on the CPU takes its bias corrections as Python
+    numbers, which a replay would freeze: the captured leg uses SGD with momentum)."""
+    from torch import nn
+    steps, batch = 8, 16
+
+    def make(seed):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(batch, 16, generator=gen) for _ in range(steps)]
+    ys = [torch.randn(batch, 4, generator=gen) for _ in range(steps)]
+    rows = slice(rank * batch // world, (rank + 1) * batch // world)
+    for captured in (False, True):
+        optimizer = (lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9)) if captured else \
+            (lambda ps: torch.optim.AdamW(ps, lr=1e-2))
+        schedule = [0] * 3 + list(range(steps)) if captured else list(range(steps))   # capture: 3 warmup steps
+        ref = make(0)
+        opt_r = optimizer(ref.parameters())
+        want = []
+        for k in schedule:
+            opt_r.zero_grad()
+            loss = nn.functional.mse_loss(ref(xs[k]), ys[k])
+            loss.backward()
+            opt_r.step()
+            want.append(loss.item())
+        model = lf.lazy(make(rank))   # other values on each rank: DataParallel broadcasts rank 0's
+        ddp = D.DataParallel(model.parameters(), bucket_bytes=1024)
+        opt = optimizer(model.parameters())
+        x, y = lf.lazy(xs[0][rows]), lf.lazy(ys[0][rows])
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            ddp.all_reduce_gradients()
+            opt.step()
+            loss = loss.detach()
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)   # the global batch's loss, torch's spelling
+            return loss
+        if captured:
+            graph = lf.capture(lf.device("cpu"), step)
+            got = [graph.output.item()]
+            want = want[3:]
+        else:
+            got = []
+        for k in range(1 if captured else 0, steps):
+            x.copy_(xs[k][rows])
+            y.copy_(ys[k][rows])
+            got.append((graph.replay() if captured else step()).item())
+        np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=f"captured={captured}")
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=f"captured={captured}")
+
+
 def main():
     case, rank, world, port, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     os.environ["LF_TEST_TIMEOUT"] = timeout

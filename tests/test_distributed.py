@@ -87,6 +87,10 @@ def test_data_parallel_training_equals_single_process_on_the_global_batch():
     run_ranks("ddp")
 
 
+def test_torch_frontend_torch_distributed_spelling_and_data_parallel_with_torch_optim():
+    run_ranks("frontend")
+
+
 @pytest.mark.slow
 def test_the_ddp_example_runs_under_torchrun():
     torchrun = Path(sys.executable).with_name("torchrun")

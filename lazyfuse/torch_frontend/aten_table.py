@@ -40,6 +40,7 @@ from .tensor import LazyTensor, lf_device_of
 aten = torch.ops.aten
 NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
 RAW = {}        # aten op name -> handler(func, args, kwargs) on the LazyTensor arguments themselves
+NAMESPACES = {}  # another op namespace (c10d: lazyfuse.distributed registers it) -> resolve(func) -> handler
 
 
 def native(*names):
@@ -119,6 +120,8 @@ def _name(func) -> str:
 
 
 def _resolve(func):
+    if func.namespace in NAMESPACES:
+        return NAMESPACES[func.namespace](func)
     name = _name(func)
     if name in RAW:
         return RAW[name]
