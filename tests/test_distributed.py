@@ -147,3 +147,16 @@ def test_a_collective_is_a_boundary_in_explain_and_its_pin_ends_with_the_drain(o
     # dropped, and both still ran (with the copy that makes all_gather's transposed input dense)
     assert ran.kernels_launched == 3 and ran.ops_elided == 0, ran
     np.testing.assert_allclose(y.numpy(), np.exp(np.arange(6) * 2 + 1), rtol=1e-6)
+
+
+def test_the_gpu_checks_nccl_graph_check_runs_on_the_host_graph_with_gloo():
+    """bench/gpu_check.py's NCCL-in-a-CUDA-graph check needs a GPU; its CPU form (gloo, the host
+    graph) runs here so the check still works when a GPU session runs it."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    sys.path.insert(0, str(ROOT))
+    from bench.gpu_check import nccl_check
+    got = nccl_check(replays=5, backend="gloo", device="cpu")
+    assert got["ok"] and got["is_hardware"] and got["replays"] == 5, got
+    assert not dist.is_initialized()
