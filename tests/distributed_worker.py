@@ -189,6 +189,7 @@ def case_rank_fails(rank, world):
     done = Path(os.environ["LF_TEST_SCRATCH"]) / "rank0-done"
     x = lf.tensor(np.ones(4, dtype=np.float32))
     assert D.all_reduce(x).numpy()[0] == world   # the group works
+    graph = lf.capture(lf.device("cpu"), lambda: D.all_reduce(x * 2) + x)   # on every rank: 3 warmups, 1 capture
     if rank == 1:
         try:
             raise ValueError("this rank's own bug")
@@ -199,7 +200,9 @@ def case_rank_fails(rank, world):
         return
     try:
         y = D.all_reduce(x * 2)
-        z = y + 1
+        before = x * 3   # independent of the collective: runs while it is in flight
+        z = y + 1        # waits for it
+        after = x * 4    # planned after the wait that fails
         t0 = time.monotonic()
         try:
             z.numpy()
@@ -219,6 +222,15 @@ def case_rank_fails(rank, world):
             else:
                 raise AssertionError("a value computed from the failed collective was readable")
         np.testing.assert_array_equal((x * 5 + 1).numpy(), np.full(4, 6.0))   # the engine still works
+        np.testing.assert_array_equal(before.numpy(), np.full(4, 3.0))   # independent work is not lost
+        np.testing.assert_array_equal(after.numpy(), np.full(4, 4.0))
+        try:   # a replay's collective fails the same way, the other launches of the replay waited out
+            graph.replay()
+        except D.CollectiveError as e:
+            assert "all_reduce(sum) on rank 0 of 2 failed" in str(e), str(e)   # (gloo: the pair is closed now)
+        else:
+            raise AssertionError("rank 0's replayed collective did not fail")
+        np.testing.assert_array_equal((x * 6).numpy(), np.full(4, 6.0))
         print("TIMED-OUT-CLEANLY", flush=True)
     finally:
         done.touch()   # rank 1 may go
@@ -300,6 +312,69 @@ def case_ddp(rank, world):
                                    err_msg=f"captured={captured}")
         for got, want in zip(params, ref_params):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
+
+
+# -- overlap: a bucket's all-reduce runs while the rest of backward does ----------------------------------
+class SlowWork:
+    """A collective's Work that delivers its result only at ``wait()``, and not before ``delay``
+    seconds after the launch: the output holds NaN until then, so a step that read it without
+    waiting would compute garbage. ``blocked`` sums the seconds spent waiting, over all."""
+    blocked = 0.0
+
+    def __init__(self, work, stage, out, delay):
+        self.work, self.stage, self.out, self.due = work, stage, out, time.perf_counter() + delay
+
+    def wait(self):
+        t0 = time.perf_counter()
+        self.work.wait()
+        time.sleep(max(0.0, self.due - time.perf_counter()))
+        self.out.copy_(self.stage)
+        SlowWork.blocked += time.perf_counter() - t0
+        return True
+
+
+def slow_collectives(delay):
+    """Every host collective of lf.distributed from now on is a SlowWork (on every rank alike)."""
+    from lazyfuse.runtime import collectives
+    for kind, launch in list(collectives._LAUNCH.items()):
+        def slow(dist_, spec, src, out, async_op, launch=launch):
+            stage = torch.empty_like(out)
+            work = launch(dist_, spec, src, stage, async_op)
+            out.fill_(float("nan") if out.is_floating_point() else -1)
+            return SlowWork(work, stage, out, delay)
+        collectives._LAUNCH[kind] = slow
+
+
+def case_overlap(rank, world):
+    import ddp_train
+    from lazyfuse.runtime.collectives import Schedule
+    delay, steps = 0.1, 12
+    slow_collectives(delay)
+    ref_losses, ref_params = ddp_train.train_single(steps=steps)
+    for captured in (False, True):
+        SlowWork.blocked = 0.0
+        losses, params = ddp_train.train_ddp(steps=steps, captured=captured, bucket_bytes=4096)
+        blocked = SlowWork.blocked
+        seen = [k for k in range(steps) if not np.isnan(losses[k])]
+        np.testing.assert_allclose([losses[k] for k in seen], [ref_losses[k] for k in seen], rtol=1e-4, atol=1e-6,
+                                   err_msg=f"captured={captured}")
+        for got, want in zip(params, ref_params):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
+        # each step has 5 collectives (4 gradient buckets and the loss), each taking `delay`: one
+        # after the other a step would wait 5 * delay; launched as soon as ready and waited for
+        # only where read, they run together and a step waits about one delay
+        assert blocked < 2.5 * delay * steps, f"captured={captured}: {blocked:.2f} s waiting over {steps} steps"
+    # the plan of a training step: the first bucket's all-reduce is launched, then backward kernels
+    # run and later buckets launch, and only then does a step wait for it
+    plans = [p for p in lf.device("cpu").engine.plans.values() if isinstance(p.waits, Schedule)]
+    plan = max(plans, key=lambda p: sum(st.kind == "collective" for st in p.steps))
+    kinds = [str(st.kind) for st in plan.steps]
+    collectives = [j for j, k in enumerate(kinds) if k == "collective"]
+    first = collectives[0]
+    waited = next((j for j, w in enumerate(plan.waits.before) if first in w), len(kinds))
+    kernels = [j for j in range(first + 1, waited) if kinds[j] == "kernel"]
+    later = [j for j in collectives if first < j < waited]
+    assert len(collectives) == 5 and kernels and later and kernels[0] < later[-1], (kinds, plan.waits.before)
 
 
 # -- the torch frontend: torch.distributed's own spelling, DataParallel with torch.optim ---------------

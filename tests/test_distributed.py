@@ -87,6 +87,13 @@ def test_data_parallel_training_equals_single_process_on_the_global_batch():
     run_ranks("ddp")
 
 
+def test_gradient_all_reduces_overlap_backward_and_wait_only_where_read():
+    """With collectives slowed down (each delivers its result only at its wait, NaN before), DDP
+    training still equals one process, uncaptured and captured, and a step waits about one
+    collective's delay, not five: the buckets' all-reduces run during the rest of backward."""
+    run_ranks("overlap")
+
+
 def test_torch_frontend_torch_distributed_spelling_and_data_parallel_with_torch_optim():
     run_ranks("frontend")
 

@@ -15,6 +15,7 @@ import torch
 
 from .. import config
 from ..errors import CaptureError, DeviceError
+from .collectives import settle
 from .engine import Engine
 from .pool import MemoryPool
 from .stats import Stats
@@ -105,13 +106,16 @@ class Device:
         raise NotImplementedError
 
     # -- launching ------------------------------------------------------------------------------
-    def call(self, step, bufs, meta):
-        """The launch of ``step`` on ``bufs`` as a call to make later (recorded by an open capture).
+    def call(self, step, bufs, meta, wrap=None):
+        """The launch of ``step`` on ``bufs`` as a call to make later (recorded by an open capture),
+        inside ``wrap`` if given (the waits for collectives in flight: ``collectives.Schedule``).
 
         The engine makes every call of a plan before it runs the first: a large matmul evicts
         the interpreter's own working set from the caches, so Python run between two launches
         costs several times more after one (~100 us against ~10 on the transformer block)."""
         thunk = self.backend.thunk(step, bufs, meta)
+        if wrap is not None:
+            thunk = wrap(thunk)
         if self._recording is not None:
             self._recording.append((thunk, (step.name, bufs, tuple(k for k, _ in step.slots), meta),
                                     step.rng_words))
@@ -210,8 +214,12 @@ class Device:
             self.engine.stop_tracking()
 
     def graph_replay(self, graph) -> None:
-        for launch in graph.launches:
-            launch()
+        try:
+            for launch in graph.launches:
+                launch()
+        except BaseException:
+            settle(graph.thunks)   # no collective of the replay may still be writing when it raises
+            raise
 
     def graph_replay_into_capture(self, host: HostGraph) -> None:
         """A graph replayed while a capture is open on this device: its launches run now and
@@ -219,9 +227,13 @@ class Device:
         captured into the outer graph), so the outer graph replays them too. The outer keeps
         the inner's record — its buffers and metadata — alive."""
         with self.launching():
-            for thunk in host.thunks:
-                thunk()
-                self._recording.append((thunk, host, ()))
+            try:
+                for thunk in host.thunks:
+                    thunk()
+                    self._recording.append((thunk, host, ()))
+            except BaseException:
+                settle(host.thunks)
+                raise
 
 
 class CpuDevice(Device):

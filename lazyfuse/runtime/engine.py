@@ -49,6 +49,7 @@ from ..ir.planner import DrainGraph, plan as make_plan
 from ..ir.shapes import prod
 from ..ir.view import contiguous_view
 from .backend import LibraryCall, StepKind
+from .collectives import Schedule, settle
 from .pool import DATA, META, SCRATCH
 from .recompile import MissLog
 
@@ -137,6 +138,7 @@ class CompiledPlan:
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
     root_steps: tuple = ()    # for each live root, the step that writes its final value
     n_extern: int = 0         # extern steps (torch calls with no native lowering)
+    waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
 
 
 class Engine:
@@ -435,6 +437,7 @@ class Engine:
                             root_steps=tuple(step_of[r] for r in graph.roots))
         plan.label = " + ".join(s.name for s in steps)
         plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
+        plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
         return plan, (leaves, scalars)
 
     def _lower(self, nodes, planned) -> list:
@@ -526,13 +529,17 @@ class Engine:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
         done = at = 0   # steps run; the step being prepared or run
+        lost = ()       # steps before ``done`` that failed after all: collectives whose wait raised
+        waits = plan.waits
+        if waits is True:
+            waits = plan.waits = Schedule(plan.steps, [st.bind(bound) for st in plan.steps])
+        calls = []
         try:
             with device.launching():
-                calls = []
                 for at, (step, meta) in enumerate(zip(plan.steps, metas)):
                     if step.kind is StepKind.KERNEL or step.scalars:
                         meta.write(step.header, step.bind_scalars(tape))
-                    calls.append(device.call(step, step.bind(bound), meta))
+                    calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
                 for at, call in enumerate(calls):
                     call()
                     done += 1
@@ -540,15 +547,21 @@ class Engine:
             # only what needed the failed launch is lost; the rest stays pending for the next drain
             # (after a KeyboardInterrupt nothing failed: all of it stays pending). The failed node
             # is found in this drain's trace (walked only here): a cached plan's own graph holds
-            # the nodes of the drain that built it (same positions, other objects)
-            failed = {id(trace(roots)[0][o]) for o in plan.steps[at].group.outputs} if isinstance(e, Exception) \
-                else None
+            # the nodes of the drain that built it (same positions, other objects). A collective
+            # fails at a later launch's wait for it: it is the failed step, and any other still
+            # in flight is waited out first (and lost too if it fails)
+            if waits:
+                done += getattr(e, "step_ran", False)   # a wait after the last step's own launch raised
+                lost = settle(calls) | ({e.step_index} if getattr(e, "step_index", None) is not None else set())
+            failed_steps = (lost or {at}) if isinstance(e, Exception) else lost
+            nodes = trace(roots)[0] if failed_steps else None
+            failed = {id(nodes[o]) for j in failed_steps for o in plan.steps[j].group.outputs} if nodes else None
             # roots whose in-place writes ran (their buffer existed before this drain)
-            written = [k for k in range(len(roots)) if plan.root_steps[k] < done and roots[k].buffer is not None]
+            written = [k for k in range(len(roots)) if ran(plan.root_steps[k], done, lost) and roots[k].buffer is not None]
             written_nodes = {id(roots[k].current) for k in written}
             written_bufs = {id(root_bufs[k]) for k in written}
             for k, s in enumerate(roots):
-                if plan.root_steps[k] < done:
+                if ran(plan.root_steps[k], done, lost):
                     continue
                 if failed is not None and _first_reached(s.current, lambda n: id(n) in failed) is not None:
                     self.poison(s, e)
@@ -567,7 +580,7 @@ class Engine:
             # roots whose kernel ran are realized even if a later launch failed (or was
             # interrupted): re-running an in-place write at the next drain would apply it twice
             for k, (s, buf) in enumerate(zip(roots, root_bufs)):
-                if done >= len(plan.steps) or plan.root_steps[k] < done:
+                if ran(plan.root_steps[k], done, lost):
                     s.buffer = buf
                     s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
         if drain_hook is not None:
@@ -672,6 +685,11 @@ def matmul_template(device) -> frozenset:
     """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
     epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
     return device.backend.matmul_template
+
+
+def ran(step: int, done: int, lost) -> bool:
+    """Whether plan step ``step`` ran: one of the first ``done``, and not a collective that failed."""
+    return step < done and step not in lost
 
 
 def _first_reached(node: Node, hit):
