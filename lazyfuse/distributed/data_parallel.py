@@ -10,10 +10,16 @@ Writing in place keeps each ``.grad`` buffer the same across steps, which is wha
 step (``zero_grad(set_to_none=False)``) needs, and what ``lf.optim`` or any optimizer reading
 ``p.grad`` then uses.
 
-Overlap: on the ``cpu`` device a drain runs its steps one after another, so the all-reduces run
-after the backward kernels of the same drain, not during them; smaller buckets only change
-how the traffic is cut. (On a GPU, NCCL runs on the same stream as the kernels: also no
-overlap yet — overlapping needs the collective on a side stream with events, see README.)
+Overlap: the buckets are cut in reverse parameter order (the order backward produces the
+gradients), the planner runs each bucket's packing and all-reduce as soon as its gradients are
+computed, and on the host the engine launches the all-reduce asynchronously and waits for it
+only where its result is read (the write-back, before the optimizer step): the all-reduces run
+during the rest of backward, in a drain and in a captured replay alike. Smaller buckets start
+sooner. (On a GPU, NCCL runs on a collective stream joined back at once: no overlap there yet,
+and untested; see README.)
+
+Works with ``lf.optim`` and with ``torch.optim`` on a frontend model (``lf.lazy(model)``): its
+parameters' ``.grad`` are frontend tensors, averaged the same way.
 """
 from __future__ import annotations
 
