@@ -167,3 +167,37 @@ def test_the_gpu_checks_nccl_graph_check_runs_on_the_host_graph_with_gloo():
     got = nccl_check(replays=5, backend="gloo", device="cpu")
     assert got["ok"] and got["is_hardware"] and got["replays"] == 5, got
     assert not dist.is_initialized()
+
+
+def test_a_kernel_failing_while_a_collective_is_in_flight_loses_only_its_own_value(one_rank_group, monkeypatch):
+    """The collective is waited out (its value kept: it ran), the failed kernel's value raises on
+    read, and what was not run yet stays pending and computes at the next drain."""
+    import numpy as np
+    import lazyfuse as lf
+    D = lf.distributed
+    cpu = lf.device("cpu")
+    x = lf.tensor(np.arange(4, dtype=np.float32))
+    lf.sync()
+    real, made = cpu.call, []
+
+    def call(step, bufs, meta, wrap=None):
+        made.append(step.kind)
+        run = real(step, bufs, meta, wrap)
+        if len(made) != 3:
+            return run
+
+        def failing():
+            raise RuntimeError("injected launch failure")
+        return failing
+    monkeypatch.setattr(cpu, "call", call)
+    y = D.all_reduce(x * 2)   # kernel, collective (launched, in flight)
+    z = (x + 1).exp()         # kernel: fails
+    w = y * 3                 # kernel: waits for the collective; not reached
+    with pytest.raises(RuntimeError, match="injected"):
+        lf.sync()
+    monkeypatch.undo()
+    assert [str(k) for k in made] == ["kernel", "collective", "kernel", "kernel"], made
+    with pytest.raises(RuntimeError, match="injected"):
+        z.numpy()
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 2)
+    np.testing.assert_array_equal(w.numpy(), np.arange(4) * 6)

@@ -529,7 +529,7 @@ class Engine:
                 self.plans.popitem(last=False)
                 self.stats.plan_cache_evictions += 1
         done = at = 0   # steps run; the step being prepared or run
-        lost = ()       # steps before ``done`` that failed after all: collectives whose wait raised
+        lost = frozenset()   # steps before ``done`` that failed after all: collectives whose wait raised
         waits = plan.waits
         if waits is True:
             waits = plan.waits = Schedule(plan.steps, [st.bind(bound) for st in plan.steps])
@@ -550,10 +550,11 @@ class Engine:
             # the nodes of the drain that built it (same positions, other objects). A collective
             # fails at a later launch's wait for it: it is the failed step, and any other still
             # in flight is waited out first (and lost too if it fails)
+            collective = getattr(e, "step_index", None)   # set on a collective's failure
             if waits:
                 done += getattr(e, "step_ran", False)   # a wait after the last step's own launch raised
-                lost = settle(calls) | ({e.step_index} if getattr(e, "step_index", None) is not None else set())
-            failed_steps = (lost or {at}) if isinstance(e, Exception) else lost
+                lost = settle(calls) | ({collective} if collective is not None else set())
+            failed_steps = lost | {at} if isinstance(e, Exception) and collective is None else lost
             nodes = trace(roots)[0] if failed_steps else None
             failed = {id(nodes[o]) for j in failed_steps for o in plan.steps[j].group.outputs} if nodes else None
             # roots whose in-place writes ran (their buffer existed before this drain)
