@@ -15,8 +15,8 @@ gradients), the planner runs each bucket's packing and all-reduce as soon as its
 computed, and on the host the engine launches the all-reduce asynchronously and waits for it
 only where its result is read (the write-back, before the optimizer step): the all-reduces run
 during the rest of backward, in a drain and in a captured replay alike. Smaller buckets start
-sooner. (On a GPU, NCCL runs on a collective stream joined back at once: no overlap there yet,
-and untested; see README.)
+sooner. (On a GPU, NCCL runs on a collective stream joined where the result is read: untested,
+see README.)
 
 Works with ``lf.optim`` and with ``torch.optim`` on a frontend model (``lf.lazy(model)``): its
 parameters' ``.grad`` are frontend tensors, averaged the same way.

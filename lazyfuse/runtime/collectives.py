@@ -22,8 +22,10 @@ on the stream it is captured on (vllm #29207, openxla/xla #33073): ``lf.capture`
 warmup iterations run on the device's stream and its capture on a side stream, but the NCCL
 calls of both run on this collective stream, so the warmup (which also creates the NCCL
 communicator, which cannot happen inside a capture) is on the capture's stream. The fork and
-join are events, which a capture records as graph edges. (Untested here: this machine has no
-GPU; the cpu path is tested.)
+join are events, which a capture records as graph edges; the join is made where the Schedule
+waits, so the kernels in between overlap the NCCL call, and the plan's last step joins every
+stream back before a capture ends. (Untested here: this machine has no GPU; the cpu path is
+tested, and ``bench/gpu_check.py`` checks NCCL in a CUDA graph on one GPU.)
 """
 from __future__ import annotations
 
@@ -45,8 +47,8 @@ class CollectiveLaunch:
     own threads while the kernels after it run), its torch.distributed Work kept until
     ``wait()``. A launch waits for it before the first later step that touches its buffers,
     and the plan's last launch waits for whatever is still in flight (``Schedule``). On a GPU
-    the launch is enqueued on the collective stream and ``wait()`` has nothing to do (the
-    streams' events order it)."""
+    the launch is enqueued on the collective stream and ``wait()`` makes the current stream wait
+    for it (an event: no host sync)."""
     __slots__ = ("spec", "src", "out", "work", "step_index")
 
     def __init__(self, spec, src, out):
@@ -170,18 +172,18 @@ def failure(launch_, error: BaseException) -> CollectiveError:
 
 
 def launch(spec, src, out):
-    """Start collective ``spec`` from ``src`` into ``out``: its Work to wait for, or None (a GPU:
-    ordered by the streams)."""
+    """Start collective ``spec`` from ``src`` into ``out``: what to ``wait()`` for (a gloo Work; on
+    a GPU, the join of the collective stream)."""
     import torch.distributed as dist
     if out.is_cuda:
-        _on_collective_stream(out.device, lambda: _LAUNCH[spec.kind](dist, spec, src, out, False))
-        return None
+        return _on_collective_stream(out.device, lambda: _LAUNCH[spec.kind](dist, spec, src, out, False))
     return _LAUNCH[spec.kind](dist, spec, src, out, True)
 
 
-def _on_collective_stream(device, call) -> None:
+def _on_collective_stream(device, call) -> "_Join":
     """``call()`` on ``device``'s collective stream, after the work queued on the current stream
-    and before anything queued on it later (fork and join by events)."""
+    (fork by an event); the join is left to the returned ``_Join``'s ``wait()``, which the
+    Schedule calls where the result is read, so the kernels queued in between overlap it."""
     import torch
     with _streams_lock:
         stream = _streams.get(device.index)
@@ -191,7 +193,20 @@ def _on_collective_stream(device, call) -> None:
     stream.wait_stream(current)
     with torch.cuda.stream(stream):
         call()
-    current.wait_stream(stream)
+    done = torch.cuda.Event()
+    done.record(stream)
+    return _Join(current, done)
+
+
+class _Join:
+    """The current stream waiting for a collective's event (a graph edge inside a CUDA capture)."""
+    __slots__ = ("current", "done")
+
+    def __init__(self, current, done):
+        self.current, self.done = current, done
+
+    def wait(self) -> None:
+        self.current.wait_event(self.done)
 
 
 def _reduce_op(dist, name):
