@@ -25,7 +25,7 @@ import torch
 import lazyfuse as lf
 import lazyfuse.codegen.autotune as autotune
 import lazyfuse.codegen.c_compile as c_compile
-import lazyfuse.runtime.engine as engine
+import lazyfuse.runtime.build as build_path
 from bench.common import heading, machine, publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -57,7 +57,7 @@ def build_timer(device):
     and ``compiler_runs``: C compiler invocations)."""
     times = {**dict.fromkeys(PHASES, 0.0), "compiler_runs": 0}
     backend_cls = type(device.backend)
-    real_plan, real_lower = engine.make_plan, engine.Engine._lower
+    real_plan, real_lower = build_path.make_plan, build_path.lower_steps
     real_compile, real_choose, real_cc = backend_cls.compile_plan, autotune.choose, c_compile._compile
 
     def timed(phase, fn):
@@ -69,8 +69,8 @@ def build_timer(device):
                 times[phase] += time.perf_counter() - start
         return run
 
-    engine.make_plan = timed("plan", real_plan)
-    engine.Engine._lower = timed("lower", real_lower)
+    build_path.make_plan = timed("plan", real_plan)
+    build_path.lower_steps = timed("lower", real_lower)
     backend_cls.compile_plan = timed("compile", real_compile)   # autotuning included: taken out below
     autotune.choose = timed("autotune", real_choose)
 
@@ -81,7 +81,7 @@ def build_timer(device):
     try:
         yield times
     finally:
-        engine.make_plan, engine.Engine._lower = real_plan, real_lower
+        build_path.make_plan, build_path.lower_steps = real_plan, real_lower
         backend_cls.compile_plan, autotune.choose, c_compile._compile = real_compile, real_choose, real_cc
         times["compile"] -= times["autotune"]
 

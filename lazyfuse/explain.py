@@ -20,7 +20,7 @@ from .ir.node import Kind, Op
 from .ir.planner import DrainGraph
 from .runtime import engine
 from .runtime.backend import StepKind
-from .runtime.engine import matmul_template, plan_and_lower, trace
+from .runtime.build import matmul_template, plan_and_lower, trace
 from .tensor import Tensor
 
 COLORS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9",

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import lazyfuse as lf
-import lazyfuse.runtime.engine as engine
+import lazyfuse.runtime.build as build
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -41,18 +41,18 @@ def fingerprint(planned) -> dict:
 @contextlib.contextmanager
 def recording(into: list):
     """Record every drain's plans (as the CPU made it, and with a matmul template) into ``into``."""
-    real = engine.make_plan
+    real = build.make_plan
 
     def make_plan(graph, forced, template):
         planned = real(graph, forced, template)
         into.append({"forced": sorted([i, why] for i, why in forced.items()), "cpu": fingerprint(planned),
                      "template": fingerprint(real(graph, {}, TEMPLATE))})
         return planned
-    engine.make_plan = make_plan
+    build.make_plan = make_plan
     try:
         yield
     finally:
-        engine.make_plan = real
+        build.make_plan = real
 
 
 def program_cases() -> dict:

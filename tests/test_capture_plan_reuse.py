@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazyfuse as lf
-import lazyfuse.runtime.engine as engine
+import lazyfuse.runtime.build as build
 from lazyfuse.testing import stats_delta
 
 CPU = lf.device("cpu")
@@ -32,12 +32,12 @@ def _training_step():
 @pytest.fixture
 def planner_calls(monkeypatch):
     calls = []
-    real = engine.make_plan
+    real = build.make_plan
 
     def counted(*args):
         calls.append(1)
         return real(*args)
-    monkeypatch.setattr(engine, "make_plan", counted)
+    monkeypatch.setattr(build, "make_plan", counted)
     return calls
 
 

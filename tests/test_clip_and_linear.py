@@ -10,7 +10,7 @@ import torch
 
 import lazyfuse as lf
 from lazyfuse.ir.node import Op
-from lazyfuse.runtime.engine import trace
+from lazyfuse.runtime.build import trace
 from programs_cases import inline_matmul_threshold
 
 CPU = lf.device("cpu")

@@ -98,11 +98,20 @@ def test_no_import_goes_up_a_layer():
 def test_the_walk_sees_the_arrows_it_judges():
     """The rule cannot pass by finding nothing: known arrows of each kind are seen."""
     found = {(m, t) for m, t, _ in arrows()}
-    assert ("lazyfuse.runtime.engine", "lazyfuse.ir.planner") in found       # module level, relative
-    assert ("lazyfuse.runtime.engine", "lazyfuse.codegen.lower") in found    # inside a function
+    assert ("lazyfuse.runtime.build", "lazyfuse.ir.planner") in found        # module level, relative
+    assert ("lazyfuse.runtime.build", "lazyfuse.codegen.lower") in found     # inside a function
     assert ("lazyfuse.explain", "lazyfuse.runtime.engine") in found          # ``from .runtime import engine``
     assert ("lazyfuse.demo", "lazyfuse") in found                            # ``import lazyfuse as lf``
     assert LAYERS.index(layer("lazyfuse.explain")) > LAYERS.index(layer("lazyfuse.runtime.engine"))
+
+
+def test_the_engine_holds_no_build_path():
+    """runtime/engine.py records and drains; planning and lowering are runtime/build.py's (which
+    explain reads), so the engine imports neither the planner nor any of codegen/."""
+    build_imports = [t for m, t, _ in arrows() if m == "lazyfuse.runtime.engine"
+                     and (layer(t) == "codegen" or t == "lazyfuse.ir.planner")]
+    assert build_imports == []
+    assert ("lazyfuse.explain", "lazyfuse.runtime.build") in {(m, t) for m, t, _ in arrows()}
 
 
 def test_graph_reaches_the_engine_only_through_the_device_protocol():

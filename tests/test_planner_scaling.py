@@ -15,7 +15,7 @@ import numpy as np
 import lazyfuse as lf
 from bench.build import chain
 from lazyfuse.ir.planner import DrainGraph, plan
-from lazyfuse.runtime.engine import trace
+from lazyfuse.runtime.build import trace
 
 GROWTH = 8
 BOUND = 10.0

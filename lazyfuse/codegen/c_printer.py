@@ -27,12 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import c_parallel
-from .extra_math import c_expr
 from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
+from .printer_base import Printer, infix_rules, src_dtype
 from .row_cache import kept_values
 from .scope import Scope
 
@@ -156,23 +155,10 @@ class _Scope(Scope):
         return name
 
 
-class CPrinter:
-    def __init__(self, kernel: Kernel, cfg: CConfig):
-        self.k = kernel
-        self.cfg = cfg
-        self._n = 0
-        self.extents = {}   # Var -> the C name of its runtime extent (the kernel's own loops only)
-
-    def fresh(self) -> int:
-        self._n += 1
-        return self._n
+class CPrinter(Printer):
+    LANGUAGE = "C"
 
     # -- values -------------------------------------------------------------------------------
-    @staticmethod
-    def rounded(value: str, dtype) -> str:
-        """A float32 ``value`` rounded to float16/bfloat16 ``dtype`` (and widened back)."""
-        return _cast(value, float32, dtype)
-
     def rhs(self, e, scope: _Scope) -> str:
         if isinstance(e, Load):
             raw = f"a{e.arg}[{self.index(e.index)}]"
@@ -191,75 +177,37 @@ class CPrinter:
         args = [scope.value(s) for s in e.srcs]
         return self.apply(e, args)
 
-    def apply(self, e: Apply, a: list) -> str:
-        op, dt = e.op, e.dtype
-        src_dt = e.srcs[0].dtype if e.srcs else dt
-        f32 = src_dt.is_float and src_dt.name != "float64"
-        fl = src_dt.is_float
-        x = a[0]
-        if op is Op.CAST:
-            return _cast(x, src_dt, dt)
-        simple = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
-                  Op.EQ: "==", Op.NE: "!="}
-        if dt.is_bool and op in (Op.ADD, Op.MUL):
-            # bool arithmetic is logical in torch (True + True is True): the byte stays 0 or 1
-            return f"(uint8_t)({x} {'|' if op is Op.ADD else '&'} {a[1]})"
-        if op in simple:
-            return f"({x} {simple[op]} {a[1]})"
-        if op is Op.DIV:
-            return f"({x} / {a[1]})"
-        if op in (Op.AND, Op.OR, Op.XOR):
-            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
-            return f"({x} {sym} {a[1]})"
-        if op is Op.NOT:
-            return f"(uint8_t)!{x}" if src_dt.is_bool else f"~{x}"
-        if op is Op.NEG:
-            return f"(-{x})"
-        if op is Op.ABS:
-            return (f"fabsf({x})" if f32 else f"fabs({x})") if fl else f"({x} < 0 ? -{x} : {x})"
-        if op is Op.ISNAN:
-            return f"(uint8_t)({x} != {x})"
-        if op in (Op.MAXIMUM, Op.MINIMUM):
-            cmp = ">" if op is Op.MAXIMUM else "<"
-            if fl:
-                return f"(({x} != {x} || {x} {cmp} {a[1]}) ? {x} : {a[1]})"
-            return f"({x} {cmp} {a[1]} ? {x} : {a[1]})"
-        if op is Op.WHERE:
-            return f"({x} ? {a[1]} : {a[2]})"
-        if op is Op.FLOORDIV:
-            return (f"lf_floordiv_ff({x}, {a[1]})" if f32 else f"lf_floordiv_fd({x}, {a[1]})") if fl else \
-                f"({COMPUTE[dt.name]})lf_floordiv_i({x}, {a[1]})"
-        if op is Op.MOD:
-            return f"({COMPUTE[dt.name]})lf_fmod_floor({x}, {a[1]})" if fl else \
-                f"({COMPUTE[dt.name]})lf_mod_i({x}, {a[1]})"
-        if op is Op.POW:
-            # torch special-cases a Python-scalar exponent of float32/float64 only (so
-            # -inf ** 0.5 is sqrt's nan there, pow's inf for a tensor exponent); half types call pow
-            special = is_python_scalar(e.srcs[1])
-            fn = {"float32": "lf_powf" if special else "powf",
-                  "float64": "lf_pow" if special else "pow"}.get(src_dt.name, "powf")
-            return f"{fn}({x}, {a[1]})" if fl else \
-                f"({COMPUTE[dt.name]})lf_pow_i({x}, {a[1]})"
-        if op is Op.RELU:
-            return f"(({x} != {x} || {x} > 0) ? {x} : 0)" if fl else f"({x} > 0 ? {x} : 0)"
-        if op is Op.RECIPROCAL:
-            return f"(1.0f / {x})" if f32 else f"(1.0 / {x})"
-        if op is Op.SQRT:
-            return f"sqrtf({x})" if f32 else f"sqrt({x})"
-        if op is Op.RSQRT:
-            return f"(1.0f / sqrtf({x}))" if f32 else f"(1.0 / sqrt({x}))"
-        unary32 = {Op.EXP: "lf_expf", Op.LOG: "lf_logf", Op.SIN: "lf_sinf", Op.COS: "lf_cosf",
-                   Op.TANH: "lf_tanhf", Op.SIGMOID: "lf_sigmoidf", Op.GELU: "lf_geluf", Op.SILU: "lf_siluf"}
-        unary64 = {Op.EXP: "exp({x})", Op.LOG: "log({x})", Op.SIN: "sin({x})", Op.COS: "cos({x})",
-                   Op.TANH: "tanh({x})", Op.SIGMOID: "(1.0 / (1.0 + exp(-{x})))",
-                   Op.GELU: "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))",
-                   Op.SILU: "({x} / (1.0 + exp(-{x})))"}
-        if op in unary32:
-            return f"{unary32[op]}({x})" if f32 else unary64[op].format(x=x)
-        extra = c_expr(op, x, f32)
-        if extra is not None:
-            return extra
-        raise NotImplementedError(f"C printer: no rule for {op}")
+    # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
+    def cast(self, x: str, src, dst) -> str:
+        if src.is_int and dst.is_float:
+            # an integer zero is +0.0, but under -fno-trapping-math gcc folds (float)(int)f into
+            # truncf(f), which keeps the sign (-0.5 -> int 0 -> -0.0); `+ 0` it drops, this it keeps
+            r = super().cast(x, src, dst)
+            return f"({r} == 0 ? 0 : {r})"
+        return super().cast(x, src, dst)
+
+    def to_bool(self, x: str) -> str:
+        return f"(uint8_t)({x} != 0)"
+
+    def float_to_int(self, x: str, dst) -> str:
+        lim = "9223372036854775808.0" if dst.name == "int64" else "2147483648.0"
+        lo = "INT64_MIN" if dst.name == "int64" else "INT32_MIN"
+        return f"(({x} != {x} || {x} >= {lim} || {x} < -{lim}) ? {lo} : ({COMPUTE[dst.name]}){x})"
+
+    def to_half(self, x: str, src, dst) -> str:
+        if dst.name == "float16":
+            return f"(float)(_Float16)({x})"
+        return f"lf_bf2f(lf_f2bf((float)({x})))"
+
+    def convert(self, x: str, dst) -> str:
+        return f"({COMPUTE[dst.name]})({x})"
+
+    def infinity(self, positive: bool) -> str:
+        return "INFINITY" if positive else "-INFINITY"
+
+    def int_limit(self, dt, high: bool) -> str:
+        return ("INT64_MAX" if dt.name == "int64" else "INT32_MAX") if high else \
+            ("INT64_MIN" if dt.name == "int64" else "INT32_MIN")
 
     # -- structure ----------------------------------------------------------------------------
     def source(self) -> str:
@@ -377,7 +325,7 @@ class CPrinter:
 
     def _acc_decl(self, j, st, indent):
         acc_t = _acc_type(st, self.k.inner_numel)
-        init = _acc_init(st)
+        init = self.acc_init(st)
         lines = [f"{indent}{acc_t} acc{j} = {init};"]
         if st.arg_index is not None:
             lines.append(f"{indent}int64_t accidx{j} = 0;")
@@ -616,7 +564,7 @@ class CPrinter:
 
         for j, st in enumerate(k.stages):
             lines.append(f"{indent}{local_array(_acc_type(st, self.k.inner_numel), f'acc{j}v', W)};")
-            lines.append(f"{indent}for (int w = 0; w < {W}; w++) acc{j}v[w] = {_acc_init(st)};")
+            lines.append(f"{indent}for (int w = 0; w < {W}; w++) acc{j}v[w] = {self.acc_init(st)};")
             loops, ind = self._loops(k.inner, indent, None, simd_inner=False)
             lines += loops
             lines.append(f"{ind}#pragma omp simd")
@@ -661,43 +609,85 @@ def _acc_type(st, inner_numel: int = 1 << 30) -> str:
     return COMPUTE[dt.name]
 
 
-def _acc_init(st) -> str:
-    dt = st.value.dtype
-    if st.op is Op.SUM:
-        return "0"
-    if st.op in (Op.MAX, Op.ARGMAX):
-        return "-INFINITY" if dt.is_float else ("0" if dt.is_bool else ("INT64_MIN" if dt.name == "int64" else "INT32_MIN"))
-    return "INFINITY" if dt.is_float else ("1" if dt.is_bool else ("INT64_MAX" if dt.name == "int64" else "INT32_MAX"))
-
-
-def _cast(x: str, src, dst) -> str:
-    if src.is_int and dst.is_float:
-        # an integer zero is +0.0, but under -fno-trapping-math gcc folds (float)(int)f into
-        # truncf(f), which keeps the sign (-0.5 -> int 0 -> -0.0); `+ 0` it drops, this it keeps
-        r = _convert(x, src, dst)
-        return f"({r} == 0 ? 0 : {r})"
-    return _convert(x, src, dst)
-
-
-def _convert(x: str, src, dst) -> str:
-    if dst.is_bool:
-        return f"(uint8_t)({x} != 0)"
-    if src.is_float and dst.is_int:
-        lim = "9223372036854775808.0" if dst.name == "int64" else "2147483648.0"
-        lo = "INT64_MIN" if dst.name == "int64" else "INT32_MIN"
-        return f"(({x} != {x} || {x} >= {lim} || {x} < -{lim}) ? {lo} : ({COMPUTE[dst.name]}){x})"
-    if dst.name in ("float16", "bfloat16") and src is not dst:
-        # round through the storage type so the value equals what a store and reload would give
-        if dst.name == "float16":
-            return f"(float)(_Float16)({x})"
-        return f"lf_bf2f(lf_f2bf((float)({x})))"
-    return f"({COMPUTE[dst.name]})({x})"
-
-
 def _to_storage(v: str, dt) -> str:
     if dt.name == "bfloat16":
         return f"lf_f2bf({v})"
     return f"({STORAGE[dt.name]})({v})"
+
+
+def _f32(e) -> bool:
+    """Float arithmetic in C's float (float32 and the half types, computed in float32)."""
+    d = src_dtype(e)
+    return d.is_float and d.name != "float64"
+
+
+def _fl(e) -> bool:
+    return src_dtype(e).is_float
+
+
+def _float32_or_64(f32_code: str, f64_code: str):
+    """A float op: ``f32_code`` for float arithmetic, ``f64_code`` for double (``{x}``: the operand)."""
+    return lambda a, e: (f32_code if _f32(e) else f64_code).format(x=a[0])
+
+
+def _select(cmp: str):
+    """maximum/minimum: a NaN operand propagates (the first one's, tested first)."""
+    return lambda a, e: f"(({a[0]} != {a[0]} || {a[0]} {cmp} {a[1]}) ? {a[0]} : {a[1]})" if _fl(e) else \
+        f"({a[0]} {cmp} {a[1]} ? {a[0]} : {a[1]})"
+
+
+def _pow(a, e) -> str:
+    # torch special-cases a Python-scalar exponent of float32/float64 only (so
+    # -inf ** 0.5 is sqrt's nan there, pow's inf for a tensor exponent); half types call pow
+    if not _fl(e):
+        return f"({COMPUTE[e.dtype.name]})lf_pow_i({a[0]}, {a[1]})"
+    special = is_python_scalar(e.srcs[1])
+    fn = {"float32": "lf_powf" if special else "powf",
+          "float64": "lf_pow" if special else "pow"}.get(src_dtype(e).name, "powf")
+    return f"{fn}({a[0]}, {a[1]})"
+
+
+# The C of each elementwise op (printer_base: the rule's signature). Float32 transcendentals call
+# c_math.h's vectorisable functions; rounding is torch's (``round`` half to even: nearbyint
+# under the default rounding mode).
+C_OPS = infix_rules()
+C_OPS.update({
+    # bool arithmetic is logical in torch (True + True is True): the byte stays 0 or 1
+    Op.ADD: lambda a, e: f"(uint8_t)({a[0]} | {a[1]})" if e.dtype.is_bool else f"({a[0]} + {a[1]})",
+    Op.MUL: lambda a, e: f"(uint8_t)({a[0]} & {a[1]})" if e.dtype.is_bool else f"({a[0]} * {a[1]})",
+    Op.NOT: lambda a, e: f"(uint8_t)!{a[0]}" if src_dtype(e).is_bool else f"~{a[0]}",
+    Op.NEG: lambda a, e: f"(-{a[0]})",
+    Op.ABS: lambda a, e: (f"fabsf({a[0]})" if _f32(e) else f"fabs({a[0]})") if _fl(e) else
+        f"({a[0]} < 0 ? -{a[0]} : {a[0]})",
+    Op.ISNAN: lambda a, e: f"(uint8_t)({a[0]} != {a[0]})",
+    Op.MAXIMUM: _select(">"),
+    Op.MINIMUM: _select("<"),
+    Op.WHERE: lambda a, e: f"({a[0]} ? {a[1]} : {a[2]})",
+    Op.FLOORDIV: lambda a, e: (f"lf_floordiv_ff({a[0]}, {a[1]})" if _f32(e) else f"lf_floordiv_fd({a[0]}, {a[1]})")
+        if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_floordiv_i({a[0]}, {a[1]})",
+    Op.MOD: lambda a, e: f"({COMPUTE[e.dtype.name]})lf_fmod_floor({a[0]}, {a[1]})" if _fl(e) else
+        f"({COMPUTE[e.dtype.name]})lf_mod_i({a[0]}, {a[1]})",
+    Op.POW: _pow,
+    Op.RELU: lambda a, e: f"(({a[0]} != {a[0]} || {a[0]} > 0) ? {a[0]} : 0)" if _fl(e) else
+        f"({a[0]} > 0 ? {a[0]} : 0)",
+    Op.RECIPROCAL: _float32_or_64("(1.0f / {x})", "(1.0 / {x})"),
+    Op.SQRT: _float32_or_64("sqrtf({x})", "sqrt({x})"),
+    Op.RSQRT: _float32_or_64("(1.0f / sqrtf({x}))", "(1.0 / sqrt({x}))"),
+    Op.EXP: _float32_or_64("lf_expf({x})", "exp({x})"),
+    Op.LOG: _float32_or_64("lf_logf({x})", "log({x})"),
+    Op.SIN: _float32_or_64("lf_sinf({x})", "sin({x})"),
+    Op.COS: _float32_or_64("lf_cosf({x})", "cos({x})"),
+    Op.TANH: _float32_or_64("lf_tanhf({x})", "tanh({x})"),
+    Op.SIGMOID: _float32_or_64("lf_sigmoidf({x})", "(1.0 / (1.0 + exp(-{x})))"),
+    Op.GELU: _float32_or_64("lf_geluf({x})", "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))"),
+    Op.SILU: _float32_or_64("lf_siluf({x})", "({x} / (1.0 + exp(-{x})))"),
+    Op.ERF: _float32_or_64("lf_erff({x})", "erf({x})"),
+    Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
+    Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
+    Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),
+    Op.ROUND: _float32_or_64("nearbyintf({x})", "nearbyint({x})"),
+})
+CPrinter.OPS = C_OPS
 
 
 def print_c(kernel: Kernel, cfg: CConfig = CConfig()) -> str:

@@ -50,9 +50,9 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
-from .extra_math import triton_expr
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
+from .printer_base import Printer, infix_rules, src_dtype
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -274,14 +274,13 @@ class _Scope(Scope):
         return "mask" if outer and inner else ("pmask" if outer else "rmask")
 
 
-class TritonPrinter:
+class TritonPrinter(Printer):
+    LANGUAGE = "Triton"
+
     def __init__(self, kernel: Kernel, cfg: TritonConfig):
-        self.k = kernel
-        self.cfg = cfg
+        super().__init__(kernel, cfg)   # extents: pointwise and reduction kernels only
         self.outer = set(kernel.outer)
         self.inner = set(kernel.inner)
-        self._n = 0
-        self.extents = {}   # Var -> the name of its runtime extent (pointwise and reduction kernels)
 
     def index(self, a: Affine) -> str:
         return render(a, "//", extent_strides(a, self.extents)) if self.extents else tl_index(a)
@@ -291,16 +290,7 @@ class TritonPrinter:
         return "*".join(self.extents.get(v, str(v.extent)) for v in vars_) or "1" if self.extents else \
             str(prod_extents(vars_))
 
-    def fresh(self) -> int:
-        self._n += 1
-        return self._n
-
     # -- values -------------------------------------------------------------------------------
-    @staticmethod
-    def rounded(value: str, dtype) -> str:
-        """A float32 ``value`` rounded to float16/bfloat16 ``dtype`` (and widened back)."""
-        return _cast(value, float32, dtype)
-
     def rhs(self, e, scope: _Scope) -> str:
         """The right-hand side of the local holding ``e``.
 
@@ -319,7 +309,7 @@ class TritonPrinter:
             ptr = f"a{e.arg} + {self.index(e.index)}"
             raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.broadcast_to(tl.load({ptr}), {scope.shape})"
             if e.dtype.name == "bfloat16":
-                return f"lf_bf16_to_f32({raw})"   # by bits: see ``_to_storage``
+                return f"lf_bf16_to_f32({raw})"   # by bits: see ``to_storage``
             return f"{raw}.to(tl.float32)" if e.dtype.name == "float16" else raw
         if isinstance(e, IndexValue):
             if not e.index.terms:
@@ -333,57 +323,40 @@ class TritonPrinter:
         assert isinstance(e, Apply)
         return self.apply(e, [scope.value(s) for s in e.srcs])
 
-    def apply(self, e: Apply, a: list) -> str:
-        op, dt = e.op, e.dtype
-        src = e.srcs[0].dtype if e.srcs else dt
-        fl, boolean = src.is_float, src.is_bool
-        f64 = src.name == "float64"
-        x = a[0]
-        if op is Op.CAST:
-            return _cast(x, src, dt)
-        if boolean and op in (Op.ADD, Op.MUL, Op.MAXIMUM, Op.MINIMUM):
-            # torch's bool arithmetic is logical (True + True is True), unlike int1 arithmetic
-            return f"({x} | {a[1]})" if op in (Op.ADD, Op.MAXIMUM) else f"({x} & {a[1]})"
-        simple = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.LT: "<", Op.LE: "<=", Op.GT: ">",
-                  Op.GE: ">=", Op.EQ: "==", Op.NE: "!=", Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
-        if op in simple:
-            return f"({x} {simple[op]} {a[1]})"
-        if op is Op.NOT:
-            return f"({x} == 0)" if boolean else f"(~{x})"
-        if op is Op.NEG:   # floats times -1.0: Triton before 3.4 prints -x as 0 - x, and 0 - 0.0 is +0.0
-            return f"({x} * -1.0)" if fl else f"(-{x})"
-        if op is Op.ABS:
-            return f"tl.abs({x})"
-        if op is Op.ISNAN:
-            return f"({x} != {x})"
-        if op in (Op.MAXIMUM, Op.MINIMUM):
-            return f"{'lf_max2' if op is Op.MAXIMUM else 'lf_min2'}({x}, {a[1]})"
-        if op is Op.WHERE:
-            return f"tl.where({x}, {a[1]}, {a[2]})"
-        if op is Op.FLOORDIV:
-            return f"lf_floordiv_f({x}, {a[1]})" if fl else f"lf_floordiv_i({x}, {a[1]})"
-        if op is Op.MOD:
-            return f"lf_mod_f({x}, {a[1]})" if fl else f"lf_mod_i({x}, {a[1]})"
-        if op is Op.POW:
-            if not fl:
-                return f"lf_pow_i({x}, {a[1]})"
-            shortcut = src.name in ("float32", "float64") and is_python_scalar(e.srcs[1])   # as the C printer
-            return f"{'lf_pow_scalar_f' if shortcut else 'lf_pow_f'}({x}, {a[1]}).to({COMPUTE[dt.name]})"
-        if op is Op.RELU:
-            return f"tl.where(({x} != {x}) | ({x} > 0), {x}, 0)"
-        if op is Op.RECIPROCAL:
-            return f"(1.0 / {x})"
-        if op is Op.RSQRT:
-            return f"(1.0 / tl.sqrt({x}))"
-        unary = {Op.EXP: "tl.exp", Op.LOG: "tl.log", Op.SIN: "tl.sin", Op.COS: "tl.cos", Op.SQRT: "tl.sqrt",
-                 Op.TANH: "lf_tanh64" if f64 else "lf_tanh32", Op.SIGMOID: "lf_sigmoid", Op.GELU: "lf_gelu",
-                 Op.SILU: "lf_silu"}
-        if op in unary:
-            return f"{unary[op]}({x})"
-        extra = triton_expr(op, x)
-        if extra is not None:
-            return extra
-        raise NotImplementedError(f"Triton printer: no rule for {op}")
+    # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
+    def to_bool(self, x: str) -> str:
+        return f"({x} != 0)"
+
+    def float_to_int(self, x: str, dst) -> str:
+        bits = 63 if dst.name == "int64" else 31
+        return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
+
+    def to_half(self, x: str, src, dst) -> str:
+        # bfloat16 rounds by its bits (to nearest even, overflowing to inf): Triton's interpreter
+        # truncates in ``.to(tl.bfloat16)``
+        x = f"{x}.to(tl.float32)" if src.name not in ("float16", "bfloat16", "float32") else x
+        return f"lf_round_bf16({x})" if dst.name == "bfloat16" else f"{x}.to(tl.float16).to(tl.float32)"
+
+    def convert(self, x: str, dst) -> str:
+        return f"{x}.to({COMPUTE[dst.name]})"
+
+    def infinity(self, positive: bool) -> str:
+        return 'float("inf")' if positive else 'float("-inf")'
+
+    def int_limit(self, dt, high: bool) -> str:
+        bits = 63 if dt.name == "int64" else 31
+        return str(2 ** bits - 1) if high else str(-(2 ** bits))
+
+    def to_storage(self, v: str, e, dt) -> str:
+        """Value ``v`` (of expression ``e``) converted for a store into a ``dt`` buffer. bfloat16
+        converts by bits, rounding first where ``e`` is not already a bfloat16 value (a scalar, an
+        index, another dtype): Triton's interpreter truncates in ``.to(tl.bfloat16)`` and garbles
+        subnormals both ways."""
+        if dt.name != "bfloat16":
+            return f"{v}.to({STORAGE[dt.name]})"
+        if e.dtype is not dt or isinstance(e, (Scalar, IndexValue)):
+            v = self.cast(v, float32 if e.dtype is dt else e.dtype, dt)
+        return f"lf_f32_to_bf16({v})"
 
     # -- structure ----------------------------------------------------------------------------
     def function(self, name: str) -> str:
@@ -478,7 +451,7 @@ class TritonPrinter:
             elif not st.index.terms:
                 idx = f"({st.index.const} + {zero})"
             mask = {"point": "mask", "outer": "pmask", "inner": "mask", "tile": "mask"}[scope.ctx]
-            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {_to_storage(v, st.value, dt)}, mask={mask})")
+            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {self.to_storage(v, st.value, dt)}, mask={mask})")
         return lines
 
     def _pointwise(self, pid) -> list:
@@ -536,7 +509,7 @@ class TritonPrinter:
             lines.append("    pzero = pflat * 0")
         if not k.inner_numel:
             # an empty reduced extent: each stage is its identity, loads nothing, stores no row
-            lines += [f"    acc{j} = tl.full([BLOCK, 1], {_init(st)}, {COMPUTE[st.dtype.name]})"
+            lines += [f"    acc{j} = tl.full([BLOCK, 1], {self.acc_init(st)}, {COMPUTE[st.dtype.name]})"
                       for j, st in enumerate(k.stages)]
         elif self.cfg.persistent(k):
             lines += self._tile_header("tl.arange(0, BLOCK_R)[None, :]", "    ")
@@ -567,7 +540,7 @@ class TritonPrinter:
     def _one_pass(self, j, st, scope: _Scope) -> list:
         v = _as_acc(scope.value(st.value), st)
         ind = scope.indent
-        lines = [f"{ind}t{j} = tl.where(mask, {v}, {_init(st)})"]
+        lines = [f"{ind}t{j} = tl.where(mask, {v}, {self.acc_init(st)})"]
         if st.op in (Op.ARGMAX, Op.ARGMIN):
             lines.append(f"{ind}i{j} = tl.where(mask, {self.index(st.arg_index)}, {EMPTY})")
         return lines + self._finish(j, st, f"t{j}", f"i{j}", ind)
@@ -575,7 +548,7 @@ class TritonPrinter:
     def _looped(self, j, st) -> list:
         """Per-lane partials over tiles of the reduced extent, combined across lanes at the end."""
         k = self.k
-        acc_t, init = _acc_type(st), _init(st)
+        acc_t, init = _acc_type(st), self.acc_init(st)
         arg = st.op in (Op.ARGMAX, Op.ARGMIN)
         lines = [f"    t{j} = tl.full([BLOCK, BLOCK_R], {init}, {acc_t})"]
         if arg:
@@ -642,44 +615,73 @@ def _as_acc(v: str, st) -> str:
     return f"{v}.to({_acc_type(st)})" if st.op is Op.SUM or st.value.dtype.is_bool else v
 
 
-def _init(st) -> str:
-    dt = st.value.dtype
-    if st.op is Op.SUM:
-        return "0"
-    big = st.op in (Op.MIN, Op.ARGMIN)
-    if dt.is_float:
-        return 'float("inf")' if big else 'float("-inf")'
-    if dt.is_bool:
-        return "1" if big else "0"
-    bits = 63 if dt.name == "int64" else 31
-    return str(2 ** bits - 1) if big else str(-(2 ** bits))
+def _bool_or(sym: str, rule):
+    """torch's bool arithmetic is logical (True + True is True), unlike int1 arithmetic."""
+    return lambda a, e: f"({a[0]} {sym} {a[1]})" if src_dtype(e).is_bool else rule(a, e)
 
 
-def _cast(x: str, src, dst) -> str:
-    if dst.is_bool:
-        return f"({x} != 0)"
-    if src.is_float and dst.is_int:
-        bits = 63 if dst.name == "int64" else 31
-        return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
-    if dst.name in ("float16", "bfloat16") and src is not dst:
-        # round through the storage type, as a store and reload would. bfloat16 rounds by its
-        # bits (to nearest even, overflowing to inf): Triton's interpreter truncates in
-        # ``.to(tl.bfloat16)``
-        x = f"{x}.to(tl.float32)" if src.name not in ("float16", "bfloat16", "float32") else x
-        return f"lf_round_bf16({x})" if dst.name == "bfloat16" else f"{x}.to(tl.float16).to(tl.float32)"
-    return f"{x}.to({COMPUTE[dst.name]})"
+def _pow(a, e) -> str:
+    src = src_dtype(e)
+    if not src.is_float:
+        return f"lf_pow_i({a[0]}, {a[1]})"
+    shortcut = src.name in ("float32", "float64") and is_python_scalar(e.srcs[1])   # as the C printer
+    return f"{'lf_pow_scalar_f' if shortcut else 'lf_pow_f'}({a[0]}, {a[1]}).to({COMPUTE[e.dtype.name]})"
 
 
-def _to_storage(v: str, e, dt) -> str:
-    """Value ``v`` (of expression ``e``) converted for a store into a ``dt`` buffer. bfloat16
-    converts by bits, rounding first where ``e`` is not already a bfloat16 value (a scalar, an
-    index, another dtype): Triton's interpreter truncates in ``.to(tl.bfloat16)`` and garbles
-    subnormals both ways."""
-    if dt.name != "bfloat16":
-        return f"{v}.to({STORAGE[dt.name]})"
-    if e.dtype is not dt or isinstance(e, (Scalar, IndexValue)):
-        v = _cast(v, float32 if e.dtype is dt else e.dtype, dt)
-    return f"lf_f32_to_bf16({v})"
+def _call(fn: str):
+    return lambda a, e: f"{fn}({a[0]})"
+
+
+def _float_or_int(f_fn: str, i_fn: str):
+    return lambda a, e: f"{f_fn if src_dtype(e).is_float else i_fn}({a[0]}, {a[1]})"
+
+
+def _round(a, e) -> str:
+    # half to even from ``floor`` and the exact fraction ``x - floor(x)``, never
+    # ``floor(x + 0.5)``, which rounds 0.49999997 up
+    x = a[0]
+    fl = f"tl.floor({x})"
+    frac = f"({x} - {fl})"
+    up = f"(({frac} > 0.5) | (({frac} == 0.5) & ({fl} % 2.0 != 0.0)))"
+    return f"tl.where({x} != {x}, {x}, {fl} + tl.where({up}, 1.0, 0.0))"
+
+
+# The Triton of each elementwise op (printer_base: the rule's signature): tanh, sigmoid, gelu,
+# silu and the NaN-propagating max/min are the prelude's (triton_prelude.py).
+TRITON_OPS = infix_rules()
+TRITON_OPS.update({
+    Op.ADD: _bool_or("|", TRITON_OPS[Op.ADD]),
+    Op.MUL: _bool_or("&", TRITON_OPS[Op.MUL]),
+    Op.MAXIMUM: _bool_or("|", lambda a, e: f"lf_max2({a[0]}, {a[1]})"),
+    Op.MINIMUM: _bool_or("&", lambda a, e: f"lf_min2({a[0]}, {a[1]})"),
+    Op.NOT: lambda a, e: f"({a[0]} == 0)" if src_dtype(e).is_bool else f"(~{a[0]})",
+    # floats times -1.0: Triton before 3.4 prints -x as 0 - x, and 0 - 0.0 is +0.0
+    Op.NEG: lambda a, e: f"({a[0]} * -1.0)" if src_dtype(e).is_float else f"(-{a[0]})",
+    Op.ABS: _call("tl.abs"),
+    Op.ISNAN: lambda a, e: f"({a[0]} != {a[0]})",
+    Op.WHERE: lambda a, e: f"tl.where({a[0]}, {a[1]}, {a[2]})",
+    Op.FLOORDIV: _float_or_int("lf_floordiv_f", "lf_floordiv_i"),
+    Op.MOD: _float_or_int("lf_mod_f", "lf_mod_i"),
+    Op.POW: _pow,
+    Op.RELU: lambda a, e: f"tl.where(({a[0]} != {a[0]}) | ({a[0]} > 0), {a[0]}, 0)",
+    Op.RECIPROCAL: lambda a, e: f"(1.0 / {a[0]})",
+    Op.RSQRT: lambda a, e: f"(1.0 / tl.sqrt({a[0]}))",
+    Op.EXP: _call("tl.exp"),
+    Op.LOG: _call("tl.log"),
+    Op.SIN: _call("tl.sin"),
+    Op.COS: _call("tl.cos"),
+    Op.SQRT: _call("tl.sqrt"),
+    Op.TANH: lambda a, e: f"{'lf_tanh64' if src_dtype(e).name == 'float64' else 'lf_tanh32'}({a[0]})",
+    Op.SIGMOID: _call("lf_sigmoid"),
+    Op.GELU: _call("lf_gelu"),
+    Op.SILU: _call("lf_silu"),
+    Op.ERF: _call("tl.erf"),
+    Op.FLOOR: _call("tl.floor"),
+    Op.CEIL: _call("tl.ceil"),
+    Op.TRUNC: lambda a, e: f"tl.where({a[0]} < 0, tl.ceil({a[0]}), tl.floor({a[0]}))",
+    Op.ROUND: _round,
+})
+TritonPrinter.OPS = TRITON_OPS
 
 
 def print_triton(kernel: Kernel, cfg: TritonConfig) -> tuple[str, str]:

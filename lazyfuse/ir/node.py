@@ -47,7 +47,7 @@ class Op(enum.Enum):
     RECIPROCAL = ("reciprocal", Kind.ELEMENTWISE)
     NOT = ("not", Kind.ELEMENTWISE)
     ISNAN = ("isnan", Kind.ELEMENTWISE)
-    # (float operands only: torch's surface, lazyfuse.torch_ops; printed by codegen.extra_math)
+    # (float operands only: torch's surface, lazyfuse.torch_ops; printed by each printer's op table)
     FLOOR = ("floor", Kind.ELEMENTWISE)
     CEIL = ("ceil", Kind.ELEMENTWISE)
     TRUNC = ("trunc", Kind.ELEMENTWISE)

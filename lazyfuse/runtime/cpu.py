@@ -1,7 +1,6 @@
 """The ``cpu`` backend: C/OpenMP kernels through ctypes, matmul through torch, host graphs."""
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -15,8 +14,7 @@ from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
-from .backend import Backend, StepKind, bound_buffers
-from .pool import SCRATCH
+from .backend import Backend, StepKind
 
 
 class HostMeta:
@@ -196,58 +194,49 @@ class CpuBackend(Backend):
                 out.append(cfg)
         return out
 
-    def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        for st in plan.steps:
-            if st.kind is StepKind.MATMUL:
-                self._choose_library(st, bound_buffers(st, leaves, root_bufs, temps), stats)
-        steps = [st for st in plan.steps if st.kind is StepKind.KERNEL]
-        if not steps:
-            return
-        cands = {st.name: self.candidates(st.kernel) for st in steps}
+    def build(self, plan, steps, candidates, stats) -> dict:
+        """Every candidate of every kernel in a few libraries (``_build_all``)."""
         sources = {(st.name, j): print_c(rename(st.kernel, f"{st.name}__c{j}"), cfg)
-                   for st in steps for j, cfg in enumerate(cands[st.name])}
+                   for st in steps for j, cfg in enumerate(candidates[st.name])}
         fns = self._build_all(sources, plan.label, stats)
+        out = {}
         for st in steps:
-            n = len(cands[st.name])
-            found = [fns.get((st.name, j)) for j in range(n)]
-            if not any(found):
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile")
-            if n == 1:
-                best = 0
-            else:
-                bufs = bound_buffers(st, leaves, root_bufs, temps)
-                with self._scratch(bufs, st, scalars) as (argv, meta):
-                    runners = [functools.partial(fn, argv, meta.ptr) if fn is not None else None for fn in found]
-                    best = autotune.choose(self._tuner(), autotune.signature(st.kernel),
-                                           [c.label() for c in cands[st.name]], runners, stats)
-            if best < 0:
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
-            if found[best] is None:
-                best = next(j for j, f in enumerate(found) if f is not None)
-            st.compiled = found[best]
-            st.source = sources[(st.name, best)]
-            st.config = cands[st.name][best]
+            keys = [(st.name, j) for j in range(len(candidates[st.name]))]
+            out[st.name] = [fns[k] if isinstance(fns[k], CompileError) else (fns[k], sources[k]) for k in keys]
+        return out
 
-    def _tuner(self) -> autotune.Tuner:
+    def tuner_for(self, bufs) -> autotune.Tuner:
         if self.tuner is None:
             self.tuner = autotune.Tuner(f"cpu|{c_compile.compiler()}|{c_compile.identity_hash()}")
         return self.tuner
 
-    def _choose_library(self, step, bufs, stats) -> None:
+    def scratch_pool(self, bufs):
+        return self.pool
+
+    def scratch_args(self, copies, meta):
+        return (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies]), meta
+
+    def launcher(self, step, cfg, compiled, args):
+        argv, meta = args
+        return functools.partial(compiled, argv, meta.ptr)
+
+    def choose_library(self, step, bufs, stats) -> None:
         """Which library computes matmul ``step``: timed on scratch copies of its buffers."""
+        if step.kind is not StepKind.MATMUL:
+            return
         dtypes = [b.dtype for b in bufs]
         libraries = matmul_libraries(step, dtypes)
         if len(libraries) == 1 or not autotune.explores():
             return
         copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
         runners = [matmul_call(step, lib, copies) for lib in libraries]
-        best = autotune.choose(self._tuner(), matmul_signature(step, dtypes), list(libraries), runners, stats)
+        best = autotune.choose(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
 
     def _build_all(self, sources: dict, label: str, stats) -> dict:
         """All candidates in a few libraries, compiled at once (``c_compile.build_many``: one
         compiler process per usable core, each given a part of at least ``MIN_PART`` kernels);
-        a part that fails is retried kernel by kernel, skipping those that fail."""
+        a part that fails is retried kernel by kernel, keeping the error of those that fail."""
         keys = list(sources)
         n_parts = max(1, min(c_compile.compile_jobs(), len(keys) // MIN_PART))
         parts = [keys[k::n_parts] for k in range(n_parts)]
@@ -263,25 +252,13 @@ class CpuBackend(Backend):
                 try:
                     out[k] = c_compile.function(c_compile.build(PRELUDE + sources[k] + "\n", what=f"kernel {k[0]}", stats=stats),
                                                 f"{k[0]}__c{k[1]}")
-                except CompileError:
-                    continue
-        if not out:
+                except CompileError as e:
+                    out[k] = e
+        if all(isinstance(f, CompileError) for f in out.values()):
             names = ", ".join(sorted({k[0] for k in sources}))
             raise CompileError(f"kernel(s) {names} of plan {label}: every candidate failed to compile; "
                                f"the first error:\n{first}") from first
         return out
-
-    @contextlib.contextmanager
-    def _scratch(self, bufs, step, scalars):
-        """Copies of a kernel's bound buffers and metadata: tuning never touches live data."""
-        copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
-        meta = HostMeta(self.pool.buffer(int64, max(step.meta_words, 1), SCRATCH, f"autotune metadata of {step.name}"))
-        meta.write(step.header, [scalars[i] for i in step.scalars])
-        argv = (ctypes.c_void_p * len(copies))(*[c.ptr for c in copies])
-        try:
-            yield argv, meta
-        finally:
-            del copies, meta
 
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a

@@ -15,6 +15,7 @@ import torch
 
 from .. import config
 from ..errors import CaptureError, DeviceError
+from .capture_tracking import CaptureTracking
 from .collectives import settle
 from .engine import Engine
 from .pool import MemoryPool
@@ -80,7 +81,7 @@ class HostGraph:
 
 class Device:
     """Where buffers live and kernels run (``lf.device("cpu" | "cuda:N" | "interpreter")``): its
-    memory pool, backend, engine (the pending queue) and the graph protocol."""
+    memory pool, backend, engine (the pending queue), capture tracking and the graph protocol."""
     kind = "?"
     supports_graphs = False
 
@@ -91,6 +92,7 @@ class Device:
         self.pool = MemoryPool(name, self._raw_alloc, self.stats)
         self.backend = self._make_backend()
         self.engine = Engine(self)
+        self.capture_tracking = CaptureTracking(self.engine)
         self.capturing = False
         self.capture_thread = None   # the thread whose lf.capture is under way (any phase), else None
         self._recording = None
@@ -171,7 +173,7 @@ class Device:
             self.capture_thread = None
 
     def graph_prepare(self) -> None:
-        self.engine.start_tracking()   # first: dropped plans free their metadata to the shared cache
+        self.capture_tracking.start()   # first: dropped plans free their metadata to the shared cache
         self.pool.prepare()
 
     def sync(self) -> None:
@@ -196,8 +198,8 @@ class Device:
             self.capturing = False
             self.pool.end_capture()
             self.engine.release_from_capture()
-            metas = self.engine.take_captured_metadata()
-            self.engine.stop_tracking()
+            metas = self.capture_tracking.take_metadata()
+            self.capture_tracking.stop()
         rng = tuple((rec[3], w) for _, rec, w in launches if w)
         thunks = tuple(t for t, _, _ in launches)
         records = tuple({id(rec): rec for _, rec, _ in launches}.values())   # a nested graph's record once
@@ -210,8 +212,7 @@ class Device:
             self.capturing = False
             self.pool.end_capture()
             self.engine.release_from_capture()
-            self.engine.captured_plans = []
-            self.engine.stop_tracking()
+            self.capture_tracking.abort()
 
     def graph_replay(self, graph) -> None:
         try:

@@ -35,10 +35,9 @@ from ..codegen.cache import atomic_write, cache_dir
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
-from .backend import Backend, StepKind, bound_buffers
+from .backend import Backend, StepKind
 from .cpu import HostMeta, library_thunk
 from .device import Device, HostGraph
-from .pool import SCRATCH
 
 _loaded: OrderedDict = OrderedDict()   # (digest, interpreted) -> (function, module name), most recent last
 _lock = threading.Lock()
@@ -238,72 +237,50 @@ class TritonBackend(Backend):
             tuner = self._tuners[name] = autotune.Tuner(f"triton|{name}|{triton.__version__}")
         return tuner
 
-    def compile_plan(self, plan, stats, leaves, root_bufs, temps, scalars) -> None:
-        for st in plan.steps:
-            if st.kind is not StepKind.KERNEL:
-                continue
-            cands = self.candidates(st.kernel)
-            built, first = [], None
-            for cfg in cands:
+    def tuner_for(self, bufs) -> autotune.Tuner:
+        return self.tuner(bufs[0].tensor.device)
+
+    def build(self, plan, steps, candidates, stats) -> dict:
+        """Every candidate of every kernel, printed and loaded as its own module."""
+        out = {}
+        for st in steps:
+            results = out[st.name] = []
+            for cfg in candidates[st.name]:
                 try:
                     name, src = print_triton(st.kernel, cfg)
                 except NotImplementedError as e:
                     raise CompileError(f"plan {plan.label}: {e}") from e
                 try:
-                    built.append((load_kernel(name, src, self.interpreted, stats), src))
+                    results.append((load_kernel(name, src, self.interpreted, stats), src))
                 except CompileError as e:
-                    first = first or e
-                    built.append(None)
-            if not any(built):
-                raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to compile; "
-                                   f"the first error:\n{first}") from first
-            best = 0
-            if len(cands) > 1:
-                bufs = bound_buffers(st, leaves, root_bufs, temps)
-                best = self._tune(st, cands, built, bufs, scalars, stats)
-                if best < 0:
-                    raise CompileError(f"kernel {st.name} of plan {plan.label}: every candidate failed to run")
-            if built[best] is None:
-                best = next(j for j, b in enumerate(built) if b is not None)
-            fn, src = built[best]
-            grid, kwargs = launch_params(st.kernel, cands[best], self.interpreted)
-            st.compiled = (fn, grid, kwargs)
-            st.source = src
-            st.config = cands[best]
+                    results.append(e)
+        return out
 
-    def _tune(self, st, cands, built, bufs, scalars, stats) -> int:
-        torch_device = bufs[0].tensor.device
-        tuner = self.tuner(torch_device)
-        labels = [c.label() for c in cands]
+    def bind(self, step, cfg, compiled):
+        return (compiled, *launch_params(step.kernel, cfg, self.interpreted))
+
+    def tune(self, step, cands, found, bufs, scalars, stats) -> int:
         if not self.interpreted and torch.cuda.is_current_stream_capturing():
             # no benchmarking inside a capture (a sync would invalidate it): a cached choice or the default
-            hit = tuner.lookup(tuner.key(autotune.signature(st.kernel)), labels) if autotune.enabled() else None
-            return hit if hit is not None and built[hit] is not None else 0
-        device_ctx = contextlib.nullcontext() if self.interpreted else torch.cuda.device(torch_device)
-        with device_ctx, self._scratch(bufs, st, scalars) as args:
-            runners = []
-            for cfg, b in zip(cands, built):
-                if b is None:
-                    runners.append(None)
-                    continue
-                grid, kwargs = launch_params(st.kernel, cfg, self.interpreted)
-                run = self._launcher(b[0], grid, kwargs, args)
-                runners.append(run if self.interpreted else _synchronized(run, torch_device))
-            return autotune.choose(tuner, autotune.signature(st.kernel), labels, runners, stats)
+            tuner = self.tuner_for(bufs)
+            labels = [c.label() for c in cands]
+            hit = tuner.lookup(tuner.key(autotune.signature(step.kernel)), labels) if autotune.enabled() else None
+            return hit if hit is not None and found[hit] is not None else 0
+        device_ctx = contextlib.nullcontext() if self.interpreted else torch.cuda.device(bufs[0].tensor.device)
+        with device_ctx:
+            return super().tune(step, cands, found, bufs, scalars, stats)
 
-    @contextlib.contextmanager
-    def _scratch(self, bufs, step, scalars):
-        """Copies of a kernel's bound buffers and metadata, from the device pool."""
-        pool = bufs[0].pool
-        copies = pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
-        meta = self.new_meta(pool, step.meta_words, SCRATCH, f"autotune metadata of {step.name}", None)
-        meta.write(step.header, [scalars[i] for i in step.scalars])
-        try:
-            yield [c.tensor for c in copies] + [meta.buffer.tensor]
-        finally:
-            if not self.interpreted:
-                torch.cuda.synchronize(bufs[0].tensor.device)   # nothing may still use them when freed
-            del copies, meta
+    def scratch_args(self, copies, meta):
+        return [c.tensor for c in copies] + [meta.buffer.tensor]
+
+    def scratch_done(self, bufs) -> None:
+        if not self.interpreted:
+            torch.cuda.synchronize(bufs[0].tensor.device)   # nothing may still use them when freed
+
+    def launcher(self, step, cfg, compiled, args):
+        grid, kwargs = launch_params(step.kernel, cfg, self.interpreted)
+        run = self._launcher(compiled, grid, kwargs, args)
+        return run if self.interpreted else _synchronized(run, args[0].device)
 
     def _launcher(self, fn, grid, kwargs, args):
         if grid[0] == 0:

@@ -1,0 +1,110 @@
+"""What the C and the Triton printer share: the printer's state, the rounding of half-precision
+values, the cast's cases, a stage accumulator's identity, and per-op code as a table.
+
+Each backend's ``OPS`` maps an ``Op`` to a rule ``(a, e) -> str``: the code of the elementwise
+``Apply`` ``e`` on the operand strings ``a`` (tinygrad's ``code_for_op`` is the model). A table
+starts from ``infix_rules()`` (the ops both languages spell as a binary operator) and each
+backend adds and overrides the rest, so the code of one op in one language is one entry.
+"""
+from __future__ import annotations
+
+from ..ir.dtypes import float32
+from ..ir.node import Op
+
+# the ops C and Triton both print as ``(a op b)``
+INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
+         Op.EQ: "==", Op.NE: "!=", Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
+
+
+def infix(sym: str):
+    return lambda a, e: f"({a[0]} {sym} {a[1]})"
+
+
+def infix_rules() -> dict:
+    """A fresh table holding the ``INFIX`` ops' rules, for a backend to complete."""
+    return {op: infix(sym) for op, sym in INFIX.items()}
+
+
+def src_dtype(e):
+    """The dtype of an Apply's first operand (what most rules dispatch on), else its own."""
+    return e.srcs[0].dtype if e.srcs else e.dtype
+
+
+def starts_high(st) -> bool:
+    """Whether a reduction stage's accumulator starts at its dtype's highest value (min, argmin)
+    rather than its lowest (max, argmax); sums start at 0."""
+    return st.op in (Op.MIN, Op.ARGMIN)
+
+
+class Printer:
+    """A kernel printer: ``OPS`` (the per-op table) and the hooks below are the backend's part."""
+
+    LANGUAGE = "?"
+    OPS: dict = {}
+
+    def __init__(self, kernel, cfg):
+        self.k = kernel
+        self.cfg = cfg
+        self._n = 0
+        self.extents = {}   # Var -> the name of its runtime extent in the source
+
+    def fresh(self) -> int:
+        self._n += 1
+        return self._n
+
+    def rounded(self, value: str, dtype) -> str:
+        """A float32 ``value`` rounded to float16/bfloat16 ``dtype`` (and widened back)."""
+        return self.cast(value, float32, dtype)
+
+    def apply(self, e, a: list) -> str:
+        """The code of the elementwise ``e`` on operands ``a``: a cast, else the op's table entry."""
+        if e.op is Op.CAST:
+            return self.cast(a[0], src_dtype(e), e.dtype)
+        rule = self.OPS.get(e.op)
+        if rule is None:
+            raise NotImplementedError(f"{self.LANGUAGE} printer: no rule for {e.op}")
+        return rule(a, e)
+
+    # -- casts --------------------------------------------------------------------------------
+    def cast(self, x: str, src, dst) -> str:
+        """``x`` of dtype ``src`` as ``dst`` in the compute type, as torch converts: to bool by
+        ``!= 0``; float to int with NaN and out of range giving the int's minimum; to a half
+        type rounded through its storage type (the value a store and reload would give)."""
+        if dst.is_bool:
+            return self.to_bool(x)
+        if src.is_float and dst.is_int:
+            return self.float_to_int(x, dst)
+        if dst.name in ("float16", "bfloat16") and src is not dst:
+            return self.to_half(x, src, dst)
+        return self.convert(x, dst)
+
+    def to_bool(self, x: str) -> str:
+        raise NotImplementedError
+
+    def float_to_int(self, x: str, dst) -> str:
+        raise NotImplementedError
+
+    def to_half(self, x: str, src, dst) -> str:
+        raise NotImplementedError
+
+    def convert(self, x: str, dst) -> str:
+        raise NotImplementedError
+
+    # -- accumulators -------------------------------------------------------------------------
+    def acc_init(self, st) -> str:
+        """The identity a reduction stage's accumulator starts from."""
+        if st.op is Op.SUM:
+            return "0"
+        high = starts_high(st)
+        dt = st.value.dtype
+        if dt.is_float:
+            return self.infinity(high)
+        if dt.is_bool:
+            return "1" if high else "0"
+        return self.int_limit(dt, high)
+
+    def infinity(self, positive: bool) -> str:
+        raise NotImplementedError
+
+    def int_limit(self, dt, high: bool) -> str:
+        raise NotImplementedError

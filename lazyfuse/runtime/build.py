@@ -1,0 +1,201 @@
+"""The build path: from a drain's live roots to a compiled-plan skeleton (steps, slots, gathers).
+
+On a plan-cache miss the engine traces the live DAG (``trace``), plans it (ir.planner) and
+lowers each group (codegen.lower) into ``Step``s (``new_plan``); runtime/execute.py then
+compiles and launches them. ``lf.explain`` reads the same path (``trace``, ``plan_and_lower``)
+without running anything, so it imports this module, not the engine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from dataclasses import dataclass
+
+from ..ir.node import Kind, Node, Op, post_order, sources
+from ..ir.planner import DrainGraph, plan as make_plan
+from ..ir.shapes import prod
+from .backend import LibraryCall, StepKind
+
+
+@dataclass
+class Step:
+    """One launch of a compiled plan: a kernel or a library call, and what it binds."""
+    name: str
+    kind: StepKind
+    slots: list               # buffer slot of each argument
+    scalars: list             # position of each runtime scalar in the trace's scalar list
+    header: list              # metadata words before the scalars (loop extents)
+    kernel: object = None     # codegen Kernel (kernels) or LibraryCall (library)
+    compiled: object = None   # backend object
+    group: object = None      # the planner's Group, for explain
+    bind: object = None       # bound -> its buffers, ``bound`` being the tape, then root buffers, then temps
+    bind_scalars: object = None  # tape -> its runtime scalar values
+    rng_words: tuple = ()     # (seed word, offset word) of each random stream (set from the generator on replay)
+    source: str = ""
+    config: object = None
+
+    @property
+    def meta_words(self) -> int:
+        return len(self.header) + len(self.scalars)
+
+
+@dataclass
+class CompiledPlan:
+    key: tuple
+    steps: list
+    temps: list               # (dtype, numel) per temporary slot
+    graph: DrainGraph
+    metas: list | None = None  # steady-state launch metadata, one per step, made on first use
+    label: str = ""
+    n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
+    root_steps: tuple = ()    # for each live root, the step that writes its final value
+    n_extern: int = 0         # extern steps (torch calls with no native lowering)
+    waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
+
+
+def trace(roots):
+    """Topological order, bound leaves and scalars, and root targets of a drain's live DAG.
+
+    The build path's (and ``lf.explain``'s) view of the work: one iterative post-order walk
+    from the live roots. ``leaves`` maps a BUFFER node's index to its buffer; ``targets`` gives
+    each root's node index and the index of the leaf whose buffer it overwrites (-1: a buffer
+    the DAG does not read; None: a new buffer).
+    """
+    nodes = post_order([s.current for s in roots], sources)
+    pos = {}
+    leaves, leaf_by_buffer, scalars = {}, {}, []
+    for i, node in enumerate(nodes):
+        pos[id(node)] = i
+        op = node.op
+        if op is Op.BUFFER:
+            leaf_by_buffer.setdefault(id(node.arg), i)
+            leaves[i] = node.arg
+        elif op is Op.SCALAR:
+            scalars.append(node.arg)
+    targets = []
+    for s in roots:
+        t = None if s.buffer is None else leaf_by_buffer.get(id(s.buffer), -1)
+        targets.append((pos[id(s.current)], t))
+    return nodes, leaves, scalars, targets
+
+
+def new_plan(key, nodes, targets, n_tape: int, template: frozenset) -> CompiledPlan:
+    """The plan of a traced drain (``trace``'s nodes and targets), planned and lowered, its steps'
+    gathers pointing into a tape of ``n_tape`` entries; not yet compiled."""
+    graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
+    planned, steps = plan_and_lower(graph, template, lambda p: lower_steps(nodes, p))
+    temps = [None] * planned.n_temps
+    for i, slot in planned.slots.items():
+        if slot[0] == "temp":
+            temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
+    n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
+    step_of = {o: j for j, st in enumerate(steps) for o in st.group.outputs}
+    # where the steady state finds what this drain binds: every node of the trace is on the
+    # tape, whose length, like each node's position, is the same for every drain of this key
+    base = {"root": n_tape, "temp": n_tape + len(targets)}
+    scalar_tape = [n.tpos for n in nodes if n.op is Op.SCALAR]   # trace's scalar order
+    for st in steps:
+        st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
+        st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
+    plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
+                        root_steps=tuple(step_of[r] for r in graph.roots))
+    plan.label = " + ".join(s.name for s in steps)
+    plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
+    plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
+    return plan
+
+
+def plan_and_lower(graph: DrainGraph, template: frozenset, lower):
+    """``(plan, lower(plan))``, re-planned with a node materialized each time the lowering
+    finds one it cannot inline (``Unfusable``)."""
+    from ..codegen.lower import Unfusable
+    forced = {}
+    while True:
+        planned = make_plan(graph, forced, template)
+        try:
+            return planned, lower(planned)
+        except Unfusable as u:
+            if u.node in forced:
+                raise
+            forced[u.node] = u.reason
+
+
+def matmul_template(device) -> frozenset:
+    """The matmul dtypes ``device``'s backend computes in a template kernel with the fused
+    epilogue inside (the planner's capability flag; empty: matmul is a library call)."""
+    return device.backend.matmul_template
+
+
+def lower_steps(nodes, planned) -> list:
+    """One ``Step`` per planned group: a lowered kernel, or a library call for an extern."""
+    from ..codegen.lower import lower_group
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    scalar_pos = {}
+    for i, n in enumerate(nodes):
+        if n.op is Op.SCALAR:
+            scalar_pos[i] = len(scalar_pos)
+    producers = planned.producers()
+    rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
+    steps = []
+    for grp in planned.groups:
+        out = nodes[grp.output]
+        if out.kind is Kind.EXTERN and grp.matmul is None:
+            steps.append(extern_step(nodes, pos, grp, planned.slots, scalar_pos))
+            continue
+        kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
+        header = _header(kernel)
+        word = {i: len(header) + k for k, i in enumerate(low.scalar_nodes)}
+        rng = tuple((word[sd], word[off]) for sd, off in rng_streams if off in word)
+        steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
+                          header, kernel, group=grp, rng_words=rng))
+    return steps
+
+
+def extern_step(nodes, pos, grp, slots, scalar_pos) -> Step:
+    """The library call of an extern group: its operands' views and base shapes, its slots."""
+    out = nodes[grp.output]
+    views = []
+    arg_slots = []
+    scalars = [scalar_pos[pos[id(s)]] for s in out.srcs if s.op is Op.SCALAR]   # a random extern's seed, offset
+    for s in out.srcs:
+        if s.op is Op.SCALAR:
+            continue
+        if s.kind is Kind.VIEW:
+            base = s.srcs[0]
+            views.append(s.arg)
+        else:
+            base = s
+            views.append(None)
+        arg_slots.append(slots[pos[id(base)]])
+    arg_slots.append(slots[grp.output])
+    base_shapes = tuple((s.srcs[0] if s.kind is Kind.VIEW else s).shape for s in out.srcs if s.op is not Op.SCALAR)
+    name = f"extern {out.arg.name}" if out.op is Op.EXTERN else out.op.label
+    return Step(name, StepKind(out.op.label), arg_slots, scalars, [],
+                LibraryCall(tuple(views), out.shape, base_shapes, out.arg), group=grp,
+                rng_words=((0, 1),) if scalars else ())   # a random extern: (seed, offset) in words 0, 1
+
+
+def gather(positions: list):
+    """A callable taking a sequence to the tuple of its items at ``positions`` (one C call for 2+)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        p = positions[0]
+        return lambda seq: (seq[p],)
+    return lambda seq: ()
+
+
+def structure_of(graph: DrainGraph) -> DrainGraph:
+    """A copy of a drain's graph without its buffers, for the cached plan (``lf.explain`` reads
+    it): holding the build drain's own nodes would keep every buffer they read alive until the
+    plan is evicted — a dropped input, say — though no later drain binds them."""
+    copies = {}
+    for n in graph.nodes:
+        copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
+                             None if n.op is Op.BUFFER else n.arg)
+    return dataclasses.replace(graph, nodes=list(copies.values()))
+
+
+def _header(kernel) -> list:
+    return [len(kernel.outer), *(v.extent for v in kernel.outer), len(kernel.inner),
+            *(v.extent for v in kernel.inner)]
