@@ -12,7 +12,10 @@
    ``copy_`` and lazyfuse's copy kernel).
 3. The decode step of ``bench/capture.py`` on cuda: ``Graph.replay()`` against torch eager and
    ``torch.compile(mode="reduce-overhead")`` (issue 5's GPU comparison).
-4. Results go to ``bench/results/gpu_check-<date>.json`` and ``.md``.
+4. NCCL inside a CUDA graph (issue 21): a one-rank NCCL group on this GPU, collectives recorded by
+   ``lf.distributed`` run eagerly and in a captured graph replayed 20 times, against torch's
+   own ``torch.distributed`` on the same tensors (``nccl_check``).
+5. Results go to ``bench/results/gpu_check-<date>.json`` and ``.md``.
 
 Everything is bounded to stay under ~8 minutes (the test run has its own timeout). Without a
 GPU it says so and exits with status 2.
@@ -164,6 +167,60 @@ def decode_bench(skip_compile: bool, reps: int) -> list:
     return rows
 
 
+def nccl_check(replays: int = 20, backend: str = "nccl", device: str = "cuda") -> dict:
+    """NCCL collectives from ``lf.distributed`` on cuda, eager and inside a captured CUDA graph: a
+    one-rank group (rank 0 of 1, a FileStore), so one GPU is enough. Each check compares with
+    ``torch.distributed`` on plain tensors. The capture needs the eager warmup on the
+    collective stream first (the warmup iterations of ``lf.capture`` do it, and create the
+    communicator outside the capture): a hang or an error here is what the check is for.
+    (``backend="gloo", device="cpu"``: the same check on the host graph, which CI runs so that
+    this code stays working between GPU sessions.)"""
+    import shutil
+    import tempfile
+    import torch
+    import torch.distributed as dist
+    import lazyfuse as lf
+    D = lf.distributed
+    if backend == "nccl" and not dist.is_nccl_available():
+        return {"error": "torch was built without NCCL"}
+    out = {}
+    scratch = tempfile.mkdtemp(prefix="lf-nccl-")   # the FileStore's file (it removes it when done)
+    dist.init_process_group(backend, store=dist.FileStore(os.path.join(scratch, "store"), 1), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        dev = lf.device(device)
+        g = torch.Generator(device=dev.torch_device).manual_seed(0)
+        base = torch.randn(64, 32, device=dev.torch_device, generator=g)
+        x = lf.from_torch(base.clone(), device=dev)
+
+        def step():
+            s = D.all_reduce(x * 2 + 1)                       # a kernel, then NCCL
+            return D.all_gather(s.tanh(), dim=0).sum(dim=0)   # a kernel, NCCL, a kernel
+
+        def reference(v):
+            s = v * 2 + 1
+            dist.all_reduce(s)
+            gathered = torch.empty(s.shape[0], s.shape[1], device=v.device)
+            (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(gathered, s.tanh())
+            return gathered.sum(dim=0).cpu()
+        out["eager_max_err"] = float((step().torch() - reference(base)).abs().max())   # .torch(): a host copy
+        graph = lf.capture(dev, step)
+        out["is_hardware"] = graph.is_hardware
+        out["launches"] = graph.num_launches
+        worst = 0.0
+        for k in range(replays):
+            v = base + k
+            x.copy_(lf.from_torch(v.clone(), device=dev))
+            worst = max(worst, float((graph.replay().torch() - reference(v)).abs().max()))
+        out["replays"] = replays
+        out["replay_max_err"] = worst
+        out["ok"] = out["eager_max_err"] < 1e-4 and worst < 1e-4   # sums of 64 values: float32 order
+    finally:
+        dist.destroy_process_group()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
 def markdown(report: dict) -> str:
     lines = [f"# gpu_check {report['date']}", "", f"- device: {report['device']}",
              f"- torch {report['torch']}, triton {report['triton']}, python {report['python']}", ""]
@@ -183,7 +240,10 @@ def markdown(report: dict) -> str:
                   f"{b['chain_max_abs_error_vs_torch']:.2e}; graph on hardware: {b['lazyfuse_graph_is_hardware']}", "",
                   f"copy bandwidth (256 MiB): torch {b['torch_copy_GBps']} GB/s, lazyfuse {b['lazyfuse_copy_GBps']} GB/s"]
     decode = report.get("decode")
-    for key in ("bench_error", "decode_error"):
+    nccl = report.get("nccl")
+    if nccl:
+        lines += ["", "## NCCL in a CUDA graph (one-rank group)", "", ", ".join(f"{k}: {v}" for k, v in nccl.items())]
+    for key in ("bench_error", "decode_error", "nccl_error"):
         if key in report:
             lines += ["", f"{key}: {report[key]}"]
     if decode:
@@ -223,7 +283,8 @@ def main(argv=None) -> int:
     if "tests" in report:
         stem.with_suffix(".tests.log").write_text(report["tests"].pop("output"))
     sections = (("bench", "benchmarking ...", lambda: bench(args.skip_compile, 10 if args.quick else 50)),
-                ("decode", "decode step vs reduce-overhead ...", lambda: decode_bench(args.skip_compile, 20 if args.quick else 100)))
+                ("decode", "decode step vs reduce-overhead ...", lambda: decode_bench(args.skip_compile, 20 if args.quick else 100)),
+                ("nccl", "NCCL collectives inside a CUDA graph ...", nccl_check))
     for key, banner, section in sections:
         print(banner, flush=True)
         try:
@@ -236,7 +297,8 @@ def main(argv=None) -> int:
     stem.with_suffix(".md").write_text(md)
     print(md)
     tests = report.get("tests")
-    return 0 if not tests or tests["returncode"] == 0 else 1
+    nccl_ok = report.get("nccl", {}).get("ok", False)
+    return 0 if (not tests or tests["returncode"] == 0) and nccl_ok else 1
 
 
 if __name__ == "__main__":

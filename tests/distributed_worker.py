@@ -189,6 +189,7 @@ def case_rank_fails(rank, world):
     done = Path(os.environ["LF_TEST_SCRATCH"]) / "rank0-done"
     x = lf.tensor(np.ones(4, dtype=np.float32))
     assert D.all_reduce(x).numpy()[0] == world   # the group works
+    graph = lf.capture(lf.device("cpu"), lambda: D.all_reduce(x * 2) + x)   # on every rank: 3 warmups, 1 capture
     if rank == 1:
         try:
             raise ValueError("this rank's own bug")
@@ -199,7 +200,9 @@ def case_rank_fails(rank, world):
         return
     try:
         y = D.all_reduce(x * 2)
-        z = y + 1
+        before = x * 3   # independent of the collective: runs while it is in flight
+        z = y + 1        # waits for it
+        after = x * 4    # planned after the wait that fails
         t0 = time.monotonic()
         try:
             z.numpy()
@@ -219,6 +222,15 @@ def case_rank_fails(rank, world):
             else:
                 raise AssertionError("a value computed from the failed collective was readable")
         np.testing.assert_array_equal((x * 5 + 1).numpy(), np.full(4, 6.0))   # the engine still works
+        np.testing.assert_array_equal(before.numpy(), np.full(4, 3.0))   # independent work is not lost
+        np.testing.assert_array_equal(after.numpy(), np.full(4, 4.0))
+        try:   # a replay's collective fails the same way, the other launches of the replay waited out
+            graph.replay()
+        except D.CollectiveError as e:
+            assert "all_reduce(sum) on rank 0 of 2 failed" in str(e), str(e)   # (gloo: the pair is closed now)
+        else:
+            raise AssertionError("rank 0's replayed collective did not fail")
+        np.testing.assert_array_equal((x * 6).numpy(), np.full(4, 6.0))
         print("TIMED-OUT-CLEANLY", flush=True)
     finally:
         done.touch()   # rank 1 may go
@@ -300,6 +312,170 @@ def case_ddp(rank, world):
                                    err_msg=f"captured={captured}")
         for got, want in zip(params, ref_params):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
+
+
+# -- overlap: a bucket's all-reduce runs while the rest of backward does ----------------------------------
+class SlowWork:
+    """A collective's Work that delivers its result only at ``wait()``, and not before ``delay``
+    seconds after the launch: the output holds NaN until then, so a step that read it without
+    waiting would compute garbage. ``blocked`` sums the seconds spent waiting, over all."""
+    blocked = 0.0
+
+    def __init__(self, work, stage, out, delay):
+        self.work, self.stage, self.out, self.due = work, stage, out, time.perf_counter() + delay
+
+    def wait(self):
+        t0 = time.perf_counter()
+        self.work.wait()
+        time.sleep(max(0.0, self.due - time.perf_counter()))
+        self.out.copy_(self.stage)
+        SlowWork.blocked += time.perf_counter() - t0
+        return True
+
+
+def slow_collectives(delay):
+    """Every host collective of lf.distributed from now on is a SlowWork (on every rank alike)."""
+    from lazyfuse.runtime import collectives
+    for kind, launch in list(collectives._LAUNCH.items()):
+        def slow(dist_, spec, src, out, async_op, launch=launch):
+            stage = torch.empty_like(out)
+            work = launch(dist_, spec, src, stage, async_op)
+            out.fill_(float("nan") if out.is_floating_point() else -1)
+            return SlowWork(work, stage, out, delay)
+        collectives._LAUNCH[kind] = slow
+
+
+def case_overlap(rank, world):
+    import ddp_train
+    from lazyfuse.runtime.collectives import Schedule
+    delay, steps = 0.1, 12
+    slow_collectives(delay)
+    ref_losses, ref_params = ddp_train.train_single(steps=steps)
+    for captured in (False, True):
+        SlowWork.blocked = 0.0
+        losses, params = ddp_train.train_ddp(steps=steps, captured=captured, bucket_bytes=4096)
+        blocked = SlowWork.blocked
+        seen = [k for k in range(steps) if not np.isnan(losses[k])]
+        np.testing.assert_allclose([losses[k] for k in seen], [ref_losses[k] for k in seen], rtol=1e-4, atol=1e-6,
+                                   err_msg=f"captured={captured}")
+        for got, want in zip(params, ref_params):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"captured={captured}")
+        # each step has 5 collectives (4 gradient buckets and the loss), each taking `delay`: one
+        # after the other a step would wait 5 * delay; launched as soon as ready and waited for
+        # only where read, they run together and a step waits about one delay
+        assert blocked < 2.5 * delay * steps, f"captured={captured}: {blocked:.2f} s waiting over {steps} steps"
+    # the plan of a training step: the first bucket's all-reduce is launched, then backward kernels
+    # run and later buckets launch, and only then does a step wait for it
+    plans = [p for p in lf.device("cpu").engine.plans.values() if isinstance(p.waits, Schedule)]
+    plan = max(plans, key=lambda p: sum(st.kind == "collective" for st in p.steps))
+    kinds = [str(st.kind) for st in plan.steps]
+    collectives = [j for j, k in enumerate(kinds) if k == "collective"]
+    first = collectives[0]
+    waited = next((j for j, w in enumerate(plan.waits.before) if first in w), len(kinds))
+    kernels = [j for j in range(first + 1, waited) if kinds[j] == "kernel"]
+    later = [j for j in collectives if first < j < waited]
+    assert len(collectives) == 5 and kernels and later and kernels[0] < later[-1], (kinds, plan.waits.before)
+
+
+# -- the torch frontend: torch.distributed's own spelling, DataParallel with torch.optim ---------------
+def case_frontend(rank, world):
+    case_frontend_collectives(rank, world)
+    case_frontend_ddp(rank, world)
+
+
+def case_frontend_collectives(rank, world):
+    """``torch.distributed.all_reduce`` / ``broadcast`` on frontend tensors record lazy collectives
+    (no drain, counted natively) and give torch.distributed's values on plain tensors."""
+    counters = lf.torch_frontend.counters
+    lf.torch_frontend.reset()
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX, dist.ReduceOp.MIN):
+        plain = rank_data(rank, (3, 5), "float32", salt=int(op))
+        t = lf.lazy(plain.clone())
+        before = lf.stats().snapshot()
+        assert dist.all_reduce(t * 1, op=op) is None   # a temporary: recorded, never elided
+        work = dist.all_reduce(t, op=op, async_op=True)
+        work.wait()
+        assert (lf.stats() - before).kernels_launched == 0, "recording a collective must not drain"
+        dist.all_reduce(plain, op=op)
+        same(lf.eager(t), plain, f"torch.distributed.all_reduce({op}) on a LazyTensor")
+    b = lf.lazy(rank_data(rank, (4,), "int64"))
+    dist.broadcast(b, src=world - 1)
+    want = rank_data(rank, (4,), "int64")
+    dist.broadcast(want, src=world - 1)
+    same(lf.eager(b), want, "torch.distributed.broadcast on a LazyTensor")
+    assert counters.native["c10d.allreduce_.default"] == 8 and counters.native["c10d.broadcast_.default"] == 1, \
+        lf.torch_frontend.report()
+    assert not counters.fallback, lf.torch_frontend.report()
+    # a reduce op lazyfuse lacks runs in the eager fallback, correctly
+    p = lf.lazy(rank_data(rank, (3,), "float32") + 2)
+    dist.all_reduce(p, op=dist.ReduceOp.PRODUCT)
+    want = rank_data(rank, (3,), "float32") + 2
+    dist.all_reduce(want, op=dist.ReduceOp.PRODUCT)
+    same(lf.eager(p), want, "all_reduce(PRODUCT) through the fallback")
+    assert counters.fallback["c10d.allreduce_.default"] == 1, lf.torch_frontend.report()
+    # so does any other c10d op, its outputs written back (all_gather into a list of tensors)
+    outs = [lf.lazy(torch.zeros(2, 3)) for _ in range(world)]
+    dist.all_gather(outs, lf.lazy(rank_data(rank, (2, 3), "float32")))
+    for r, o in enumerate(outs):
+        same(lf.eager(o), rank_data(r, (2, 3), "float32"), f"all_gather into LazyTensors, rank {r}'s")
+
+
+def case_frontend_ddp(rank, world):
+    """``lf.distributed.DataParallel`` over a frontend model's parameters with ``torch.optim``:
+    the losses and parameters of a single torch process on the global batch, uncaptured with
+    AdamW and captured (torch.optim.AdamW on the CPU takes its bias corrections as Python
+    numbers, which a replay would freeze: the captured leg uses SGD with momentum)."""
+    from torch import nn
+    steps, batch = 8, 16
+
+    def make(seed):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(batch, 16, generator=gen) for _ in range(steps)]
+    ys = [torch.randn(batch, 4, generator=gen) for _ in range(steps)]
+    rows = slice(rank * batch // world, (rank + 1) * batch // world)
+    for captured in (False, True):
+        optimizer = (lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9)) if captured else \
+            (lambda ps: torch.optim.AdamW(ps, lr=1e-2))
+        schedule = [0] * 3 + list(range(steps)) if captured else list(range(steps))   # capture: 3 warmup steps
+        ref = make(0)
+        opt_r = optimizer(ref.parameters())
+        want = []
+        for k in schedule:
+            opt_r.zero_grad()
+            loss = nn.functional.mse_loss(ref(xs[k]), ys[k])
+            loss.backward()
+            opt_r.step()
+            want.append(loss.item())
+        model = lf.lazy(make(rank))   # other values on each rank: DataParallel broadcasts rank 0's
+        ddp = D.DataParallel(model.parameters(), bucket_bytes=1024)
+        opt = optimizer(model.parameters())
+        x, y = lf.lazy(xs[0][rows]), lf.lazy(ys[0][rows])
+
+        def step():
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            ddp.all_reduce_gradients()
+            opt.step()
+            loss = loss.detach()
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)   # the global batch's loss, torch's spelling
+            return loss
+        if captured:
+            graph = lf.capture(lf.device("cpu"), step)
+            got = [graph.output.item()]
+            want = want[3:]
+        else:
+            got = []
+        for k in range(1 if captured else 0, steps):
+            x.copy_(xs[k][rows])
+            y.copy_(ys[k][rows])
+            got.append((graph.replay() if captured else step()).item())
+        np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=f"captured={captured}")
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=f"captured={captured}")
 
 
 def main():

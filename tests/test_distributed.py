@@ -87,6 +87,17 @@ def test_data_parallel_training_equals_single_process_on_the_global_batch():
     run_ranks("ddp")
 
 
+def test_gradient_all_reduces_overlap_backward_and_wait_only_where_read():
+    """With collectives slowed down (each delivers its result only at its wait, NaN before), DDP
+    training still equals one process, uncaptured and captured, and a step waits about one
+    collective's delay, not five: the buckets' all-reduces run during the rest of backward."""
+    run_ranks("overlap")
+
+
+def test_torch_frontend_torch_distributed_spelling_and_data_parallel_with_torch_optim():
+    run_ranks("frontend")
+
+
 @pytest.mark.slow
 def test_the_ddp_example_runs_under_torchrun():
     torchrun = Path(sys.executable).with_name("torchrun")
@@ -143,3 +154,50 @@ def test_a_collective_is_a_boundary_in_explain_and_its_pin_ends_with_the_drain(o
     # dropped, and both still ran (with the copy that makes all_gather's transposed input dense)
     assert ran.kernels_launched == 3 and ran.ops_elided == 0, ran
     np.testing.assert_allclose(y.numpy(), np.exp(np.arange(6) * 2 + 1), rtol=1e-6)
+
+
+def test_the_gpu_checks_nccl_graph_check_runs_on_the_host_graph_with_gloo():
+    """bench/gpu_check.py's NCCL-in-a-CUDA-graph check needs a GPU; its CPU form (gloo, the host
+    graph) runs here so the check still works when a GPU session runs it."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    sys.path.insert(0, str(ROOT))
+    from bench.gpu_check import nccl_check
+    got = nccl_check(replays=5, backend="gloo", device="cpu")
+    assert got["ok"] and got["is_hardware"] and got["replays"] == 5, got
+    assert not dist.is_initialized()
+
+
+def test_a_kernel_failing_while_a_collective_is_in_flight_loses_only_its_own_value(one_rank_group, monkeypatch):
+    """The collective is waited out (its value kept: it ran), the failed kernel's value raises on
+    read, and what was not run yet stays pending and computes at the next drain."""
+    import numpy as np
+    import lazyfuse as lf
+    D = lf.distributed
+    cpu = lf.device("cpu")
+    x = lf.tensor(np.arange(4, dtype=np.float32))
+    lf.sync()
+    real, made = cpu.call, []
+
+    def call(step, bufs, meta, wrap=None):
+        made.append(step.kind)
+        run = real(step, bufs, meta, wrap)
+        if len(made) != 3:
+            return run
+
+        def failing():
+            raise RuntimeError("injected launch failure")
+        return failing
+    monkeypatch.setattr(cpu, "call", call)
+    y = D.all_reduce(x * 2)   # kernel, collective (launched, in flight)
+    z = (x + 1).exp()         # kernel: fails
+    w = y * 3                 # kernel: waits for the collective; not reached
+    with pytest.raises(RuntimeError, match="injected"):
+        lf.sync()
+    monkeypatch.undo()
+    assert [str(k) for k in made] == ["kernel", "collective", "kernel", "kernel"], made
+    with pytest.raises(RuntimeError, match="injected"):
+        z.numpy()
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 2)
+    np.testing.assert_array_equal(w.numpy(), np.arange(4) * 6)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .collective import Collective, check_divisible, process_group, record, reduce_name
 from .data_parallel import DataParallel, all_reduce_gradients  # noqa: F401
+from . import frontend  # noqa: F401 (torch.distributed's own collectives on frontend tensors record lazily)
 from ..errors import CollectiveError  # noqa: F401
 from ..errors import ShapeError
 

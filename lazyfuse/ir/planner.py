@@ -772,8 +772,34 @@ def _repairs(g: DrainGraph, groups, slots) -> dict:
 
 
 def _order(g: DrainGraph, groups, slots) -> list:
+    """Program order: the smallest output first among the ready kernels. In a plan with
+    collectives, the kernels a collective needs come first, collective by collective: the
+    engine launches a collective asynchronously, so started early it overlaps the kernels after
+    it (a gradient bucket's all-reduce runs during the rest of backward, as torch DDP's bucket
+    hooks fire). Collectives keep their program order among themselves (each reads the previous
+    one's ordering token), and the order is a function of the graph alone: every rank of a
+    group running the same program plans the same order."""
     edges, _ = _edges(g, groups, slots)
-    return _topological(groups, edges, key=lambda gid: groups[gid].output)
+    collectives = sorted((grp.output, grp.id) for grp in groups if g.nodes[grp.output].op is Op.COLLECTIVE)
+    if not collectives:
+        return _topological(groups, edges, key=lambda gid: groups[gid].output)
+    fed = _first_collective_fed(groups, edges, [gid for _, gid in collectives])
+    return _topological(groups, edges, key=lambda gid: (fed[gid], groups[gid].output))
+
+
+def _first_collective_fed(groups, edges, collectives) -> list:
+    """For each kernel, the rank in program order of the first of ``collectives`` (group ids)
+    that needs it, directly or through other kernels (``len(collectives)``: none does)."""
+    fed = [len(collectives)] * len(groups)
+    for r, gid in enumerate(collectives):
+        fed[gid] = r
+    succ = [[] for _ in groups]
+    for u, v in set(edges):
+        succ[u].append(v)
+    for grp in reversed(_topological(groups, edges, key=lambda k: k)):
+        for v in succ[grp.id]:
+            fed[grp.id] = min(fed[grp.id], fed[v])
+    return fed
 
 
 def at_sizes(plan: Plan, planned_nodes: list, nodes: list) -> Plan:

@@ -60,6 +60,7 @@ class CompiledPlan:
     origin: str = "planned"
     structure: object = None  # its size-free key (runtime.structure)
     stored: str | None = None  # its record name in the plan store (None: not to be stored)
+    waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
 
 
 def trace(roots):
@@ -117,6 +118,7 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
                         root_steps=tuple(step_of[r] for r in graph.roots), planned=planned, origin=origin)
     plan.label = " + ".join(s.name for s in steps)
     plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
+    plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
     return plan
 
 

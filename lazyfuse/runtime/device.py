@@ -17,6 +17,7 @@ import torch
 from .. import config
 from ..errors import CaptureError, DeviceError
 from .capture_tracking import CaptureTracking
+from .collectives import settle
 from .engine import Engine
 from .pool import MemoryPool
 from .stats import Stats
@@ -116,13 +117,16 @@ class Device:
         raise NotImplementedError
 
     # -- launching ------------------------------------------------------------------------------
-    def call(self, step, bufs, meta):
-        """The launch of ``step`` on ``bufs`` as a call to make later (recorded by an open capture).
+    def call(self, step, bufs, meta, wrap=None):
+        """The launch of ``step`` on ``bufs`` as a call to make later (recorded by an open capture),
+        inside ``wrap`` if given (the waits for collectives in flight: ``collectives.Schedule``).
 
         The engine makes every call of a plan before it runs the first: a large matmul evicts
         the interpreter's own working set from the caches, so Python run between two launches
         costs several times more after one (~100 us against ~10 on the transformer block)."""
         thunk = self.backend.thunk(step, bufs, meta)
+        if wrap is not None:
+            thunk = wrap(thunk)
         if self._recording is not None:
             self._recording.append((thunk, (step.name, bufs, tuple(k for k, _ in step.slots), meta),
                                     step.rng_words))
@@ -221,7 +225,11 @@ class Device:
             self.capture_tracking.abort()
 
     def graph_replay(self, graph) -> None:
-        graph.run()
+        try:
+            graph.run()
+        except BaseException:
+            settle(graph.thunks)   # no collective of the replay may still be writing when it raises
+            raise
 
     def replay_alone(self, graph) -> None:
         """A replay outside any capture, in one call (a decode replay is ~2 us: each Python call
@@ -237,9 +245,13 @@ class Device:
         captured into the outer graph), so the outer graph replays them too. The outer keeps
         the inner's record — its buffers and metadata — alive."""
         with self.launching():
-            for thunk in host.thunks:
-                thunk()
-                self._recording.append((thunk, host, ()))
+            try:
+                for thunk in host.thunks:
+                    thunk()
+                    self._recording.append((thunk, host, ()))
+            except BaseException:
+                settle(host.thunks)
+                raise
 
 
 class CpuDevice(Device):

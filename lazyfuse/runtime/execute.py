@@ -11,6 +11,7 @@ from ..errors import DeviceError
 from ..ir.node import Node, Op
 from .backend import StepKind
 from .build import trace
+from .collectives import Schedule, settle
 from .pool import DATA, META, SCRATCH
 
 
@@ -78,43 +79,61 @@ def compile_plan(engine, plan, roots, root_bufs, temps, build) -> None:
 
 
 def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
-    """Write each step's metadata and make its call, then run the calls in order."""
+    """Write each step's metadata and make its call, then run the calls in order. In a plan with
+    collectives, a call waits for those in flight whose buffers it touches (``Schedule``: the
+    first drain of a plan makes it, on that drain's buffers)."""
     device = engine.device
     tape = engine.tape
     done = at = 0   # steps run; the step being prepared or run
+    lost = frozenset()   # steps before ``done`` that failed after all: collectives whose wait raised
+    waits = plan.waits
+    if waits is True:
+        waits = plan.waits = Schedule(plan.steps, [st.bind(bound) for st in plan.steps])
+    calls = []
     try:
         with device.launching():
-            calls = []
             for at, (step, meta) in enumerate(zip(plan.steps, metas)):
                 if step.kind is StepKind.KERNEL or step.scalars:
                     meta.write(step.header, step.bind_scalars(tape))
-                calls.append(device.call(step, step.bind(bound), meta))
+                calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
             for at, call in enumerate(calls):
                 call()
                 done += 1
     except BaseException as e:
-        salvage(engine, plan, roots, root_bufs, at, done, e)
+        # a collective fails at a later launch's wait for it: it is the failed step (not the one
+        # that waited), and any other still in flight is waited out first (lost too if it fails)
+        collective = getattr(e, "step_index", None)
+        if waits:
+            done += getattr(e, "step_ran", False)   # a wait after the last step's own launch raised
+            lost = settle(calls) | ({collective} if collective is not None else set())
+        failed = lost | {at} if isinstance(e, Exception) and collective is None else lost
+        salvage(engine, plan, roots, root_bufs, failed, done, lost, e)
         raise
     finally:
-        realize(engine.stats, plan, roots, root_bufs, done)
+        realize(engine.stats, plan, roots, root_bufs, done, lost)
 
 
-def salvage(engine, plan, roots, root_bufs, at: int, done: int, error: BaseException) -> None:
-    """After step ``at`` failed (``done`` steps ran), poison the roots that can no longer be
-    computed; the others stay pending for the next drain.
+def ran(step: int, done: int, lost) -> bool:
+    """Whether plan step ``step`` ran: one of the first ``done``, and not a collective that failed."""
+    return step < done and step not in lost
+
+
+def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error: BaseException) -> None:
+    """After the steps ``failed_steps`` failed (``done`` steps ran, but for those of ``lost``),
+    poison the roots that can no longer be computed; the others stay pending for the next drain.
 
     After a KeyboardInterrupt nothing failed: all of it stays pending. The failed node is found
     in this drain's trace (walked only here): a cached plan's own graph holds the nodes of the
     drain that built it (same positions, other objects).
     """
-    failed = {id(trace(roots)[0][o]) for o in plan.steps[at].group.outputs} if isinstance(error, Exception) \
-        else None
+    nodes = trace(roots)[0] if failed_steps else None
+    failed = {id(nodes[o]) for j in failed_steps for o in plan.steps[j].group.outputs} if nodes else None
     # roots whose in-place writes ran (their buffer existed before this drain)
-    written = [k for k in range(len(roots)) if plan.root_steps[k] < done and roots[k].buffer is not None]
+    written = [k for k in range(len(roots)) if ran(plan.root_steps[k], done, lost) and roots[k].buffer is not None]
     written_nodes = {id(roots[k].current) for k in written}
     written_bufs = {id(root_bufs[k]) for k in written}
     for k, s in enumerate(roots):
-        if plan.root_steps[k] < done:
+        if ran(plan.root_steps[k], done, lost):
             continue
         if failed is not None and first_reached(s.current, lambda n: id(n) in failed) is not None:
             engine.poison(s, error)
@@ -127,15 +146,15 @@ def salvage(engine, plan, roots, root_bufs, at: int, done: int, error: BaseExcep
                 "writes it reads had run, so it can no longer be computed as recorded; recompute it"))
 
 
-def realize(stats, plan, roots, root_bufs, done: int) -> None:
+def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
     """Count the ``done`` launches and turn each root whose kernel ran into a leaf on its buffer:
     even if a later launch failed (or was interrupted), since re-running an in-place write at
-    the next drain would apply it twice."""
+    the next drain would apply it twice (a collective that failed at its wait did not run)."""
     stats.kernels_launched += done
     if plan.n_extern:
         stats.extern_launches += sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
     for k, (s, buf) in enumerate(zip(roots, root_bufs)):
-        if done >= len(plan.steps) or plan.root_steps[k] < done:
+        if ran(plan.root_steps[k], done, lost):
             s.buffer = buf
             s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
 

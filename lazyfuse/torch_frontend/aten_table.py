@@ -41,6 +41,7 @@ from .tensor import LazyTensor, from_lf, lf_device_of
 aten = torch.ops.aten
 NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
 RAW = {}        # aten op name -> handler(func, args, kwargs) on the LazyTensor arguments themselves
+NAMESPACES = {}  # another op namespace (c10d: lazyfuse.distributed registers it) -> resolve(func) -> handler
 
 
 def native(*names):
@@ -107,6 +108,8 @@ def _name(func) -> str:
 
 
 def _resolve(func):
+    if func.namespace in NAMESPACES:
+        return NAMESPACES[func.namespace](func)
     name = _name(func)
     if name in RAW:
         return RAW[name]
