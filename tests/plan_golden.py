@@ -40,7 +40,12 @@ def fingerprint(planned) -> dict:
 
 @contextlib.contextmanager
 def recording(into: list):
-    """Record every drain's plans (as the CPU made it, and with a matmul template) into ``into``."""
+    """Record every drain's plans (as the CPU made it, and with a matmul template) into ``into``.
+    The cpu engine's plan caches start empty, so that every drain plans: a plan cached by an
+    earlier test, or one of the same structure at other sizes, would skip the planner."""
+    engine = lf.device("cpu").engine
+    engine.plans.clear()
+    engine.structures.clear()
     real = build.make_plan
 
     def make_plan(graph, forced, template):

@@ -92,7 +92,9 @@ def test_a_record_whose_library_is_gone_plans_again(store):
     before = lf.stats(CPU)
     np.testing.assert_allclose(chain(a).numpy(), np.full(3, 8 * np.tanh(3.0) * np.e), rtol=1e-5)
     d = lf.stats(CPU) - before
-    assert (d.plans_built, d.plans_loaded) == (1, 0) and d.compiler_runs >= 1
+    # planned again; its kernels' code is still loaded in this process (dlopen finds a library it
+    # holds by name), so only another process would compile them again
+    assert (d.plans_built, d.plans_loaded) == (1, 0)
 
 
 def test_a_truncated_record_plans_again(store):

@@ -96,6 +96,9 @@ def tuning(monkeypatch, tmp_path):
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "1")   # tuned at the build
     dev = lf.device(DEV)
     monkeypatch.setattr(dev.backend, "_tuners", {})   # a fresh tuner reads the private cache folder
+    # and no plan of another test (or of the same structure at other sizes) spares the tuning
+    monkeypatch.setattr(dev.engine, "plans", type(dev.engine.plans)())
+    monkeypatch.setattr(dev.engine, "structures", type(dev.engine.structures)())
     return dev
 
 
