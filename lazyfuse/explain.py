@@ -57,7 +57,7 @@ class Explanation:
             members = sorted(i for i in grp.members if plan.graph.nodes[i].is_pending)
             kernel = st.kind is StepKind.KERNEL
             source = st.source if kernel else _library_source(st.kind, st.kernel.arg)
-            config = st.config.label() if st.config is not None else ""
+            config = config_label(st.config)
             kernels.append(KernelInfo(st.name, st.kernel.kind if kernel else st.kind.value, members,
                                       grp.outputs, grp.reason, source, config))
         return cls(plan.graph.nodes, kernels, list(plan.graph.roots))
@@ -242,13 +242,21 @@ def write_dot(dot: str, path) -> Path:
     return p
 
 
+def config_label(config) -> str:
+    """A step's chosen config as text: a kernel's config labels itself; a library step's config
+    is the library's name (a tuned matmul's ``"onednn"``)."""
+    if config is None:
+        return ""
+    return config if isinstance(config, str) else config.label()
+
+
 def describe_plan(plan, build: bool) -> str:
     """One line per launch of a drained plan (``LAZYFUSE_DEBUG=1``)."""
     path = "steady-state path" if not build else "build path" + {
         "rebound": ", from its structure's cached plan", "loaded": ", from the plan store"}.get(plan.origin, "")
     lines = [f"[lazyfuse] drain ({path}): {len(plan.steps)} launch(es)"]
     for st in plan.steps:
-        cfg = f" config {st.config.label()}" if st.config is not None else ""
+        cfg = f" config {config_label(st.config)}" if st.config is not None else ""
         reason = f" — {st.group.reason}" if st.group is not None else ""
         lines.append(f"[lazyfuse]   {st.name} ({st.kind}){cfg}{reason}")
     return "\n".join(lines)

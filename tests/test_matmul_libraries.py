@@ -109,3 +109,19 @@ def test_the_tuned_choice_is_cached_on_disk(monkeypatch, tmp_path, winner):
     CPU.engine.plans.clear()
     _, again = step_of(lambda: lf.nn.functional.linear(x, w) + 1)
     assert again.config == winner and timed == []                     # the on-disk choice, no re-timing
+
+
+@pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN")
+def test_a_drain_with_a_tuned_library_matmul_is_described(monkeypatch, tmp_path):
+    """``LAZYFUSE_DEBUG``'s drain lines and ``lf.explain``'s schedule name a tuned matmul's
+    library (its config is the library's name, not a kernel config)."""
+    from lazyfuse.explain import Explanation, describe_plan
+    timed = force(monkeypatch, tmp_path, "onednn")
+    rng = np.random.default_rng(2)
+    xs, ws = rng.standard_normal((130, 150)).astype(np.float32), rng.standard_normal((90, 150)).astype(np.float32)
+    x, w = lf.tensor(xs), lf.tensor(ws)
+    out, step = step_of(lambda: lf.nn.functional.linear(x, w) + 1)
+    assert step.config == "onednn" and sorted(timed) == ["onednn", "torch"]
+    plan = next(p for p in CPU.engine.plans.values() if step in p.steps)
+    assert f"{step.name} (matmul) config onednn" in describe_plan(plan, True)
+    assert "onednn" in [k.config for k in Explanation.from_plan(plan).kernels]
