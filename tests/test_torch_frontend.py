@@ -18,6 +18,17 @@ def close(a, b, tol=1e-5):
     torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 
+
+def classifier_step(model, opt, x, y):
+    """One training step of a classifier on (x, y) with optimizer ``opt``, as a closure."""
+    def step():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
 def test_lazy_and_eager_round_trip_a_tensor_and_nested_structures():
     x = torch.randn(3, 4)
     lx = lf.lazy(x)
@@ -181,15 +192,7 @@ def test_a_captured_torch_training_step_replays_like_eager_and_the_two_bugs_repr
         want.append(loss.item())
 
     def training(model, x, y):
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step():
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return classifier_step(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), x, y)
 
     X, Y = lf.lazy(xs[0]), lf.lazy(ys[0])
     graph = lf.capture(DEV, training(lf.lazy(make()), X, Y))
@@ -409,15 +412,7 @@ def test_a_captured_torch_optimizer_step_replays_exactly_like_eager_steps(name):
         return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
 
     def trainer(model, x, y):
-        opt = optimizer(model.parameters(), lr=0.05, **options)
-
-        def step():
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return classifier_step(model, optimizer(model.parameters(), lr=0.05, **options), x, y)
     x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
     ref_model = make()
     eager_step = trainer(ref_model, x, y)
