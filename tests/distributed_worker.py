@@ -5,6 +5,7 @@ traceback and exits 1. ``os._exit`` skips interpreter teardown: a torch process 
 at exit can abort the process (``terminate called``) after the case passed.
 """
 import datetime
+import itertools
 import os
 import sys
 import time
@@ -421,12 +422,13 @@ def case_frontend_collectives(rank, world):
 
 
 def case_frontend_ddp(rank, world):
-    """``lf.distributed.DataParallel`` over a frontend model's parameters with ``torch.optim``:
-    the losses and parameters of a single torch process on the global batch, uncaptured with
-    AdamW and captured (torch.optim.AdamW on the CPU takes its bias corrections as Python
-    numbers, which a replay would freeze: the captured leg uses SGD with momentum)."""
+    """``lf.distributed.DataParallel`` over a frontend model's parameters with ``torch.optim``
+    (AdamW, and SGD with momentum), uncaptured and captured: over 20 steps, the losses and
+    parameters of a single torch process on the global batch. A captured AdamW step replays
+    like eager steps because the frontend puts it on torch's fused path with its step count on
+    the device (``torch_frontend/optimizers.py``): a replay advances the bias corrections."""
     from torch import nn
-    steps, batch = 8, 16
+    steps, batch = 20, 16
 
     def make(seed):
         torch.manual_seed(seed)
@@ -435,9 +437,10 @@ def case_frontend_ddp(rank, world):
     xs = [torch.randn(batch, 16, generator=gen) for _ in range(steps)]
     ys = [torch.randn(batch, 4, generator=gen) for _ in range(steps)]
     rows = slice(rank * batch // world, (rank + 1) * batch // world)
-    for captured in (False, True):
-        optimizer = (lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9)) if captured else \
-            (lambda ps: torch.optim.AdamW(ps, lr=1e-2))
+    optimizers = {"AdamW": lambda ps: torch.optim.AdamW(ps, lr=1e-2),
+                  "SGD": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9)}
+    for (name, optimizer), captured in itertools.product(optimizers.items(), (False, True)):
+        what = f"torch.optim.{name}, captured={captured}"
         schedule = [0] * 3 + list(range(steps)) if captured else list(range(steps))   # capture: 3 warmup steps
         ref = make(0)
         opt_r = optimizer(ref.parameters())
@@ -464,6 +467,7 @@ def case_frontend_ddp(rank, world):
             return loss
         if captured:
             graph = lf.capture(lf.device("cpu"), step)
+            assert graph.is_hardware, f"{what}: {graph.fallback_reason}"
             got = [graph.output.item()]
             want = want[3:]
         else:
@@ -472,10 +476,9 @@ def case_frontend_ddp(rank, world):
             x.copy_(xs[k][rows])
             y.copy_(ys[k][rows])
             got.append((graph.replay() if captured else step()).item())
-        np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=f"captured={captured}")
+        np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=what)
         for p, q in zip(model.parameters(), ref.parameters()):
-            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5,
-                                       err_msg=f"captured={captured}")
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=what)
 
 
 def main():
