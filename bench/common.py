@@ -31,6 +31,13 @@ def configure(out=None, smoke: bool = False, busy: int = 0) -> None:
     _settings["busy"] = busy
 
 
+def configure_options() -> list:
+    """This process's ``configure`` settings as command-line options, for a benchmark that runs in
+    processes of its own (bench/distributed.py's ranks), so that they write where it would."""
+    return ["--out", str(_settings["folder"]), "--busy", str(_settings["busy"])] + \
+        (["--quick"] if _settings["smoke"] else [])
+
+
 class BusyProcesses:
     """``n`` processes that each keep one core busy while the block runs (``--busy N``): the
     load of another tenant, to measure how lazyfuse and its peers hold up under it."""

@@ -2,7 +2,7 @@
 gradients averaged by ``lf.distributed`` inside the captured step, against torch's own
 ``DistributedDataParallel`` on the same model, in one run.
 
-    python -m bench.distributed [--quick]
+    python -m bench.distributed [--quick] [--out DIR]    (also run by python -m lazyfuse bench)
 
 It starts the two ranks itself (one thread each: the ranks share the machine's cores) and
 waits for them within a deadline. Each rank runs the step of bench/training.py on its own
@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 import lazyfuse as lf
-from bench.common import configure, heading, machine, publish
+from bench.common import configure, configure_options, heading, machine, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -106,7 +106,7 @@ def timed_rounds(fns: dict, reps: int, warmup: int) -> dict:
     return dict(zip(fns, medians.tolist()))
 
 
-def bench(batch: int, width: int, reps: int) -> dict:
+def bench(batch: int, width: int, reps: int, warmup: int) -> dict:
     sizes = (width,) * 4
     ddp, launches = lf_step(batch, sizes, all_reduce=True)
     # one bucket per layer's weight (its bias joins the next): three all-reduces, the first two
@@ -115,7 +115,7 @@ def bench(batch: int, width: int, reps: int) -> dict:
     layered, _ = lf_step(batch, sizes, all_reduce=True, bucket_bytes=4 * width * width)
     alone, _ = lf_step(batch, sizes, all_reduce=False)
     t = timed_rounds({"lf_ddp": ddp, "lf_layered": layered, "lf_alone": alone,
-                      "torch_ddp": torch_ddp_step(batch, sizes)}, reps, warmup=5)
+                      "torch_ddp": torch_ddp_step(batch, sizes)}, reps, warmup)
     grad_bytes = 4 * sum(i * o + o for i, o in zip(sizes, sizes[1:]))
     return {"batch": batch, "width": width, "grad_bytes": grad_bytes, "launches": launches,
             "lf_captured_ddp_us": t["lf_ddp"] * 1e6, "lf_captured_layer_buckets_us": t["lf_layered"] * 1e6,
@@ -127,9 +127,9 @@ def rank_main(args) -> int:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=120))
-    configure(args.out, smoke=args.quick)
-    reps = 10 if args.quick else 200
-    rows = [bench(b, w, reps) for b, w in CONFIGS]
+    configure(args.out, smoke=args.quick, busy=args.busy)
+    reps, warmup = (3, 1) if args.quick else (200, 5)
+    rows = [bench(b, w, reps, warmup) for b, w in CONFIGS]
     if args.rank == 0:
         info = machine()
         lines = heading("data-parallel training step", info, "torch") + [
@@ -160,7 +160,9 @@ def launch(args, deadline: float = 1800) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    extra = (["--quick"] if args.quick else []) + (["--out", args.out] if args.out else [])
+    # the ranks publish: they write where this process would (python -m lazyfuse bench's --out,
+    # --busy and --quick), or where this script's own options say
+    extra = configure_options() + (["--quick"] if args.quick else []) + (["--out", args.out] if args.out else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-m", "bench.distributed", "--rank", str(r), "--port", str(port),
                                *extra], cwd=ROOT, env=env, start_new_session=True) for r in range(WORLD)]
@@ -182,6 +184,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=None)
+    p.add_argument("--busy", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -13,11 +13,12 @@ import argparse
 import sys
 import time
 
-from bench import autotune, build, capture, common, contention, core, programs, shapes, training, warm_start
+from bench import autotune, build, capture, common, contention, core, distributed, programs, shapes, training, \
+    warm_start
 
 SCRIPTS = {"core": core, "programs": programs, "capture": capture, "autotune": autotune, "training": training,
            "contention": contention, "build": build, "shapes": shapes,
-           "warm_start": warm_start}
+           "warm_start": warm_start, "distributed": distributed}
 
 
 def main(argv=None) -> int:

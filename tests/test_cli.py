@@ -42,7 +42,9 @@ def test_bench_quick_writes_tables_json_and_charts_into_out(tmp_path):
                "programs": ("case", "lazyfuse kernels", "lazyfuse ms", "eager ms", "vs eager", "max err"),
                "capture": ("hidden", "launches", "replay us", "eager us", "replay vs eager", "max err"),
                "autotune": ("case", "default ms", "tuned ms", "gain", "tuned config"),
-               "contention": ("variant", "quiet us", "busy us", "slowdown")}
+               "contention": ("variant", "quiet us", "busy us", "slowdown"),
+               "distributed": ("batch x width (per rank)", "lazyfuse captured us", "torch DDP us",
+                               "lazyfuse vs torch DDP")}
     for name, cols in columns.items():
         md = next(tmp_path.glob(f"{name}-*.md")).read_text()
         table = [ln for ln in md.splitlines() if ln.startswith("|")]
