@@ -292,6 +292,49 @@ def case_capture(rank, world):
     np.testing.assert_array_equal(g3.replay().numpy(), sum(first))
 
 
+# -- tensor and sequence parallel: a rank's shard is a view, the layout's exchanges are collectives -------
+def case_layouts(rank, world):
+    """Megatron's sequence-parallel MLP block on shards, eager and captured, equal to the full
+    block in one process: each rank holds a slice of the sequence (dim 1 of batch x seq x
+    hidden), layer-norms it, all-gathers the sequence, multiplies by its column shard of W1
+    (a view of the full weight), gelu, by its row shard of W2 (a view), and reduce-scatters the
+    partial sums back to its slice of the sequence, plus the residual. Plain tensor parallel is
+    the same without the sequence split: a column-parallel linear all-gathers its outputs."""
+    F = lf.nn.functional
+    batch, seq, hidden, ffn = 2, 8, 16, 32
+    rng = np.random.default_rng(5)   # the same full weights on every rank
+    w1, w2 = (rng.standard_normal(s).astype(np.float32) / 4 for s in ((hidden, ffn), (ffn, hidden)))
+    inputs = [rng.standard_normal((batch, seq, hidden)).astype(np.float32) for _ in range(4)]
+    mine = slice(rank * seq // world, (rank + 1) * seq // world)
+    cols = slice(rank * ffn // world, (rank + 1) * ffn // world)
+
+    def full_block(v):   # the reference: one process, the whole sequence and the whole weights
+        v = torch.from_numpy(v).double()
+        h = torch.nn.functional.layer_norm(v, (hidden,))
+        return (torch.nn.functional.gelu(h @ torch.from_numpy(w1).double()) @ torch.from_numpy(w2).double() + v).numpy()
+
+    W1, W2 = lf.tensor(w1), lf.tensor(w2)
+    w1_shard, w2_shard = W1[:, cols], W2[cols]   # views of the full weights: index arithmetic, no copy
+    x = lf.tensor(inputs[0][:, mine])
+
+    def block():
+        h = D.all_gather(F.layer_norm(x, (hidden,)), dim=1)        # the whole sequence
+        partial = F.gelu(h @ w1_shard) @ w2_shard                   # this rank's share of the sum
+        return D.reduce_scatter(partial, "sum", dim=1) + x          # back to this rank's slice
+
+    for v in inputs:
+        x.copy_(v[:, mine])
+        np.testing.assert_allclose(block().numpy(), full_block(v)[:, mine], rtol=1e-4, atol=1e-5)
+    graph = lf.capture(lf.device("cpu"), block)
+    assert graph.is_hardware, graph.fallback_reason
+    for v in inputs:
+        x.copy_(v[:, mine])
+        np.testing.assert_allclose(graph.replay().numpy(), full_block(v)[:, mine], rtol=1e-4, atol=1e-5)
+    # tensor parallel, column-parallel linear: each rank's output columns, gathered along the last dim
+    full = lf.tensor(inputs[0])
+    np.testing.assert_allclose(D.all_gather(full @ w1_shard, dim=-1).numpy(), inputs[0] @ w1, rtol=1e-4, atol=1e-5)
+
+
 def case_semantics(rank, world):
     # the interpreter device binds collectives the same way (torch views of its host buffers)
     t = lf.tensor(np.full(3, 1.0 + rank, dtype=np.float32), device="interpreter")

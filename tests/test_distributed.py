@@ -83,6 +83,10 @@ def test_capture_with_collectives_replays_100_times_as_eager():
     run_ranks("capture")
 
 
+def test_tensor_and_sequence_parallel_layouts_are_views_and_collectives_eager_and_captured():
+    run_ranks("layouts")
+
+
 def test_data_parallel_training_equals_single_process_on_the_global_batch():
     run_ranks("ddp")
 
