@@ -333,6 +333,64 @@ def case_layouts(rank, world):
     # tensor parallel, column-parallel linear: each rank's output columns, gathered along the last dim
     full = lf.tensor(inputs[0])
     np.testing.assert_allclose(D.all_gather(full @ w1_shard, dim=-1).numpy(), inputs[0] @ w1, rtol=1e-4, atol=1e-5)
+    case_sharded_optimizer(rank, world)
+
+
+def case_sharded_optimizer(rank, world):
+    """Sharded optimizer state (ZeRO-1) by hand, eager and captured, equal to one torch process on
+    the global batch: the gradients are reduce-scattered instead of all-reduced, each rank's AdamW
+    steps its shard of the flat parameters only (so it holds that shard's moments only), and the
+    updated shards are all-gathered back into every rank's parameters (written in place, as a
+    captured step needs)."""
+    import ddp_train
+    from train_mlp import WARMUP, batch_of, forward, init_params, make_data
+    F = lf.nn.functional
+    steps = 10
+    arrays = init_params(ddp_train.SIZES, seed=1)   # the reference's initial values, on every rank
+    xs, ys = make_data(steps, ddp_train.BATCH, ddp_train.SIZES)
+    ref_losses, ref_params = ddp_train.train_single(steps)
+    flat = np.concatenate([a.ravel() for a in arrays])
+    assert flat.size % world == 0
+    n = flat.size // world
+    for captured in (False, True):
+        params = [lf.tensor(a, requires_grad=True) for a in arrays]
+        shard = lf.tensor(flat[rank * n:(rank + 1) * n], requires_grad=True)
+        shard.grad = lf.zeros(n)   # one buffer for every step's averaged gradient shard
+        opt = lf.optim.AdamW([shard], lr=1e-2)
+        x = lf.tensor(ddp_train.local_rows(xs[0], rank, world))
+        y = lf.tensor(ddp_train.local_rows(ys[0], rank, world))
+
+        def step():
+            with lf.no_grad():
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.zero_()
+            loss = ((forward(params, x, F.gelu, F.linear) - y) ** 2).mean()
+            loss.backward()
+            with lf.no_grad():
+                shard.grad.copy_(D.reduce_scatter(lf.cat([p.grad.reshape(-1) for p in params]), "avg"))
+                opt.step()
+                whole = D.all_gather(shard)
+                at = 0
+                for p in params:
+                    p.copy_(whole[at:at + p.numel()].reshape(p.shape))
+                    at += p.numel()
+            return D.all_reduce(loss.detach(), "avg")
+
+        losses = {}
+        graph = lf.capture(lf.device("cpu"), step, warmup_iters=WARMUP) if captured else None
+        if graph is not None:
+            losses[WARMUP] = graph.output.item()
+        for k in range(WARMUP + 1 if captured else 0, steps):
+            x.copy_(ddp_train.local_rows(xs[batch_of(k)], rank, world))
+            y.copy_(ddp_train.local_rows(ys[batch_of(k)], rank, world))
+            losses[k] = (graph.replay() if captured else step()).item()
+        what = f"sharded AdamW, captured={captured}"
+        assert [m.numel() for m in opt.state[0]] == [n, n], what   # the moments of this rank's shard only
+        np.testing.assert_allclose(list(losses.values()), [ref_losses[k] for k in losses], rtol=1e-4, atol=1e-6,
+                                   err_msg=what)
+        for got, want in zip(params, ref_params):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=what)
 
 
 def case_semantics(rank, world):

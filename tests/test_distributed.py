@@ -83,7 +83,10 @@ def test_capture_with_collectives_replays_100_times_as_eager():
     run_ranks("capture")
 
 
-def test_tensor_and_sequence_parallel_layouts_are_views_and_collectives_eager_and_captured():
+def test_tensor_and_sequence_parallel_and_sharded_optimizer_state_eager_and_captured():
+    """The at-scale layouts of the README, written with today's API: weight shards as views and
+    the layout's exchanges as collectives (Megatron's sequence-parallel MLP block), and ZeRO-1's
+    sharded AdamW state, each eager and captured against one process."""
     run_ranks("layouts")
 
 
