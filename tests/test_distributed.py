@@ -108,12 +108,22 @@ def test_torch_frontend_torch_distributed_spelling_and_data_parallel_with_torch_
 @pytest.mark.slow
 def test_the_ddp_example_runs_under_torchrun():
     torchrun = Path(sys.executable).with_name("torchrun")
-    out = subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_addr=127.0.0.1",
-                          f"--master_port={free_port()}", str(ROOT / "examples" / "ddp_train.py")],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "captured: 2 ranks" in out.stdout
+    proc = subprocess.Popen([str(torchrun), "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                             f"--master_port={free_port()}", str(ROOT / "examples" / "ddp_train.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        out = proc.communicate(timeout=600)[0]
+    except subprocess.TimeoutExpired:
+        proc.terminate()   # torchrun passes SIGTERM on to its workers (each in a session of its own)
+        try:
+            out = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0]
+        pytest.fail(f"torchrun ran past 600 s (terminated):\n{out}")
+    assert proc.returncode == 0, out
+    assert "captured: 2 ranks" in out
 
 
 # -- in this process: no process group, then a one-rank group -------------------------------------------
