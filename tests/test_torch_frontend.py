@@ -425,6 +425,44 @@ def test_a_captured_torch_optimizer_step_replays_exactly_like_eager_steps(name):
         close(b, a)
 
 
+@pytest.mark.parametrize("name", ["AdamW", "SGD momentum"])
+def test_an_optimizer_state_dict_round_trips_between_frontend_and_plain_torch(name):
+    """A plain optimizer loading a lazy optimizer's state gets plain state (torch moves state to its
+    parameter's device), and a lazy one loading a plain optimizer's state steps lazily: either way
+    the next step equals the step the source optimizer would have taken."""
+    optimizer, options = OPTIMIZERS[name]
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def steps(model, opt, x, y, n):
+        step = classifier_step(model, opt, x, y)
+        return [step().item() for _ in range(n)]
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    ref = make()
+    want = steps(ref, optimizer(ref.parameters(), lr=0.05, **options), x, y, 4)
+    lazy = lf.lazy(make())
+    opt_l = optimizer(lazy.parameters(), lr=0.05, **options)
+    steps(lazy, opt_l, lf.lazy(x), lf.lazy(y), 2)
+    plain = make()
+    plain.load_state_dict(lazy.state_dict())
+    opt_p = optimizer(plain.parameters(), lr=0.05, **options)
+    opt_p.load_state_dict(opt_l.state_dict())                  # lazy -> plain: no lf.eager needed
+    state = [v for s in opt_p.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    assert state and all(type(v) is torch.Tensor for v in state)
+    assert steps(plain, opt_p, x, y, 1) == pytest.approx(want[2:3], rel=1e-5)
+    again = lf.lazy(make())
+    again.load_state_dict(plain.state_dict())
+    opt_a = optimizer(again.parameters(), lr=0.05, **options)
+    opt_a.load_state_dict(opt_p.state_dict())                  # plain -> lazy
+    assert steps(again, opt_a, lf.lazy(x), lf.lazy(y), 1) == pytest.approx(want[3:], rel=1e-5)
+    assert all(type(v) is LazyTensor for s in opt_a.state.values() for v in s.values()
+               if isinstance(v, torch.Tensor))
+    for a, b in zip(ref.parameters(), again.parameters()):
+        close(b, a)
+
+
 def test_out_variants_write_into_their_target():
     x = torch.randn(3, 4)
     lx, target = lf.lazy(x), lf.lazy(torch.zeros(3, 4))

@@ -14,6 +14,15 @@ records natively: torch's single-tensor formulas, bias corrections computed from
 float64 (as torch computes them in Python) and rounded to the parameter's dtype. A captured step then
 advances the count and the corrections on every replay. The group's ``fused`` flag shows in
 ``optimizer.state_dict()``; a plain optimizer loading it runs torch's own fused kernel (the same update).
+
+Loading state into an optimizer: torch moves each state tensor to its parameter's device
+(``Optimizer._process_value_according_to_param_policy``: ``value.to(device=param.device)``). A frontend
+tensor on the ``cpu`` device already reports ``device="cpu"``, so that ``.to`` would keep it lazy, and a
+plain optimizer loading a lazy optimizer's ``state_dict()`` would step plain parameters with lazy state.
+So the frontend extends that policy (wrapping torch's static method): a frontend state tensor loaded for a
+plain parameter is read out first (a drain, counted in the report), and a plain one loaded for a
+frontend parameter is moved in (an upload; SGD's momentum buffer would otherwise stay plain and its
+in-place update refused), each then placed by torch's own rule.
 """
 from __future__ import annotations
 
@@ -43,19 +52,14 @@ def make_step_capturable(optimizer, args, kwargs) -> None:
 
 
 def _lazy_state(state: dict, p: LazyTensor, amsgrad: bool) -> None:
-    """Adam's state for ``p`` (torch's keys and dtypes) with every tensor a frontend one: made new when
-    torch has made none yet, else the plain tensors in it moved in (a loaded state dict)."""
+    """Adam's state for ``p`` (torch's keys and dtypes) as frontend tensors, where torch has made none
+    yet (a loaded state is moved in by ``load_state_dict``: ``_state_follows_its_param``)."""
     if not state:
         state["step"] = from_lf(full((), 0.0, dtype=dt.float32, device=p._lf.device))
         state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         if amsgrad:
             state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return
-    from .convert import lazy
-    for key, value in state.items():
-        if isinstance(value, torch.Tensor) and type(value) is not LazyTensor:
-            state[key] = lazy(value.to(torch.float32) if key == "step" else value, p._lf.device)
 
 
 _lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
@@ -99,3 +103,25 @@ def _fused_adam(func, args, kwargs):
 
 
 register_optimizer_step_pre_hook(make_step_capturable)
+
+
+def _state_follows_its_param(policy):
+    """torch's state-to-parameter policy, with the state value first moved to the parameter's side: a
+    frontend value for a plain parameter read out (a drain), a plain value for a frontend parameter
+    moved in (an upload)."""
+    def process(param, value, *args, **kwargs):
+        param_lazy, value_lazy = type(param) is LazyTensor, type(value) is LazyTensor
+        if value_lazy and not param_lazy:
+            drains.note("load_state_dict into a plain optimizer")
+            value = value._lf.torch()
+        value = policy(param, value, *args, **kwargs)
+        if param_lazy and not value_lazy:
+            from .convert import lazy
+            value = lazy(value, param._lf.device)
+        return value
+    process.__wrapped__ = policy
+    return staticmethod(process)
+
+
+torch.optim.Optimizer._process_value_according_to_param_policy = _state_follows_its_param(
+    torch.optim.Optimizer._process_value_according_to_param_policy)
