@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..creation import full
 from ..ir import dtypes as dt
@@ -65,6 +66,23 @@ def _lazy_state(state: dict, p: LazyTensor, amsgrad: bool) -> None:
 _lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
 
 
+_corrections = WeakTensorKeyDictionary()   # a step count (a LazyTensor) -> its bias corrections' buffers
+
+
+def _bias_corrections(step, lr, beta1, beta2):
+    """``lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)`` in float64 (as torch computes them in
+    Python), each written into a 0-d buffer of its own, kept per step count: a value computed from the
+    count and inlined into the parameter's update would be recomputed for every element (two float64
+    pows each, most of a GPT step's time); a write to a buffer is computed once, in a small kernel."""
+    buffers = _corrections.get(step)
+    if buffers is None:
+        buffers = _corrections[step] = tuple(full((), 0.0, dtype=dt.float64, device=step._lf.device) for _ in "ab")
+    # (the count cast once per buffer: one cast read by both writes would be a buffer of its own)
+    buffers[0].copy_(lr / (1 - beta1 ** step._lf.to(dt.float64)))
+    buffers[1].copy_((1 - beta2 ** step._lf.to(dt.float64)) ** 0.5)
+    return buffers
+
+
 @raw("_fused_adam_", "_fused_adamw_")
 def _fused_adam(func, args, kwargs):
     """torch's Adam update per parameter, recorded: ``_single_tensor_adam``'s formulas in its order, with
@@ -79,25 +97,23 @@ def _fused_adam(func, args, kwargs):
         return _fallback(func, args, kwargs)   # amp's grad scaling, a tensor lr, or plain state: torch's own
     decoupled = func.overloadpacket is torch.ops.aten._fused_adamw_
     for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
-        x, g = p._lf, -g._lf if maximize else g._lf
-        opmath = dt.opmath(x.dtype)
+        param, g = p._lf, -g._lf if maximize else g._lf
+        x, opmath = param, dt.opmath(param.dtype)
         if weight_decay != 0:
             if decoupled:
-                x.copy_(x * (1 - lr * weight_decay))
+                x = x * (1 - lr * weight_decay)   # torch's param.mul_(...): the same rounding, written once below
             else:
                 g = g + x * weight_decay
         m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
         v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
-        n = step._lf.to(dt.float64)
-        step_size = (lr / (1 - beta1 ** n)).to(opmath)
-        bias_correction2_sqrt = ((1 - beta2 ** n) ** 0.5).to(opmath)
+        step_size, bias_correction2_sqrt = (c.to(opmath) for c in _bias_corrections(step, lr, beta1, beta2))
         second = v._lf
         if amsgrad:
             max_sq = max_exp_avg_sqs[i]._lf
             max_sq.copy_(_maximum(max_sq, second))
             second = max_sq
         denom = second.sqrt() / bias_correction2_sqrt + eps
-        x.copy_(x + (-step_size) * (m._lf / denom))       # addcdiv_(exp_avg, denom, value=-step_size)
+        param.copy_(x + (-step_size) * (m._lf / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
     drains.counters.native[str(func)] += 1
     return None
 
