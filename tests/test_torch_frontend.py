@@ -394,6 +394,27 @@ def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
     assert opt_l.param_groups[0]["fused"] and not opt_r.param_groups[0]["fused"]
 
 
+def test_a_torch_adamw_step_is_two_kernels_and_computes_its_bias_corrections_once_per_parameter(monkeypatch):
+    """The step counts and bias corrections of every parameter are one small kernel; the updates
+    another, whose per-element loops read the corrections (no float64 pow per element)."""
+    from lazyfuse.runtime import engine
+    plans = []
+    monkeypatch.setattr(engine, "drain_hook", lambda device, plan, build: plans.append(plan))
+    torch.manual_seed(0)
+    model = lf.lazy(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3)))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    for _ in range(2):                                    # (the first step also makes the state)
+        nn.functional.cross_entropy(model(lf.lazy(torch.randn(5, 6))), lf.lazy(torch.randint(0, 3, (5,)))).backward()
+        lf.sync(DEV)                                      # the gradients: computed before the step
+        plans.clear()
+        opt.step()
+        opt.zero_grad()
+        lf.sync(DEV)
+    (plan,) = plans
+    scalar, update = sorted(plan.steps, key=lambda st: "pow(" not in st.source)
+    assert len(plan.steps) == 2 and "pow(" in scalar.source and "pow(" not in update.source
+
+
 OPTIMIZERS = {"AdamW": (torch.optim.AdamW, {}),
               "Adam, L2 decay, amsgrad, maximize": (torch.optim.Adam, {"weight_decay": 0.1, "amsgrad": True,
                                                                      "maximize": True}),
