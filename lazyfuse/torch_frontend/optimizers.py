@@ -69,16 +69,17 @@ _lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
 _corrections = WeakTensorKeyDictionary()   # a step count (a LazyTensor) -> its bias corrections' buffers
 
 
-def _bias_corrections(step, lr, beta1, beta2):
-    """``lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)`` in float64 (as torch computes them in
-    Python), each written into a 0-d buffer of its own, kept per step count: a value computed from the
+def _bias_corrections(step, opmath, lr, beta1, beta2):
+    """``-lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)``, computed in float64 (as torch computes
+    them in Python) and rounded to the update's ``opmath`` dtype (as torch's tensor ops round a Python
+    scalar), each written into a 0-d buffer of its own, kept per step count: a value computed from the
     count and inlined into the parameter's update would be recomputed for every element (two float64
     pows each, most of a GPT step's time); a write to a buffer is computed once, in a small kernel."""
     buffers = _corrections.get(step)
-    if buffers is None:
-        buffers = _corrections[step] = tuple(full((), 0.0, dtype=dt.float64, device=step._lf.device) for _ in "ab")
+    if buffers is None or buffers[0].dtype is not opmath:
+        buffers = _corrections[step] = tuple(full((), 0.0, dtype=opmath, device=step._lf.device) for _ in "ab")
     # (the count cast once per buffer: one cast read by both writes would be a buffer of its own)
-    buffers[0].copy_(lr / (1 - beta1 ** step._lf.to(dt.float64)))
+    buffers[0].copy_(-lr / (1 - beta1 ** step._lf.to(dt.float64)))
     buffers[1].copy_((1 - beta2 ** step._lf.to(dt.float64)) ** 0.5)
     return buffers
 
@@ -106,14 +107,14 @@ def _fused_adam(func, args, kwargs):
                 g = g + x * weight_decay
         m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
         v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
-        step_size, bias_correction2_sqrt = (c.to(opmath) for c in _bias_corrections(step, lr, beta1, beta2))
+        minus_step_size, bias_correction2_sqrt = _bias_corrections(step, opmath, lr, beta1, beta2)
         second = v._lf
         if amsgrad:
             max_sq = max_exp_avg_sqs[i]._lf
             max_sq.copy_(_maximum(max_sq, second))
             second = max_sq
         denom = second.sqrt() / bias_correction2_sqrt + eps
-        param.copy_(x + (-step_size) * (m._lf / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
+        param.copy_(x + minus_step_size * (m._lf / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
     drains.counters.native[str(func)] += 1
     return None
 
