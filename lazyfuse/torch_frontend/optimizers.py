@@ -34,6 +34,7 @@ from ..creation import full
 from ..ir import dtypes as dt
 from . import drains
 from .aten_table import NATIVE, raw
+from .convert import lazy
 from .tensor import LazyTensor, from_lf
 
 
@@ -133,12 +134,13 @@ def _state_follows_its_param(policy):
             value = value._lf.torch()
         value = policy(param, value, *args, **kwargs)
         if param_lazy and not value_lazy:
-            from .convert import lazy
             value = lazy(value, param._lf.device)
         return value
     process.__wrapped__ = policy
     return staticmethod(process)
 
 
-torch.optim.Optimizer._process_value_according_to_param_policy = _state_follows_its_param(
-    torch.optim.Optimizer._process_value_according_to_param_policy)
+# (a private torch method: a torch without it loads optimizer state by its own rule alone)
+if hasattr(torch.optim.Optimizer, "_process_value_according_to_param_policy"):
+    torch.optim.Optimizer._process_value_according_to_param_policy = _state_follows_its_param(
+        torch.optim.Optimizer._process_value_according_to_param_policy)
