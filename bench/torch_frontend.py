@@ -122,7 +122,9 @@ def trainer(model, x, y):
     return step
 
 
-def gpt_step_times(dev, quick: bool) -> dict:
+def gpt_step_times(dev, quick: bool) -> tuple:
+    """Wall-clock milliseconds per step of each way to run it, and the warm torch.compile step (None where
+    inductor cannot run, or in a smoke run)."""
     cfg, x, y = gpt_setup(quick)
     torch.manual_seed(0)
     results = {"torch eager": timeit(trainer(GPT(cfg), x, y), reps=10, warmup=2) * 1e3}
@@ -145,7 +147,7 @@ def gpt_step_times(dev, quick: bool) -> dict:
                                     lf.lazy(y, device=dev)))
     results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2) * 1e3
     results["captured launches"] = graph.num_launches
-    return results
+    return results, step_c
 
 
 class _OneThread:
@@ -167,11 +169,12 @@ class _OneThread:
             os.environ["LAZYFUSE_THREADS"] = knob
 
 
-def gpt_step_cpu_times(dev, quick: bool, rounds: int = 15) -> dict:
+def gpt_step_cpu_times(dev, quick: bool, compiled_step=None, rounds: int = 15) -> dict:
     """Milliseconds of CPU time (``time.thread_time``: at one thread it counts torch's and the kernels'
     work, and not the time the machine gives to others) per nanoGPT training step: torch eager and the
     frontend's lazy step (recorded and drained), interleaved round by round; the frontend's step split
-    into recording (forward, backward, optimizer) and the drain; the captured step's replay. Medians."""
+    into recording (forward, backward, optimizer) and the drain; the captured step's replay; and
+    ``compiled_step`` (a warm torch.compile step) where given. Medians."""
     cfg, x, y = gpt_setup(quick)
     torch.manual_seed(0)
     eager = trainer(GPT(cfg), x, y)
@@ -183,6 +186,8 @@ def gpt_step_cpu_times(dev, quick: bool, rounds: int = 15) -> dict:
     graph = lf.capture(dev, trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev), lf.lazy(y, device=dev)))
     parts = {name: [] for name in ("torch eager", "frontend lazy", "  forward", "  backward", "  optimizer",
                                    "  drain", "frontend captured (replay)")}
+    if compiled_step is not None:
+        parts["torch.compile"] = []
 
     def lazy_step():
         t0 = time.thread_time()
@@ -204,6 +209,8 @@ def gpt_step_cpu_times(dev, quick: bool, rounds: int = 15) -> dict:
             eager().item()
             lazy_step()
             graph.replay().item()
+            if compiled_step is not None:
+                compiled_step().item()   # (a new thread count may recompile: not timed)
         for v in parts.values():
             v.clear()
         for _ in range(3 if quick else rounds):
@@ -214,6 +221,10 @@ def gpt_step_cpu_times(dev, quick: bool, rounds: int = 15) -> dict:
             t0 = time.thread_time()
             graph.replay().item()
             parts["frontend captured (replay)"].append(time.thread_time() - t0)
+            if compiled_step is not None:
+                t0 = time.thread_time()
+                compiled_step().item()
+                parts["torch.compile"].append(time.thread_time() - t0)
     return {name: statistics.median(t) * 1e3 for name, t in parts.items()}
 
 
@@ -228,13 +239,17 @@ def main(argv=None) -> None:
     native = costs["lazyfuse native"]
     for name, us in costs.items():
         print(f"recording, per elementwise op, {name}: {us:.1f} us of CPU time ({us / native:.1f}x native)")
-    for name, v in gpt_step_times(dev, args.quick).items():
+    times, compiled_step = gpt_step_times(dev, args.quick)
+    for name, v in times.items():
         print(f"nanoGPT step, {name}: {v:.1f}" + ("" if name == "captured launches" else " ms"))
-    cpu = gpt_step_cpu_times(dev, args.quick)
+    cpu = gpt_step_cpu_times(dev, args.quick, compiled_step)
     for name, ms in cpu.items():
         print(f"nanoGPT step at one thread, CPU time, {name}: {ms:.1f} ms")
     print(f"nanoGPT step at one thread, CPU time, frontend lazy / torch eager: "
           f"{cpu['frontend lazy'] / cpu['torch eager']:.2f}x")
+    if "torch.compile" in cpu:
+        print(f"nanoGPT step at one thread, CPU time, torch.compile / frontend captured: "
+              f"{cpu['torch.compile'] / cpu['frontend captured (replay)']:.2f}x")
 
 
 if __name__ == "__main__":
