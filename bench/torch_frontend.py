@@ -11,11 +11,17 @@
    n_embd=128, block 64, vocab 65, batch 8: torch eager, warm torch.compile, the frontend lazily
    (recorded and drained each step) and captured (``lf.capture``, replayed); the cold first step
    (build path: code generation and compiles) of the frontend and of torch.compile.
+3. The same step's CPU time at one thread (torch's and lazyfuse's: ``time.thread_time`` then counts
+   all of it), torch eager and the frontend interleaved step by step, the frontend's split into
+   recording (forward, backward, optimizer) and its drain: far less sensitive to a busy machine
+   than wall time.
 Numbers from a shared machine are noisy; --quick is a smoke run (small sizes, no torch.compile).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -90,7 +96,8 @@ def per_op_record_cost(dev, rounds: int = 15) -> dict:
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
-def gpt_step_times(dev, quick: bool) -> dict:
+def gpt_setup(quick: bool):
+    """The issue's nanoGPT configuration (a small one for --quick) and one batch."""
     cfg = GPTConfig(block_size=64, vocab_size=65, n_layer=2, n_head=4, n_embd=128, dropout=0.0)
     batch = 8
     if quick:
@@ -99,18 +106,26 @@ def gpt_step_times(dev, quick: bool) -> dict:
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=gen)
     y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), generator=gen)
+    return cfg, x, y
 
-    def trainer(model, x, y):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
-        def step():
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+def trainer(model, x, y):
+    """One AdamW training step of ``model`` on (x, y), as a closure returning the loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
+    def step():
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def gpt_step_times(dev, quick: bool) -> tuple:
+    """Wall-clock milliseconds per step of each way to run it, and the warm torch.compile step (None where
+    inductor cannot run, or in a smoke run)."""
+    cfg, x, y = gpt_setup(quick)
     torch.manual_seed(0)
     results = {"torch eager": timeit(trainer(GPT(cfg), x, y), reps=10, warmup=2) * 1e3}
     torch.manual_seed(0)
@@ -132,7 +147,85 @@ def gpt_step_times(dev, quick: bool) -> dict:
                                     lf.lazy(y, device=dev)))
     results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2) * 1e3
     results["captured launches"] = graph.num_launches
-    return results
+    return results, step_c
+
+
+class _OneThread:
+    """torch and lazyfuse at one thread each within the block (they share OpenMP's runtime)."""
+
+    def __enter__(self):
+        self.saved = torch.get_num_threads(), os.environ.get("LAZYFUSE_THREADS")
+        os.environ["LAZYFUSE_THREADS"] = "1"
+        torch.set_num_threads(1)
+        time.sleep(0.15)   # lazyfuse re-reads its thread count every 0.1 s
+        return self
+
+    def __exit__(self, *exc):
+        threads, knob = self.saved
+        torch.set_num_threads(threads)
+        if knob is None:
+            os.environ.pop("LAZYFUSE_THREADS", None)
+        else:
+            os.environ["LAZYFUSE_THREADS"] = knob
+
+
+def gpt_step_cpu_times(dev, quick: bool, compiled_step=None, rounds: int = 15) -> dict:
+    """Milliseconds of CPU time (``time.thread_time``: at one thread it counts torch's and the kernels'
+    work, and not the time the machine gives to others) per nanoGPT training step: torch eager and the
+    frontend's lazy step (recorded and drained), interleaved round by round; the frontend's step split
+    into recording (forward, backward, optimizer) and the drain; the captured step's replay; and
+    ``compiled_step`` (a warm torch.compile step) where given. Medians."""
+    cfg, x, y = gpt_setup(quick)
+    torch.manual_seed(0)
+    eager = trainer(GPT(cfg), x, y)
+    torch.manual_seed(0)
+    model = lf.lazy(GPT(cfg), device=dev)
+    X, Y = lf.lazy(x, device=dev), lf.lazy(y, device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    torch.manual_seed(0)
+    graph = lf.capture(dev, trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev), lf.lazy(y, device=dev)))
+    parts = {name: [] for name in ("torch eager", "frontend lazy", "  forward", "  backward", "  optimizer",
+                                   "  drain", "frontend captured (replay)")}
+    if compiled_step is not None:
+        parts["torch.compile"] = []
+
+    def lazy_step():
+        t0 = time.thread_time()
+        _, loss = model(X, Y)
+        t1 = time.thread_time()
+        opt.zero_grad()
+        loss.backward()
+        t2 = time.thread_time()
+        opt.step()
+        t3 = time.thread_time()
+        loss.item()
+        t4 = time.thread_time()
+        for name, t in zip(("frontend lazy", "  forward", "  backward", "  optimizer", "  drain"),
+                           (t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            parts[name].append(t)
+
+    with _OneThread():
+        for _ in range(3):
+            eager().item()
+            lazy_step()
+            graph.replay().item()
+            if compiled_step is not None:
+                compiled_step().item()   # (a new thread count may recompile: not timed)
+        for v in parts.values():
+            v.clear()
+        for _ in range(3 if quick else rounds):
+            t0 = time.thread_time()
+            eager().item()
+            parts["torch eager"].append(time.thread_time() - t0)
+            lazy_step()
+            t0 = time.thread_time()
+            graph.replay().item()
+            parts["frontend captured (replay)"].append(time.thread_time() - t0)
+            if compiled_step is not None:
+                t0 = time.thread_time()
+                compiled_step().item()
+                parts["torch.compile"].append(time.thread_time() - t0)
+    return {name: statistics.median(t) * 1e3 for name, t in parts.items()}
 
 
 def main(argv=None) -> None:
@@ -146,8 +239,17 @@ def main(argv=None) -> None:
     native = costs["lazyfuse native"]
     for name, us in costs.items():
         print(f"recording, per elementwise op, {name}: {us:.1f} us of CPU time ({us / native:.1f}x native)")
-    for name, v in gpt_step_times(dev, args.quick).items():
+    times, compiled_step = gpt_step_times(dev, args.quick)
+    for name, v in times.items():
         print(f"nanoGPT step, {name}: {v:.1f}" + ("" if name == "captured launches" else " ms"))
+    cpu = gpt_step_cpu_times(dev, args.quick, compiled_step)
+    for name, ms in cpu.items():
+        print(f"nanoGPT step at one thread, CPU time, {name}: {ms:.1f} ms")
+    print(f"nanoGPT step at one thread, CPU time, frontend lazy / torch eager: "
+          f"{cpu['frontend lazy'] / cpu['torch eager']:.2f}x")
+    if "torch.compile" in cpu:
+        print(f"nanoGPT step at one thread, CPU time, torch.compile / frontend captured: "
+              f"{cpu['torch.compile'] / cpu['frontend captured (replay)']:.2f}x")
 
 
 if __name__ == "__main__":

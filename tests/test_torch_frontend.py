@@ -394,6 +394,31 @@ def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
     assert opt_l.param_groups[0]["fused"] and not opt_r.param_groups[0]["fused"]
 
 
+def test_a_torch_adamw_step_is_two_kernels_and_computes_its_bias_corrections_once_per_parameter(monkeypatch):
+    """The step counts and bias corrections of every parameter are one small kernel; the updates
+    another, whose per-element loops read the corrections (no float64 pow per element)."""
+    from lazyfuse.runtime import engine
+    plans = []
+    monkeypatch.setattr(engine, "drain_hook", lambda device, plan, build: plans.append(plan))
+    torch.manual_seed(0)
+    model = lf.lazy(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3)))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    for _ in range(2):                                    # (the first step also makes the state)
+        nn.functional.cross_entropy(model(lf.lazy(torch.randn(5, 6))), lf.lazy(torch.randint(0, 3, (5,)))).backward()
+        lf.sync(DEV)                                      # the gradients: computed before the step
+        plans.clear()
+        opt.step()
+        opt.zero_grad()
+        lf.sync(DEV)
+    (plan,) = plans
+
+    def scalars_only(st):
+        return all(plan.graph.nodes[o].shape == () for o in st.group.outputs)
+    scalar, update = sorted(plan.steps, key=lambda st: not scalars_only(st))
+    assert len(plan.steps) == 2 and scalars_only(scalar) and not scalars_only(update)
+    assert "pow(" in scalar.source and "pow(" not in update.source
+
+
 OPTIMIZERS = {"AdamW": (torch.optim.AdamW, {}),
               "Adam, L2 decay, amsgrad, maximize": (torch.optim.Adam, {"weight_decay": 0.1, "amsgrad": True,
                                                                      "maximize": True}),
@@ -422,6 +447,44 @@ def test_a_captured_torch_optimizer_step_replays_exactly_like_eager_steps(name):
     got = [graph.output.item()] + [graph.replay().item() for _ in range(5)]
     assert got == pytest.approx(want[3:], rel=1e-5)
     for a, b in zip(ref_model.parameters(), model.parameters()):
+        close(b, a)
+
+
+@pytest.mark.parametrize("name", ["AdamW", "SGD momentum"])
+def test_an_optimizer_state_dict_round_trips_between_frontend_and_plain_torch(name):
+    """A plain optimizer loading a lazy optimizer's state gets plain state (torch moves state to its
+    parameter's device), and a lazy one loading a plain optimizer's state steps lazily: either way
+    the next step equals the step the source optimizer would have taken."""
+    optimizer, options = OPTIMIZERS[name]
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def steps(model, opt, x, y, n):
+        step = classifier_step(model, opt, x, y)
+        return [step().item() for _ in range(n)]
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    ref = make()
+    want = steps(ref, optimizer(ref.parameters(), lr=0.05, **options), x, y, 4)
+    lazy = lf.lazy(make())
+    opt_l = optimizer(lazy.parameters(), lr=0.05, **options)
+    steps(lazy, opt_l, lf.lazy(x), lf.lazy(y), 2)
+    plain = make()
+    plain.load_state_dict(lazy.state_dict())
+    opt_p = optimizer(plain.parameters(), lr=0.05, **options)
+    opt_p.load_state_dict(opt_l.state_dict())                  # lazy -> plain: no lf.eager needed
+    state = [v for s in opt_p.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    assert state and all(type(v) is torch.Tensor for v in state)
+    assert steps(plain, opt_p, x, y, 1) == pytest.approx(want[2:3], rel=1e-5)
+    again = lf.lazy(make())
+    again.load_state_dict(plain.state_dict())
+    opt_a = optimizer(again.parameters(), lr=0.05, **options)
+    opt_a.load_state_dict(opt_p.state_dict())                  # plain -> lazy
+    assert steps(again, opt_a, lf.lazy(x), lf.lazy(y), 1) == pytest.approx(want[3:], rel=1e-5)
+    assert all(type(v) is LazyTensor for s in opt_a.state.values() for v in s.values()
+               if isinstance(v, torch.Tensor))
+    for a, b in zip(ref.parameters(), again.parameters()):
         close(b, a)
 
 

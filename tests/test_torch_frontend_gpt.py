@@ -1,14 +1,13 @@
 """A GPT of nanoGPT's structure (tests/nanogpt_model.py), unchanged torch code, trained on the lazyfuse
-frontend to torch eager's losses from the same initial weights, and sampling the same tokens.
-Slow (its many kernels compile on a cold cache in minutes on CI's 2 cores): the frontend's core is
-tested in the fast suite by tests/test_torch_frontend.py."""
+frontend to torch eager's losses from the same initial weights, lazily and captured, and sampling the
+same tokens. In the fast suite (about 15 s of CPU, cold cache included): 5 training steps, the
+captured step, generate; the 30-step run is slow (``-m slow``)."""
 import pytest
 import torch
 
 import lazyfuse as lf
 from nanogpt_model import GPT, GPTConfig
 
-pytestmark = pytest.mark.slow
 CFG = GPTConfig(block_size=16, vocab_size=65, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
 
 
@@ -23,13 +22,14 @@ def _batches(n):
     return [(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data]
 
 
-def test_gpt_trains_30_steps_with_adamw_to_torch_eager_losses():
+@pytest.mark.parametrize("steps", [5, pytest.param(30, marks=pytest.mark.slow)])
+def test_gpt_trains_with_adamw_to_torch_eager_losses(steps):
     ref, lazy = _model(), lf.lazy(_model())
     assert lazy.lm_head.weight is lazy.transformer.wte.weight      # weight tying kept
     opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
     opt_l = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
     want, got = [], []
-    for x, y in _batches(30):
+    for x, y in _batches(steps):
         _, loss = ref(x, y)
         opt_r.zero_grad()
         loss.backward()

@@ -14,16 +14,27 @@ records natively: torch's single-tensor formulas, bias corrections computed from
 float64 (as torch computes them in Python) and rounded to the parameter's dtype. A captured step then
 advances the count and the corrections on every replay. The group's ``fused`` flag shows in
 ``optimizer.state_dict()``; a plain optimizer loading it runs torch's own fused kernel (the same update).
+
+Loading state into an optimizer: torch moves each state tensor to its parameter's device
+(``Optimizer._process_value_according_to_param_policy``: ``value.to(device=param.device)``). A frontend
+tensor on the ``cpu`` device already reports ``device="cpu"``, so that ``.to`` would keep it lazy, and a
+plain optimizer loading a lazy optimizer's ``state_dict()`` would step plain parameters with lazy state.
+So the frontend extends that policy (wrapping torch's static method): a frontend state tensor loaded for a
+plain parameter is read out first (a drain, counted in the report), and a plain one loaded for a
+frontend parameter is moved in (an upload; SGD's momentum buffer would otherwise stay plain and its
+in-place update refused), each then placed by torch's own rule.
 """
 from __future__ import annotations
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..creation import full
 from ..ir import dtypes as dt
 from . import drains
 from .aten_table import NATIVE, raw
+from .convert import lazy
 from .tensor import LazyTensor, from_lf
 
 
@@ -43,22 +54,35 @@ def make_step_capturable(optimizer, args, kwargs) -> None:
 
 
 def _lazy_state(state: dict, p: LazyTensor, amsgrad: bool) -> None:
-    """Adam's state for ``p`` (torch's keys and dtypes) with every tensor a frontend one: made new when
-    torch has made none yet, else the plain tensors in it moved in (a loaded state dict)."""
+    """Adam's state for ``p`` (torch's keys and dtypes) as frontend tensors, where torch has made none
+    yet (a loaded state is moved in by ``load_state_dict``: ``_state_follows_its_param``)."""
     if not state:
         state["step"] = from_lf(full((), 0.0, dtype=dt.float32, device=p._lf.device))
         state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         if amsgrad:
             state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return
-    from .convert import lazy
-    for key, value in state.items():
-        if isinstance(value, torch.Tensor) and type(value) is not LazyTensor:
-            state[key] = lazy(value.to(torch.float32) if key == "step" else value, p._lf.device)
 
 
 _lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
+
+
+_corrections = WeakTensorKeyDictionary()   # a step count (a LazyTensor) -> its bias corrections' buffers
+
+
+def _bias_corrections(step, opmath, lr, beta1, beta2):
+    """``-lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)``, computed in float64 (as torch computes
+    them in Python) and rounded to the update's ``opmath`` dtype (as torch's tensor ops round a Python
+    scalar), each written into a 0-d buffer of its own, kept per step count: a value computed from the
+    count and inlined into the parameter's update would be recomputed for every element (two float64
+    pows each, most of a GPT step's time); a write to a buffer is computed once, in a small kernel."""
+    buffers = _corrections.get(step)
+    if buffers is None or buffers[0].dtype is not opmath:
+        buffers = _corrections[step] = tuple(full((), 0.0, dtype=opmath, device=step._lf.device) for _ in "ab")
+    # (the count cast once per buffer: one cast read by both writes would be a buffer of its own)
+    buffers[0].copy_(-lr / (1 - beta1 ** step._lf.to(dt.float64)))
+    buffers[1].copy_((1 - beta2 ** step._lf.to(dt.float64)) ** 0.5)
+    return buffers
 
 
 @raw("_fused_adam_", "_fused_adamw_")
@@ -75,27 +99,48 @@ def _fused_adam(func, args, kwargs):
         return _fallback(func, args, kwargs)   # amp's grad scaling, a tensor lr, or plain state: torch's own
     decoupled = func.overloadpacket is torch.ops.aten._fused_adamw_
     for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
-        x, g = p._lf, -g._lf if maximize else g._lf
-        opmath = dt.opmath(x.dtype)
+        param, g = p._lf, -g._lf if maximize else g._lf
+        x, opmath = param, dt.opmath(param.dtype)
         if weight_decay != 0:
             if decoupled:
-                x.copy_(x * (1 - lr * weight_decay))
+                x = x * (1 - lr * weight_decay)   # torch's param.mul_(...): the same rounding, written once below
             else:
                 g = g + x * weight_decay
         m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
         v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
-        n = step._lf.to(dt.float64)
-        step_size = (lr / (1 - beta1 ** n)).to(opmath)
-        bias_correction2_sqrt = ((1 - beta2 ** n) ** 0.5).to(opmath)
+        minus_step_size, bias_correction2_sqrt = _bias_corrections(step, opmath, lr, beta1, beta2)
         second = v._lf
         if amsgrad:
             max_sq = max_exp_avg_sqs[i]._lf
             max_sq.copy_(_maximum(max_sq, second))
             second = max_sq
         denom = second.sqrt() / bias_correction2_sqrt + eps
-        x.copy_(x + (-step_size) * (m._lf / denom))       # addcdiv_(exp_avg, denom, value=-step_size)
+        param.copy_(x + minus_step_size * (m._lf / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
     drains.counters.native[str(func)] += 1
     return None
 
 
 register_optimizer_step_pre_hook(make_step_capturable)
+
+
+def _state_follows_its_param(policy):
+    """torch's state-to-parameter policy, with the state value first moved to the parameter's side: a
+    frontend value for a plain parameter read out (a drain), a plain value for a frontend parameter
+    moved in (an upload)."""
+    def process(param, value, *args, **kwargs):
+        param_lazy, value_lazy = type(param) is LazyTensor, type(value) is LazyTensor
+        if value_lazy and not param_lazy:
+            drains.note("load_state_dict into a plain optimizer")
+            value = value._lf.torch()
+        value = policy(param, value, *args, **kwargs)
+        if param_lazy and not value_lazy:
+            value = lazy(value, param._lf.device)
+        return value
+    process.__wrapped__ = policy
+    return staticmethod(process)
+
+
+# (a private torch method: a torch without it loads optimizer state by its own rule alone)
+if hasattr(torch.optim.Optimizer, "_process_value_according_to_param_policy"):
+    torch.optim.Optimizer._process_value_according_to_param_policy = _state_follows_its_param(
+        torch.optim.Optimizer._process_value_according_to_param_policy)
