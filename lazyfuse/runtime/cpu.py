@@ -329,10 +329,10 @@ class CpuBackend(Backend):
         return call
 
     def uses_threads(self, thunks) -> bool:
-        """Whether a launch of ``thunks`` may open an OpenMP region: a C kernel whose source has
-        one, or any library call (torch's CPU ops read the same OpenMP thread count). A graph of
-        serial kernels only (a small decode step) replays without setting the count."""
-        return any("omp parallel" in getattr(t, "source", "omp parallel") for t in thunks)
+        """Whether a launch of ``thunks`` may open a region lazyfuse sizes: a C kernel whose
+        source has one (a library call is torch's, on torch's own thread count). A graph of
+        serial kernels and library calls only (a small decode step) replays without sizing it."""
+        return any("omp parallel" in getattr(t, "source", "") for t in thunks)
 
     def batch(self, thunks) -> list:
         """A recorded launch list made cheaper to replay: each run of consecutive C kernels
@@ -353,19 +353,14 @@ def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
 
 
-_THREADS = """
-#include <omp.h>
-void lf_set_threads(int n) { omp_set_num_threads(n); }
-"""
+def thread_count_setter():
+    """Sets the thread count every kernel's parallel region asks for (``num_threads(lf_num_threads)``,
+    ``codegen/c_compile.py``): OpenMP's own count, torch's setting, stays untouched."""
+    count = c_compile.thread_count()
 
-
-def omp_set_num_threads():
-    """``omp_set_num_threads`` of the OpenMP runtime the kernels link (built by the same
-    compiler with the same flags, so it is that runtime whichever compiler it is)."""
-    fn = c_compile.build(_THREADS, what="thread-count setter").lf_set_threads
-    fn.argtypes = [ctypes.c_int]
-    fn.restype = None
-    return fn
+    def set_threads(n: int) -> None:
+        count.value = n
+    return set_threads
 
 
 _RUNNER = """

@@ -265,9 +265,9 @@ class CpuDevice(Device):
         if why is not None:   # no working C compiler: the same kernels, run by the Triton interpreter
             from .triton_devices import interpreter_fallback
             return interpreter_fallback(why)
-        from .cpu import CpuBackend, omp_set_num_threads
+        from .cpu import CpuBackend, thread_count_setter
         from .threads import ThreadBudget
-        self.threads = ThreadBudget(omp_set_num_threads())
+        self.threads = ThreadBudget(thread_count_setter())
         return CpuBackend(self.pool)
 
     def launching(self):
