@@ -86,6 +86,18 @@ def test_torch_thread_count_caps_the_count(monkeypatch):
     assert calls == [4, 2, 1]
 
 
+def test_a_benchmarks_measurement_is_not_capped_by_torch_count(monkeypatch):
+    """``measure`` (a benchmark then gives torch the count) reads the free cores alone, so a count
+    torch got from a busier measurement does not cap the next one."""
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    monkeypatch.setattr(threads, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(threads, "_busy_jiffies", lambda cpus: 0)   # every core free
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    b = threads.ThreadBudget(lambda n: None, peer_threads=lambda: 1)
+    assert b.measure() == 4
+    assert b.free_cores() == 1                 # the kernels' count stays capped by torch's
+
+
 def test_a_fixed_count(budget, monkeypatch):
     b, calls = budget
     clock = FakeClock(monkeypatch)

@@ -103,12 +103,18 @@ class ThreadBudget:
         return self.threads
 
     def measure(self) -> int:
-        """A fresh estimate over one whole window (blocks for SAMPLE_S): for a benchmark that
-        sets its peers' thread count to lazyfuse's before it starts timing."""
-        self._mark = self._checked = None
-        self.free_cores()
-        time.sleep(SAMPLE_S)
-        return self.free_cores()
+        """The free cores, estimated afresh over one whole window (blocks for SAMPLE_S) and not
+        capped by torch's count: for a benchmark that then gives torch this count
+        (``torch.set_num_threads``), so both peers run on as many threads — uncapped, so an
+        earlier, busier measurement's count does not stick."""
+        peer, self._peer_threads = self._peer_threads, lambda: len(self.cpus)
+        try:
+            self._mark = self._checked = None
+            self.free_cores()
+            time.sleep(SAMPLE_S)
+            return self.free_cores()
+        finally:
+            self._peer_threads = peer
 
     def apply(self) -> None:
         n = self.free_cores()
