@@ -178,8 +178,19 @@ class Engine:
             self._drain()
 
     def _enter(self, root: Node) -> None:
-        """Put ``root`` and every source of it not yet on the tape there, sources first."""
+        """Put ``root`` and every source of it not yet on the tape there, sources first (in
+        ``post_order``'s order, which the plan keys' positions follow)."""
         tape = self.tape
+        srcs = root.srcs
+        for s in srcs:
+            if s.tape is not tape and s.srcs:
+                break
+        else:   # the common case, a view of a leaf or of a recorded node: no walk
+            for s in reversed(srcs):   # (post_order enters the last source first)
+                if s.tape is not tape:
+                    self._append(s)
+            self._append(root)
+            return
         for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
             self._append(node)
 
