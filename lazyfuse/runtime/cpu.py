@@ -20,7 +20,7 @@ from .backend import Backend, StepKind
 class HostMeta:
     """Launch metadata in host memory: loop extents, then runtime scalars as 64-bit words."""
 
-    __slots__ = ("buffer", "words", "f64", "ptr", "ready")
+    __slots__ = ("buffer", "words", "f64", "ptr", "ready", "launches")
 
     def __init__(self, buffer):
         self.buffer = buffer
@@ -28,6 +28,10 @@ class HostMeta:
         self.f64 = self.words.view(np.float64)
         self.ptr = buffer.ptr
         self.ready = False
+        # the last kernel launches made with this metadata, by the addresses they bind: a steady
+        # state binds the same few buffers drain after drain (two outputs alternate while the
+        # caller holds the previous result), so its launch is a lookup (CpuBackend.thunk)
+        self.launches = {}
 
     def push(self) -> None:
         """Host memory: the kernels read the words directly."""
@@ -48,9 +52,11 @@ def library_thunk(step, bufs, gather=None, meta=None):
     """A library call (matmul, gather, collective, extern) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is StepKind.MATMUL:
-        return matmul_call(step, step.config, bufs)
+        return memo_on_blocks(step, step.config, bufs, lambda: matmul_call(step, step.config, bufs))
     if step.kind is StepKind.EXTERN:   # an ExternLaunch: its own views, every output it binds
-        return extern_thunk(step.kernel.arg, bufs, meta)
+        launch = step.kernel.arg
+        make = lambda: launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)  # noqa: E731
+        return make() if launch.call.random else memo_on_blocks(launch, None, bufs, make)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
@@ -58,28 +64,29 @@ def library_thunk(step, bufs, gather=None, meta=None):
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
-def extern_thunk(launch, bufs, meta):
-    """The launch of an extern step on ``bufs``, kept on its last output's pool block: a steady
-    state binds the same blocks drain after drain, and then the call made for them last time
-    (torch views, arguments, ``out=``) is the call to make now — building it costs more than
-    the launch itself at small sizes. A random call reads its metadata, so it is made anew."""
+def memo_on_blocks(owner, variant, bufs, make):
+    """``make()``, the library call of ``owner`` (a matmul step, an extern launch) in ``variant``
+    (a matmul's library) on ``bufs``, kept on its last buffer's pool block: a steady state binds
+    the same blocks drain after drain, and then the call made for them last time (torch views,
+    arguments, ``out=``) is the call to make now — building it costs more than the launch itself
+    at small sizes (a random extern reads its metadata: its caller makes it anew)."""
     memo_block = getattr(bufs[-1], "block", None)
-    if memo_block is None or launch.call.random:
-        return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
-    key = ("extern", id(launch))   # (the entry holds the launch: its id is not reused meanwhile)
+    if memo_block is None:
+        return make()
+    key = ("launch", id(owner))   # (the entry holds the owner: its id is not reused meanwhile)
     memo = memo_block.views.get(key)
-    if memo is not None and memo[0] is launch:
-        for b, block in zip(bufs, memo[1]):
+    if memo is not None and memo[0] is owner and memo[1] == variant:
+        for b, block in zip(bufs, memo[2]):
             if getattr(b, "block", None) is not block:
                 break
         else:
-            return memo[2]
-    thunk = launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
+            return memo[3]
+    thunk = make()
     blocks = tuple([getattr(b, "block", None) for b in bufs])
     if None not in blocks:   # (imported memory is never memoized: the memo would keep it alive)
         if len(memo_block.views) >= 16:
             memo_block.views.clear()
-        memo_block.views[key] = (launch, blocks, thunk)
+        memo_block.views[key] = (owner, variant, blocks, thunk)
     return thunk
 
 
@@ -322,10 +329,18 @@ class CpuBackend(Backend):
         ``c_void_p`` several times faster than it converts an array object."""
         if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, meta=meta)
-        argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
+        ptrs = tuple([b.ptr for b in bufs])
+        launches = meta.launches
+        call = launches.get(ptrs)
+        if call is not None and call.func is step.compiled:   # (tuning may have bound another function)
+            return call
+        argv = (ctypes.c_void_p * len(bufs))(*ptrs)
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
-        call.argv = argv   # the array the address points into
+        call.argv = argv   # the array the address points into (addresses only: it keeps no memory alive)
         call.source = step.source   # for uses_threads (a reference: no cost per drain)
+        if len(launches) >= 4:
+            launches.clear()
+        launches[ptrs] = call
         return call
 
     def uses_threads(self, thunks) -> bool:
