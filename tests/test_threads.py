@@ -86,6 +86,29 @@ def test_torch_thread_count_caps_the_count(monkeypatch):
     assert calls == [4, 2, 1]
 
 
+def test_torch_calls_run_on_the_budget_while_it_is_below_torch_count(monkeypatch):
+    """Among a drain's launches torch's own calls (BLAS, externs) get this thread's OpenMP count
+    lowered to the budget's, and torch's count back after; on a quiet machine nothing is set."""
+    clock = FakeClock(monkeypatch)
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    omp = [4]
+    b = threads.ThreadBudget(lambda n: None, peer_threads=lambda: omp[0], set_omp=lambda n: omp.__setitem__(0, n))
+    b.apply()
+    with b.torch_calls():
+        assert omp == [4]                      # quiet: torch's own count, untouched
+    clock.advance(0.5, others_cores=2.0)       # two cores busy: a budget of 2
+    b.apply()
+    with b.torch_calls():
+        assert omp == [2]
+    assert omp == [4]
+    monkeypatch.setenv("LAZYFUSE_THREADS", "1")   # a fixed count is the kernels' only
+    clock.advance(2 * threads.SAMPLE_S, others_cores=0.0)
+    b.apply()
+    with b.torch_calls():
+        assert omp == [4]
+
+
 def test_a_benchmarks_measurement_is_not_capped_by_torch_count(monkeypatch):
     """``measure`` (a benchmark then gives torch the count) reads the free cores alone, so a count
     torch got from a busier measurement does not cap the next one."""
@@ -188,3 +211,27 @@ def test_kernels_under_a_one_thread_budget_leave_torch_count_alone():
 def test_a_users_torch_thread_count_caps_lazyfuse(how):
     r = _torch_count_run("1") if how == "torch.set_num_threads" else _torch_count_run(OMP_NUM_THREADS="1")
     assert r["ok"] and r["before"] == r["after"] == 1 and r["lazyfuse"] == 1
+
+
+@pytest.mark.skipif(lf.device("cpu").threads is None or len(lf.device("cpu").threads.cpus) < 2,
+                    reason="needs the C kernels and two CPUs")
+def test_torch_calls_in_a_drain_see_the_budget_and_torch_its_own_count_after(monkeypatch):
+    import torch
+    dev = lf.device("cpu")
+    budget = dev.threads
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "SAMPLE_S", 1e9)   # the budget decided below stays for the test
+    before = torch.get_num_threads()
+    monkeypatch.setattr(budget, "limit", 2)
+    monkeypatch.setattr(budget, "threads", 1)      # as if another process held a core
+    monkeypatch.setattr(budget, "fixed", False)
+    monkeypatch.setattr(budget, "_checked", time.monotonic())
+    seen = []
+
+    def probe(x):
+        seen.append(torch.get_num_threads())
+        return x * 2
+    x = np.arange(6, dtype=np.float32)
+    got = lf.extern(probe, lf.tensor(x) + 1).numpy()
+    assert seen[-1] == 1 and torch.get_num_threads() == before   # (the earlier calls: its shape, on torch's meta device)
+    np.testing.assert_array_equal(got, (x + 1) * 2)

@@ -344,10 +344,11 @@ class CpuBackend(Backend):
         return call
 
     def uses_threads(self, thunks) -> bool:
-        """Whether a launch of ``thunks`` may open a region lazyfuse sizes: a C kernel whose
-        source has one (a library call is torch's, on torch's own thread count). A graph of
-        serial kernels and library calls only (a small decode step) replays without sizing it."""
-        return any("omp parallel" in getattr(t, "source", "") for t in thunks)
+        """Whether a launch of ``thunks`` may open an OpenMP region: a C kernel whose source has
+        one, or any library call (torch's CPU ops, run on at most the budget's count:
+        ``ThreadBudget.torch_calls``). A graph of serial kernels only (a small decode step)
+        replays without the budget."""
+        return any("omp parallel" in getattr(t, "source", "omp parallel") for t in thunks)
 
     def batch(self, thunks) -> list:
         """A recorded launch list made cheaper to replay: each run of consecutive C kernels
@@ -366,6 +367,22 @@ class CpuBackend(Backend):
 
 def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
+
+
+_OMP_THREADS = """
+#include <omp.h>
+void lf_omp_set_num_threads(int n) { omp_set_num_threads(n); }
+"""
+
+
+def omp_set_num_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime the kernels and torch share (built by the same
+    compiler with the same flags, so it is that runtime whichever compiler it is): the calling
+    thread's count, which torch's CPU ops read (``ThreadBudget.torch_calls``)."""
+    fn = c_compile.build(_OMP_THREADS, what="OpenMP thread-count setter").lf_omp_set_num_threads
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = None
+    return fn
 
 
 def thread_count_setter():

@@ -15,13 +15,20 @@ allowed CPUs, steal time included) minus this process's own CPU time, at most on
 the count stays at every allowed CPU.
 
 torch's CPU ops run on the same libgomp, so OpenMP's own count (``omp_set_num_threads``) is
-torch's setting: lazyfuse never writes it, and reads it as a cap. The rule:
-``LAZYFUSE_THREADS`` if set to a count, that count; else (``auto``) the free cores, at most
-``torch.get_num_threads()`` — which is ``OMP_NUM_THREADS`` where set, and follows a user's
-``torch.set_num_threads`` within ``SAMPLE_S``. Both are read at the load's pace.
+torch's setting: lazyfuse never changes it as torch's callers see it, and reads it as a cap.
+The rule: ``LAZYFUSE_THREADS`` if set to a count, that count; else (``auto``) the free cores,
+at most ``torch.get_num_threads()`` — which is ``OMP_NUM_THREADS`` where set, and follows a
+user's ``torch.set_num_threads`` within ``SAMPLE_S``. Both are read at the load's pace.
+
+torch's own calls among a drain's or a replay's launches (BLAS matmuls, externs) would wait for
+a busy core just the same, so while those launches run (``torch_calls``) the calling thread's
+OpenMP count is lowered to the budget's where that is below torch's, and put back right after.
+OpenMP's count is per thread, so no other thread ever sees the lowered one, and this thread
+sees torch's own again as soon as lazyfuse's launches return.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -59,15 +66,38 @@ def _busy_jiffies(cpus: set) -> int | None:
     return busy
 
 
-class ThreadBudget:
-    """The free-core count, sampled; ``apply`` hands it to the kernels' parallel regions."""
+class _TorchCallsLowered:
+    """The context of launches that include torch's calls, while the budget is below torch's
+    count: this thread's OpenMP count is the budget's inside, torch's own again after."""
 
-    def __init__(self, set_threads, peer_threads=torch.get_num_threads):
+    __slots__ = ("set_omp", "peer_threads", "n", "saved")
+
+    def __init__(self, set_omp, peer_threads, n):
+        self.set_omp, self.peer_threads, self.n = set_omp, peer_threads, n
+
+    def __enter__(self):
+        self.saved = self.peer_threads()
+        self.set_omp(self.n)
+
+    def __exit__(self, *exc):
+        self.set_omp(self.saved)
+
+
+_UNCHANGED = contextlib.nullcontext()
+
+
+class ThreadBudget:
+    """The free-core count, sampled; ``apply`` hands it to the kernels' parallel regions,
+    ``torch_calls`` to torch's calls among the launches."""
+
+    def __init__(self, set_threads, peer_threads=torch.get_num_threads, set_omp=None):
         self._set_threads = set_threads          # writes the count the kernels' regions read
         self._peer_threads = peer_threads        # torch's thread setting: the cap of ``auto``
+        self._set_omp = set_omp                  # this thread's OpenMP count (omp_set_num_threads)
         self.cpus = allowed_cpus()
         self.limit = self._limit()
         self.threads = self.limit
+        self.fixed = False                       # whether ``threads`` is LAZYFUSE_THREADS's, not the load's
         self._mark = None                        # (wall, busy jiffies, own CPU seconds)
         self._checked = None                     # when the count was last decided
         self._set_threads(self.limit)            # (no kernel runs on a count nobody chose)
@@ -85,7 +115,8 @@ class ThreadBudget:
             return self.threads
         self._checked = now
         fixed = config.THREADS.get()
-        if fixed is not None:
+        self.fixed = fixed is not None
+        if self.fixed:
             self.threads, self._mark = fixed, None
             return fixed
         self.limit = self._limit()
@@ -121,3 +152,12 @@ class ThreadBudget:
         if self._applied != n:
             self._set_threads(n)
             self._applied = n
+
+    def torch_calls(self):
+        """The context to run launches in that may include torch's calls, after ``apply``: a
+        no-op while torch's own count fits the free cores (a quiet machine) or the count is
+        ``LAZYFUSE_THREADS``'s (a count for lazyfuse's kernels), else it lowers this thread's
+        OpenMP count to the budget's for the launches' duration."""
+        if self._set_omp is None or self.fixed or self.threads >= self.limit:
+            return _UNCHANGED
+        return _TorchCallsLowered(self._set_omp, self._peer_threads, self.threads)
