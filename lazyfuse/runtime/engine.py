@@ -177,22 +177,24 @@ class Engine:
         if full:
             self._drain()
 
-    def _enter(self, root: Node) -> None:
-        """Put ``root`` and every source of it not yet on the tape there, sources first (in
-        ``post_order``'s order, which the plan keys' positions follow)."""
+    def _enter(self, root: Node, depth: int = 0) -> None:
+        """Put ``root`` and every source of it not yet on the tape there, sources first, in
+        ``post_order``'s order (the last source's first), which the plan keys' positions follow.
+        What is off the tape is an op's inner nodes (views, casts, a small matmul's product),
+        a few levels deep: walked by recursion, cheaper than ``post_order``'s stack and set,
+        and by ``post_order`` past a depth recursion should not reach."""
         tape = self.tape
-        srcs = root.srcs
-        for s in srcs:
-            if s.tape is not tape and s.srcs:
-                break
-        else:   # the common case, a view of a leaf or of a recorded node: no walk
-            for s in reversed(srcs):   # (post_order enters the last source first)
-                if s.tape is not tape:
-                    self._append(s)
-            self._append(root)
+        if depth > 16:
+            for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
+                self._append(node)
             return
-        for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
-            self._append(node)
+        for s in reversed(root.srcs):
+            if s.tape is not tape:   # (a source met twice is on the tape the second time)
+                if s.srcs:
+                    self._enter(s, depth + 1)
+                else:
+                    self._append(s)
+        self._append(root)
 
     def _append(self, node: Node) -> None:
         """Enter one node whose sources are on the tape, with its structural descriptor."""
