@@ -71,10 +71,15 @@ def common_device(args, default=None):
     return dev if dev is not None else default
 
 
+# (hot-path aliases: ``Op.X`` costs ~150 ns a read on Python 3.11, whose Enum metaclass has a __getattr__)
+_VIEW, _SUM, _MUL, _VIEW_KIND = Op.VIEW, Op.SUM, Op.MUL, Kind.VIEW
+_NO_IDENTITY = frozenset({Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN})   # reductions an empty dim cannot take
+
+
 def new_node(engine, op, srcs, dtype, shape, arg=None) -> Node:
     """An inner node of an API call (not a result): counted as a recorded op."""
     node = Node(op, srcs, dtype, shape, arg)
-    if node.is_pending and node.kind is not Kind.VIEW:
+    if op.pending and op.kind is not _VIEW_KIND:
         engine.count_extra_ops(1)
     return node
 
@@ -88,7 +93,7 @@ def expand_node(node: Node, shape) -> Node:
     shape = tuple(shape)
     if node.shape == shape:
         return node
-    return Node(Op.VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
+    return Node(_VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
 
 
 def binary_method(op: Op, reflected: bool = False):
@@ -291,12 +296,12 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     axes = normalize_dims(dim, len(shape))
     if not shape:
         axes = ()
-    if op in (Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN) and any(shape[a] == 0 for a in axes):
+    if op in _NO_IDENTITY and any(shape[a] == 0 for a in axes):
         raise ShapeError(f"{op.label}() of an empty dim: there is no identity; reduce a non-empty dim")
     engine = x.device.engine
     src = x._read()
     x_dtype = x._storage.dtype
-    in_dtype = out_dtype if out_dtype is not None and op is Op.SUM else x_dtype
+    in_dtype = out_dtype if out_dtype is not None and op is _SUM else x_dtype
     src = cast_node(engine, src, in_dtype)
     keep = tuple([1 if d in axes else s for d, s in enumerate(shape)])
     odt = out_dtype or x_dtype
@@ -375,9 +380,9 @@ def _matmul_as_reduction(dev, a, b, batch):
     full, at = lhs.shape, len(batch)
     # widened after the broadcast: a cast before it would pull an operand's producer (a
     # softmax's division) into this kernel as a prologue rather than read its result
-    lhs = cast_node(engine, Node(Op.VIEW, (a._storage.current,), a.dtype, full, lhs), wide)
-    rhs = cast_node(engine, Node(Op.VIEW, (b._storage.current,), b.dtype, full, rhs), wide)
-    total = _t.result_tensor(dev, Node(Op.SUM, (new_node(engine, Op.MUL, (lhs, rhs), wide, full),), wide,
+    lhs = cast_node(engine, Node(_VIEW, (a._storage.current,), a.dtype, full, lhs), wide)
+    rhs = cast_node(engine, Node(_VIEW, (b._storage.current,), b.dtype, full, rhs), wide)
+    total = _t.result_tensor(dev, Node(_SUM, (new_node(engine, _MUL, (lhs, rhs), wide, full),), wide,
                                        full[:-1] + (1,), (at + 2,)))
     return total._with_view(total._view.reshape(full[:-1])).to(a.dtype)
 
@@ -398,7 +403,7 @@ def _matmul_operand(engine, t, dtype, shape) -> Node:
     """A matmul input: a strided view of a buffer when possible (no copy), else a value node."""
     if t.dtype is dtype:
         view = t._view.expand(shape)
-        return Node(Op.VIEW, (t._storage.current,), dtype, shape, view)
+        return Node(_VIEW, (t._storage.current,), dtype, shape, view)
     return expand_node(cast_node(engine, t._read(), dtype), shape)
 
 
