@@ -134,8 +134,9 @@ MARCH = _declare(
     "autotuning keys")
 THREADS = _declare(
     "LAZYFUSE_THREADS", None, _thread_count, "use",
-    "OpenMP threads of the C kernels: `auto` (default: the cores other processes leave free, re-measured "
-    "every 0.1 s; `OMP_NUM_THREADS` caps it) or a count", error=DeviceError)
+    "threads of the C kernels' parallel regions: `auto` (default: the cores other processes leave free, "
+    "re-measured every 0.1 s, at most torch's own count, `torch.get_num_threads()`) or a count; lazyfuse "
+    "never changes torch's count", error=DeviceError)
 MAX_PENDING = _declare(
     "LAZYFUSE_MAX_PENDING", 4096, _whole_number, "import",
     "pending-queue size that triggers a drain on its own (default 4096)")
@@ -166,13 +167,6 @@ TEST_DEVICE = _declare(
     "LAZYFUSE_TEST_DEVICE", None, _text, "use",
     "the device `tests/test_capture_device.py` and `tests/test_interpreter.py` run on (default `cpu` and "
     "`interpreter`; `bench/gpu_check.py` sets `cuda`)")
-
-
-def omp_num_threads() -> int | None:
-    """OpenMP's own ``OMP_NUM_THREADS`` (its first level), which caps ``LAZYFUSE_THREADS=auto``;
-    None where unset or not a count (OpenMP then ignores it too)."""
-    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    return int(first) if first.isdigit() and int(first) > 0 else None
 
 
 def markdown_table() -> str:

@@ -71,10 +71,15 @@ def common_device(args, default=None):
     return dev if dev is not None else default
 
 
+# (hot-path aliases: ``Op.X`` costs ~150 ns a read on Python 3.11, whose Enum metaclass has a __getattr__)
+_VIEW, _SUM, _MUL, _VIEW_KIND = Op.VIEW, Op.SUM, Op.MUL, Kind.VIEW
+_NO_IDENTITY = frozenset({Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN})   # reductions an empty dim cannot take
+
+
 def new_node(engine, op, srcs, dtype, shape, arg=None) -> Node:
     """An inner node of an API call (not a result): counted as a recorded op."""
     node = Node(op, srcs, dtype, shape, arg)
-    if node.is_pending and node.kind is not Kind.VIEW:
+    if op.pending and op.kind is not _VIEW_KIND:
         engine.count_extra_ops(1)
     return node
 
@@ -88,7 +93,7 @@ def expand_node(node: Node, shape) -> Node:
     shape = tuple(shape)
     if node.shape == shape:
         return node
-    return Node(Op.VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
+    return Node(_VIEW, (node,), node.dtype, shape, _expand_view(node.shape, shape))
 
 
 def binary_method(op: Op, reflected: bool = False):
@@ -287,23 +292,26 @@ def where(cond, a, b):
 def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
     result_tensor = _t.result_tensor
-    axes = normalize_dims(dim, x.ndim)
-    if x.ndim == 0:
+    shape = x._view.shape
+    axes = normalize_dims(dim, len(shape))
+    if not shape:
         axes = ()
-    if op in (Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN) and any(x.shape[a] == 0 for a in axes):
+    if op in _NO_IDENTITY and any(shape[a] == 0 for a in axes):
         raise ShapeError(f"{op.label}() of an empty dim: there is no identity; reduce a non-empty dim")
     engine = x.device.engine
     src = x._read()
-    in_dtype = out_dtype if out_dtype is not None and op is Op.SUM else x.dtype
+    x_dtype = x._storage.dtype
+    in_dtype = out_dtype if out_dtype is not None and op is _SUM else x_dtype
     src = cast_node(engine, src, in_dtype)
-    keep = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
-    odt = out_dtype or x.dtype
+    keep = tuple([1 if d in axes else s for d, s in enumerate(shape)])
+    odt = out_dtype or x_dtype
     out = result_tensor(x.device, Node(op, (src,), odt, keep, axes))
     if x._ag is not None and autograd.is_grad_enabled():
         autograd.rules.record_reduce(op, x, axes, out)
     if keepdim:
         return out
-    return out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in axes))
+    # the result's storage is contiguous, so dropping its size-1 dims is always a view
+    return out._with_view(out._view.reshape(tuple([s for d, s in enumerate(shape) if d not in axes])))
 
 
 def reduced_count(x, dim) -> int:
@@ -315,42 +323,44 @@ def matmul(a, b):
     Tensor, result_tensor = _t.Tensor, _t.result_tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul needs two Tensors")
-    if a.ndim > 2 and b.ndim == 2 and a.shape[-1] == b.shape[0] and \
-            a.dtype.name not in getattr(a.device.backend, "matmul_template", frozenset()):
+    # (shapes and dtypes read once: this runs for every linear layer, and each property read costs)
+    ash, bsh, ct = a._view.shape, b._view.shape, a._storage.dtype
+    if len(ash) > 2 and len(bsh) == 2 and ash[-1] == bsh[0] and \
+            ct.name not in getattr(a.device.backend, "matmul_template", frozenset()):
         # one matrix on the right: the rows of ``a`` times it is one 2-D matmul (one GEMM), and so
         # is its weight gradient, where a batched matmul would need a batched GEMM and a sum. Not
         # on a backend with a matmul template: its epilogue (bias, residual) would then read the
         # product through a reshape, and the template takes an epilogue only at its own index
-        lead = a.shape[:-1]
-        return matmul(a.reshape(prod(lead), a.shape[-1]), b).reshape(*lead, b.shape[-1])
+        lead = ash[:-1]
+        return matmul(a.reshape(prod(lead), ash[-1]), b).reshape(*lead, bsh[-1])
     if (a._ag is not None or b._ag is not None) and autograd.is_grad_enabled():
         return autograd.rules.record_matmul(a, b, matmul)
     dev = common_device((a, b))
-    if a.ndim == 0 or b.ndim == 0:
+    if not ash or not bsh:
         raise ShapeError("matmul of a 0-d tensor: use * for scalar products")
-    if a.dtype is not b.dtype:
-        raise DTypeError(f"matmul needs operands of one dtype, got {a.dtype.name} @ {b.dtype.name} (torch refuses "
+    if ct is not b._storage.dtype:
+        raise DTypeError(f"matmul needs operands of one dtype, got {ct.name} @ {b.dtype.name} (torch refuses "
                          "mixed ones too); cast one with .to(...)")
-    ct = a.dtype
     if ct.is_bool:
         raise DTypeError("matmul of bool tensors is not supported; cast to int or float first")
-    a2 = a.unsqueeze(0) if a.ndim == 1 else a
-    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
-    if a2.shape[-1] != b2.shape[-2]:
-        raise ShapeError(f"matmul: inner dims differ: {a.shape} @ {b.shape} "
-                         f"({a2.shape[-1]} != {b2.shape[-2]}); transpose or reshape an operand")
-    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a2 = a.unsqueeze(0) if len(ash) == 1 else a
+    b2 = b.unsqueeze(-1) if len(bsh) == 1 else b
+    a2sh, b2sh = a2._view.shape, b2._view.shape
+    if a2sh[-1] != b2sh[-2]:
+        raise ShapeError(f"matmul: inner dims differ: {ash} @ {bsh} "
+                         f"({a2sh[-1]} != {b2sh[-2]}); transpose or reshape an operand")
+    batch = broadcast_shapes(a2sh[:-2], b2sh[:-2])
     engine = dev.engine
-    shape = batch + (a2.shape[-2], b2.shape[-1])
-    if prod(shape) * a2.shape[-1] <= INLINE_MATMUL:
+    shape = batch + (a2sh[-2], b2sh[-1])
+    if prod(shape) * a2sh[-1] <= INLINE_MATMUL:
         out = _matmul_as_reduction(dev, a2, b2, batch)
     else:
-        na = _matmul_operand(engine, a2, ct, batch + a2.shape[-2:])
-        nb = _matmul_operand(engine, b2, ct, batch + b2.shape[-2:])
+        na = _matmul_operand(engine, a2, ct, batch + a2sh[-2:])
+        nb = _matmul_operand(engine, b2, ct, batch + b2sh[-2:])
         out = result_tensor(dev, Node(Op.MATMUL, (na, nb), ct, shape))
-    if a.ndim == 1:
+    if len(ash) == 1:
         out = out.squeeze(-2)
-    if b.ndim == 1:
+    if len(bsh) == 1:
         out = out.squeeze(-1)
     return out
 
@@ -370,9 +380,9 @@ def _matmul_as_reduction(dev, a, b, batch):
     full, at = lhs.shape, len(batch)
     # widened after the broadcast: a cast before it would pull an operand's producer (a
     # softmax's division) into this kernel as a prologue rather than read its result
-    lhs = cast_node(engine, Node(Op.VIEW, (a._storage.current,), a.dtype, full, lhs), wide)
-    rhs = cast_node(engine, Node(Op.VIEW, (b._storage.current,), b.dtype, full, rhs), wide)
-    total = _t.result_tensor(dev, Node(Op.SUM, (new_node(engine, Op.MUL, (lhs, rhs), wide, full),), wide,
+    lhs = cast_node(engine, Node(_VIEW, (a._storage.current,), a.dtype, full, lhs), wide)
+    rhs = cast_node(engine, Node(_VIEW, (b._storage.current,), b.dtype, full, rhs), wide)
+    total = _t.result_tensor(dev, Node(_SUM, (new_node(engine, _MUL, (lhs, rhs), wide, full),), wide,
                                        full[:-1] + (1,), (at + 2,)))
     return total._with_view(total._view.reshape(full[:-1])).to(a.dtype)
 
@@ -393,7 +403,7 @@ def _matmul_operand(engine, t, dtype, shape) -> Node:
     """A matmul input: a strided view of a buffer when possible (no copy), else a value node."""
     if t.dtype is dtype:
         view = t._view.expand(shape)
-        return Node(Op.VIEW, (t._storage.current,), dtype, shape, view)
+        return Node(_VIEW, (t._storage.current,), dtype, shape, view)
     return expand_node(cast_node(engine, t._read(), dtype), shape)
 
 

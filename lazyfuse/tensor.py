@@ -22,6 +22,7 @@ from .ir.view import View
 from .runtime.engine import Storage
 
 MaxMin = collections.namedtuple("MaxMin", ["values", "indices"])
+_VIEW = Op.VIEW   # (a hot-path alias: ``Op.X`` costs ~150 ns a read on Python 3.11)
 
 
 def result_tensor(device, node: Node) -> "Tensor":
@@ -75,7 +76,7 @@ class Tensor:
             return st.current
         if v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides:
             return st.current
-        return Node(Op.VIEW, (st.current,), st.dtype, v.shape, v)
+        return Node(_VIEW, (st.current,), st.dtype, v.shape, v)
 
     def _with_view(self, view: View) -> "Tensor":
         out = Tensor(self._storage, view, self.device)

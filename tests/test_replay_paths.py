@@ -1,6 +1,6 @@
 """The cpu host graph's two replay paths: the short one (a plain hardware graph) and the general
 one (overwrite checks, shared pools, random draws, replays inside a capture) give the same
-outputs and counts; a replay sizes OpenMP's thread team only for a graph whose kernels open a
+outputs and counts; a replay sizes the kernels' thread teams only for a graph whose kernels open a
 parallel region; C kernels, library calls and externs interleave in one replay."""
 import numpy as np
 import pytest
@@ -119,7 +119,7 @@ def test_kernels_library_calls_and_externs_interleave_in_one_replay():
     g = lf.capture(CPU, step)
     hw = g._hardware
     assert len(hw.launches) < len(hw.thunks) == g.num_launches
-    assert hw.threaded   # torch's ops read the OpenMP thread count too: a replay sets it first
+    assert hw.threaded   # torch's calls run on at most the budget's count too: a replay sizes it first
     for i in range(3):
         av = rnd(8, 32, seed=10 + i)
         la.copy_(av)

@@ -29,11 +29,12 @@ class FakeClock:
 
 @pytest.fixture
 def budget(monkeypatch):
+    """A budget over four CPUs, torch's own count 4; ``calls`` are the counts it hands the kernels
+    (the first at its creation)."""
     monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
     calls = []
-    b = threads.ThreadBudget(calls.append)
-    b.cpus = [0, 1, 2, 3]
-    b.threads = b.limit = 4
+    b = threads.ThreadBudget(calls.append, peer_threads=lambda: 4)
     return b, calls
 
 
@@ -69,9 +70,55 @@ def test_the_count_is_sampled_at_most_once_per_window(budget, monkeypatch):
     assert calls == [4]
 
 
-def test_omp_num_threads_caps_the_count(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert threads.ThreadBudget(lambda n: None).threads == 1
+def test_torch_thread_count_caps_the_count(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    torch_count, calls = [4], []
+    b = threads.ThreadBudget(calls.append, peer_threads=lambda: torch_count[0])
+    b.apply()
+    torch_count[0] = 2                         # torch.set_num_threads(2): seen at the next window
+    clock.advance(2 * threads.SAMPLE_S, others_cores=0.0)
+    b.apply()
+    assert calls == [4, 2]
+    clock.advance(2 * threads.SAMPLE_S, others_cores=3.0)   # load lowers it further, never below 1
+    b.apply()
+    assert calls == [4, 2, 1]
+
+
+def test_torch_calls_run_on_the_budget_while_it_is_below_torch_count(monkeypatch):
+    """Among a drain's launches torch's own calls (BLAS, externs) get this thread's OpenMP count
+    lowered to the budget's, and torch's count back after; on a quiet machine nothing is set."""
+    clock = FakeClock(monkeypatch)
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    omp = [4]
+    b = threads.ThreadBudget(lambda n: None, peer_threads=lambda: omp[0], set_omp=lambda n: omp.__setitem__(0, n))
+    b.apply()
+    with b.torch_calls():
+        assert omp == [4]                      # quiet: torch's own count, untouched
+    clock.advance(0.5, others_cores=2.0)       # two cores busy: a budget of 2
+    b.apply()
+    with b.torch_calls():
+        assert omp == [2]
+    assert omp == [4]
+    monkeypatch.setenv("LAZYFUSE_THREADS", "1")   # a fixed count is the kernels' only
+    clock.advance(2 * threads.SAMPLE_S, others_cores=0.0)
+    b.apply()
+    with b.torch_calls():
+        assert omp == [4]
+
+
+def test_a_benchmarks_measurement_is_not_capped_by_torch_count(monkeypatch):
+    """``measure`` (a benchmark then gives torch the count) reads the free cores alone, so a count
+    torch got from a busier measurement does not cap the next one."""
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    monkeypatch.setattr(threads, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(threads, "_busy_jiffies", lambda cpus: 0)   # every core free
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    b = threads.ThreadBudget(lambda n: None, peer_threads=lambda: 1)
+    assert b.measure() == 4
+    assert b.free_cores() == 1                 # the kernels' count stays capped by torch's
 
 
 def test_a_fixed_count(budget, monkeypatch):
@@ -79,7 +126,7 @@ def test_a_fixed_count(budget, monkeypatch):
     clock = FakeClock(monkeypatch)
     monkeypatch.setenv("LAZYFUSE_THREADS", "2")
     b.apply()
-    assert calls == [2]
+    assert calls == [4, 2]
     monkeypatch.setenv("LAZYFUSE_THREADS", "many")
     clock.advance(2 * threads.SAMPLE_S, others_cores=0.0)   # the knob is read once per window
     with pytest.raises(lf.DeviceError, match="LAZYFUSE_THREADS='many'"):
@@ -119,3 +166,72 @@ def test_a_reduction_does_not_depend_on_the_thread_count(monkeypatch, reduce):
     ref = x.astype(np.float64) * 1.5
     want = np.var(ref, axis=-1, ddof=1) if reduce == "var" else getattr(np, {"amax": "max"}.get(reduce, reduce))(ref, axis=-1)
     np.testing.assert_allclose(got["1"], want, rtol=1e-5, atol=1e-5)
+
+
+# -- torch's thread setting is torch's: lazyfuse and torch share one libgomp ----------------------------
+_TORCH_COUNT_PROGRAM = """
+import json, sys, numpy as np, torch, lazyfuse as lf
+if sys.argv[1] != "-":
+    torch.set_num_threads(int(sys.argv[1]))
+before = torch.get_num_threads()
+dev = lf.device("cpu")
+x = np.linspace(-3, 3, 1 << 17, dtype=np.float32).reshape(256, 512)
+t = lf.tensor(x)
+got = ((t * 2 + 1).tanh() * t.exp()).sum(-1).numpy()          # parallel regions (LAZYFUSE_PARALLEL_THRESHOLD=0)
+g = lf.capture(dev, lambda: (t * 3 - 1).exp().sum(-1))
+g.replay().numpy()
+ref = (np.tanh(x.astype(np.float64) * 2 + 1) * np.exp(x)).sum(-1)
+print(json.dumps({"before": before, "after": torch.get_num_threads(), "lazyfuse": dev.threads.threads,
+                  "ok": bool(np.allclose(got, ref, rtol=1e-4)), "cpus": len(dev.threads.cpus)}))
+"""
+
+
+def _torch_count_run(torch_threads="-", **env):
+    import json
+    import os
+    full = {**os.environ, "LAZYFUSE_PARALLEL_THRESHOLD": "0", **env}
+    for name in ("LAZYFUSE_THREADS", "OMP_NUM_THREADS"):
+        if name not in env:
+            full.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", _TORCH_COUNT_PROGRAM, torch_threads], env=full,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(lf.device("cpu").threads is None, reason="no C compiler: the interpreter runs the cpu device")
+def test_kernels_under_a_one_thread_budget_leave_torch_count_alone():
+    r = _torch_count_run(LAZYFUSE_THREADS="1")
+    assert r["ok"] and r["lazyfuse"] == 1
+    assert r["after"] == r["before"] == min(r["cpus"], r["before"])   # torch's own default, untouched
+
+
+@pytest.mark.skipif(lf.device("cpu").threads is None, reason="no C compiler: the interpreter runs the cpu device")
+@pytest.mark.parametrize("how", ["torch.set_num_threads", "OMP_NUM_THREADS"])
+def test_a_users_torch_thread_count_caps_lazyfuse(how):
+    r = _torch_count_run("1") if how == "torch.set_num_threads" else _torch_count_run(OMP_NUM_THREADS="1")
+    assert r["ok"] and r["before"] == r["after"] == 1 and r["lazyfuse"] == 1
+
+
+@pytest.mark.skipif(lf.device("cpu").threads is None or len(lf.device("cpu").threads.cpus) < 2,
+                    reason="needs the C kernels and two CPUs")
+def test_torch_calls_in_a_drain_see_the_budget_and_torch_its_own_count_after(monkeypatch):
+    import torch
+    dev = lf.device("cpu")
+    budget = dev.threads
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "SAMPLE_S", 1e9)   # the budget decided below stays for the test
+    before = torch.get_num_threads()
+    monkeypatch.setattr(budget, "limit", 2)
+    monkeypatch.setattr(budget, "threads", 1)      # as if another process held a core
+    monkeypatch.setattr(budget, "fixed", False)
+    monkeypatch.setattr(budget, "_checked", time.monotonic())
+    seen = []
+
+    def probe(x):
+        seen.append(torch.get_num_threads())
+        return x * 2
+    x = np.arange(6, dtype=np.float32)
+    got = lf.extern(probe, lf.tensor(x) + 1).numpy()
+    assert seen[-1] == 1 and torch.get_num_threads() == before   # (the earlier calls: its shape, on torch's meta device)
+    np.testing.assert_array_equal(got, (x + 1) * 2)

@@ -8,6 +8,12 @@ source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 
 NaN and inf must behave as in torch, so the flags never assume finite math:
 ``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
+
+Every parallel region of a kernel asks for ``num_threads(lf_num_threads)``: one process-wide
+variable, defined by a library of its own that is loaded (``RTLD_GLOBAL``) before any kernel
+library, whose reference to it the loader resolves there (``thread_count``). The thread budget
+(``runtime/threads.py``) writes it. OpenMP's own thread count (``omp_set_num_threads``) is left
+alone: torch's CPU ops run on the same libgomp and read it as torch's setting.
 """
 from __future__ import annotations
 
@@ -278,7 +284,7 @@ def _library_holding(symbol: str):
     if lib is None:
         so = cache_dir("c") / f"{key}.so"
         try:
-            lib = ctypes.CDLL(str(so))
+            lib = _dlopen(so)
             getattr(lib, symbol)
         except (OSError, AttributeError):
             return None   # gone, truncated or foreign: compiled again
@@ -311,13 +317,41 @@ def compile_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None) -> ctypes.CDLL:
+_THREAD_COUNT_SOURCE = "int lf_num_threads = 1;\n"
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_count_library() -> ctypes.CDLL:
+    """The library defining ``lf_num_threads``, loaded once and kept (never in ``_loaded``, so
+    never unloaded while a kernel may read it)."""
+    cc = compiler()
+    if cc is None:
+        raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
+    return _compile_and_load(cc, _THREAD_COUNT_SOURCE, library_key(_THREAD_COUNT_SOURCE, cc),
+                             "thread-count variable", shared=True)
+
+
+def thread_count() -> ctypes.c_int:
+    """The process-wide ``lf_num_threads`` that every kernel's parallel region reads."""
+    return ctypes.c_int.in_dll(_thread_count_library(), "lf_num_threads")
+
+
+def _dlopen(so: Path, shared: bool = False) -> ctypes.CDLL:
+    """Load a library: a kernel library after the thread-count one, since its reference to
+    ``lf_num_threads`` is resolved when it loads; ``shared``: that one, its symbols global."""
+    if shared:
+        return ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
+    _thread_count_library()
+    return ctypes.CDLL(str(so))
+
+
+def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None, shared=False) -> ctypes.CDLL:
     folder = cache_dir("c")
     so = folder / f"{key}.so"
     if not so.exists():
         _compile(cc, source, so, what, stats)
     try:
-        lib = ctypes.CDLL(str(so))
+        lib = _dlopen(so, shared)
     except OSError as e:
         # a truncated or foreign file: rebuild once, then give up loudly
         try:
@@ -326,7 +360,7 @@ def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None) -> 
             pass
         _compile(cc, source, so, what, stats)
         try:
-            lib = ctypes.CDLL(str(so))
+            lib = _dlopen(so, shared)
         except OSError as e2:
             raise CompileError(f"{what}: compiled library {so} does not load: {e2}") from e
     return lib
@@ -372,7 +406,7 @@ def cached(key: str) -> ctypes.CDLL | None:
     if not so.exists():
         return None
     try:
-        lib = ctypes.CDLL(str(so))
+        lib = _dlopen(so)
     except OSError:
         return None
     with _lock:

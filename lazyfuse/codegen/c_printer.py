@@ -59,6 +59,7 @@ PRELUDE = r"""
 #include <string.h>
 #include <math.h>
 #include <omp.h>
+extern int lf_num_threads;   /* the thread budget's count (codegen/c_compile.py, runtime/threads.py) */
 /* Every array a kernel declares on its stack is aligned explicitly (see local_array). */
 #define LF_ALIGNED __attribute__((aligned(64)))
 """ + (Path(__file__).with_name("c_math.h").read_text() if Path(__file__).with_name("c_math.h").exists() else "") + r"""
@@ -147,7 +148,7 @@ static inline void lf_sum16x16(const float p[16][16], float *out) {
 
 @dataclass(frozen=True)
 class CConfig:
-    threads: int = 0          # 0: all the machine's cores
+    threads: int = 0          # 0: the thread budget's count (runtime/threads.py)
     strategy: str = "auto"    # reductions: rows | split | tile (auto picks by shape)
     tile: int = 16            # ``rows``: outputs per block (whose epilogue runs as one SIMD loop)
     unroll: int = 8           # ``rows``, single-sum kernels: outputs reduced together per pass
@@ -275,8 +276,8 @@ class CPrinter(Printer):
 
     def _parallel(self, k: Kernel):
         """The ``num_threads`` clause of ``k``'s parallel loop, None for no parallel region."""
-        threads = self.cfg.threads
-        nt = f" num_threads({threads})" if threads else ""
+        # a count of the config, else the budget's (never OpenMP's own count: that is torch's)
+        nt = f" num_threads({self.cfg.threads or 'lf_num_threads'})"
         # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
         return nt if c_parallel.parallel(k) else None
 

@@ -16,11 +16,14 @@ from ..ir.dtypes import int64
 from ..ir.view import View
 from .backend import Backend, StepKind
 
+# (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
+KERNEL, MATMUL = StepKind.KERNEL, StepKind.MATMUL
+
 
 class HostMeta:
     """Launch metadata in host memory: loop extents, then runtime scalars as 64-bit words."""
 
-    __slots__ = ("buffer", "words", "f64", "ptr", "ready")
+    __slots__ = ("buffer", "words", "f64", "ptr", "ready", "launches")
 
     def __init__(self, buffer):
         self.buffer = buffer
@@ -28,6 +31,10 @@ class HostMeta:
         self.f64 = self.words.view(np.float64)
         self.ptr = buffer.ptr
         self.ready = False
+        # the last kernel launches made with this metadata, by the addresses they bind: a steady
+        # state binds the same few buffers drain after drain (two outputs alternate while the
+        # caller holds the previous result), so its launch is a lookup (CpuBackend.thunk)
+        self.launches = {}
 
     def push(self) -> None:
         """Host memory: the kernels read the words directly."""
@@ -47,10 +54,12 @@ class HostMeta:
 def library_thunk(step, bufs, gather=None, meta=None):
     """A library call (matmul, gather, collective, extern) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
-    if step.kind is StepKind.MATMUL:
-        return matmul_call(step, step.config, bufs)
+    if step.kind is MATMUL:
+        return memo_on_blocks(step, step.config, bufs, lambda: matmul_call(step, step.config, bufs))
     if step.kind is StepKind.EXTERN:   # an ExternLaunch: its own views, every output it binds
-        return extern_thunk(step.kernel.arg, bufs, meta)
+        launch = step.kernel.arg
+        make = lambda: launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)  # noqa: E731
+        return make() if launch.call.random else memo_on_blocks(launch, None, bufs, make)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
@@ -58,28 +67,29 @@ def library_thunk(step, bufs, gather=None, meta=None):
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
-def extern_thunk(launch, bufs, meta):
-    """The launch of an extern step on ``bufs``, kept on its last output's pool block: a steady
-    state binds the same blocks drain after drain, and then the call made for them last time
-    (torch views, arguments, ``out=``) is the call to make now — building it costs more than
-    the launch itself at small sizes. A random call reads its metadata, so it is made anew."""
+def memo_on_blocks(owner, variant, bufs, make):
+    """``make()``, the library call of ``owner`` (a matmul step, an extern launch) in ``variant``
+    (a matmul's library) on ``bufs``, kept on its last buffer's pool block: a steady state binds
+    the same blocks drain after drain, and then the call made for them last time (torch views,
+    arguments, ``out=``) is the call to make now — building it costs more than the launch itself
+    at small sizes (a random extern reads its metadata: its caller makes it anew)."""
     memo_block = getattr(bufs[-1], "block", None)
-    if memo_block is None or launch.call.random:
-        return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
-    key = ("extern", id(launch))   # (the entry holds the launch: its id is not reused meanwhile)
+    if memo_block is None:
+        return make()
+    key = ("launch", id(owner))   # (the entry holds the owner: its id is not reused meanwhile)
     memo = memo_block.views.get(key)
-    if memo is not None and memo[0] is launch:
-        for b, block in zip(bufs, memo[1]):
+    if memo is not None and memo[0] is owner and memo[1] == variant:
+        for b, block in zip(bufs, memo[2]):
             if getattr(b, "block", None) is not block:
                 break
         else:
-            return memo[2]
-    thunk = launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
+            return memo[3]
+    thunk = make()
     blocks = tuple([getattr(b, "block", None) for b in bufs])
     if None not in blocks:   # (imported memory is never memoized: the memo would keep it alive)
         if len(memo_block.views) >= 16:
             memo_block.views.clear()
-        memo_block.views[key] = (launch, blocks, thunk)
+        memo_block.views[key] = (owner, variant, blocks, thunk)
     return thunk
 
 
@@ -320,18 +330,27 @@ class CpuBackend(Backend):
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
-        if step.kind is not StepKind.KERNEL:
+        if step.kind is not KERNEL:
             return library_thunk(step, bufs, meta=meta)
-        argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
+        ptrs = tuple([b.ptr for b in bufs])
+        launches = meta.launches
+        call = launches.get(ptrs)
+        if call is not None and call.func is step.compiled:   # (tuning may have bound another function)
+            return call
+        argv = (ctypes.c_void_p * len(bufs))(*ptrs)
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
-        call.argv = argv   # the array the address points into
+        call.argv = argv   # the array the address points into (addresses only: it keeps no memory alive)
         call.source = step.source   # for uses_threads (a reference: no cost per drain)
+        if len(launches) >= 4:
+            launches.clear()
+        launches[ptrs] = call
         return call
 
     def uses_threads(self, thunks) -> bool:
         """Whether a launch of ``thunks`` may open an OpenMP region: a C kernel whose source has
-        one, or any library call (torch's CPU ops read the same OpenMP thread count). A graph of
-        serial kernels only (a small decode step) replays without setting the count."""
+        one, or any library call (torch's CPU ops, run on at most the budget's count:
+        ``ThreadBudget.torch_calls``). A graph of serial kernels only (a small decode step)
+        replays without the budget."""
         return any("omp parallel" in getattr(t, "source", "omp parallel") for t in thunks)
 
     def batch(self, thunks) -> list:
@@ -353,19 +372,30 @@ def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
 
 
-_THREADS = """
+_OMP_THREADS = """
 #include <omp.h>
-void lf_set_threads(int n) { omp_set_num_threads(n); }
+void lf_omp_set_num_threads(int n) { omp_set_num_threads(n); }
 """
 
 
 def omp_set_num_threads():
-    """``omp_set_num_threads`` of the OpenMP runtime the kernels link (built by the same
-    compiler with the same flags, so it is that runtime whichever compiler it is)."""
-    fn = c_compile.build(_THREADS, what="thread-count setter").lf_set_threads
+    """``omp_set_num_threads`` of the OpenMP runtime the kernels and torch share (built by the same
+    compiler with the same flags, so it is that runtime whichever compiler it is): the calling
+    thread's count, which torch's CPU ops read (``ThreadBudget.torch_calls``)."""
+    fn = c_compile.build(_OMP_THREADS, what="OpenMP thread-count setter").lf_omp_set_num_threads
     fn.argtypes = [ctypes.c_int]
     fn.restype = None
     return fn
+
+
+def thread_count_setter():
+    """Sets the thread count every kernel's parallel region asks for (``num_threads(lf_num_threads)``,
+    ``codegen/c_compile.py``): OpenMP's own count, torch's setting, stays untouched."""
+    count = c_compile.thread_count()
+
+    def set_threads(n: int) -> None:
+        count.value = n
+    return set_threads
 
 
 _RUNNER = """

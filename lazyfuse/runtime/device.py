@@ -265,21 +265,26 @@ class CpuDevice(Device):
         if why is not None:   # no working C compiler: the same kernels, run by the Triton interpreter
             from .triton_devices import interpreter_fallback
             return interpreter_fallback(why)
-        from .cpu import CpuBackend, omp_set_num_threads
+        from .cpu import CpuBackend, omp_set_num_threads, thread_count_setter
         from .threads import ThreadBudget
-        self.threads = ThreadBudget(omp_set_num_threads())
+        self.threads = ThreadBudget(thread_count_setter(), set_omp=omp_set_num_threads())
         return CpuBackend(self.pool)
 
     def launching(self):
-        """Kernels run on the cores other processes leave free (``runtime/threads.py``)."""
-        if self.threads is not None:
-            self.threads.apply()
-        return contextlib.nullcontext()
+        """Kernels, and torch's calls among them, run on the cores other processes leave free
+        (``runtime/threads.py``)."""
+        if self.threads is None:
+            return contextlib.nullcontext()
+        self.threads.apply()
+        return self.threads.torch_calls()
 
     def graph_replay(self, graph) -> None:
         if graph.threaded and self.threads is not None:   # serial kernels only: no region to size
             self.threads.apply()
-        graph.run()
+            with self.threads.torch_calls():
+                graph.run()
+        else:
+            graph.run()
 
 
 _devices: dict = {}

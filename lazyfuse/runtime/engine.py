@@ -56,7 +56,9 @@ MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
 TEMPLATES = 4   # cached plans of one structure a new size tries (runtime.structure)
 ORIGIN_COUNTERS = {"planned": "plans_built", "rebound": "plans_rebound", "loaded": "plans_loaded"}
+# (hot-path aliases: ``Op.X`` costs ~150 ns a read on Python 3.11, whose Enum metaclass has a __getattr__)
 SCALAR = Op.SCALAR
+BUFFER = Op.BUFFER
 _weakref = weakref.ref
 
 # the drain observer, called as drain_hook(device, plan, build) after every drain. The runtime
@@ -177,11 +179,24 @@ class Engine:
         if full:
             self._drain()
 
-    def _enter(self, root: Node) -> None:
-        """Put ``root`` and every source of it not yet on the tape there, sources first."""
+    def _enter(self, root: Node, depth: int = 0) -> None:
+        """Put ``root`` and every source of it not yet on the tape there, sources first, in
+        ``post_order``'s order (the last source's first), which the plan keys' positions follow.
+        What is off the tape is an op's inner nodes (views, casts, a small matmul's product),
+        a few levels deep: walked by recursion, cheaper than ``post_order``'s stack and set,
+        and by ``post_order`` past a depth recursion should not reach."""
         tape = self.tape
-        for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
-            self._append(node)
+        if depth > 16:
+            for node in post_order((root,), lambda n: [s for s in n.srcs if s.tape is not tape]):
+                self._append(node)
+            return
+        for s in reversed(root.srcs):
+            if s.tape is not tape:   # (a source met twice is on the tape the second time)
+                if s.srcs:
+                    self._enter(s, depth + 1)
+                else:
+                    self._append(s)
+        self._append(root)
 
     def _append(self, node: Node) -> None:
         """Enter one node whose sources are on the tape, with its structural descriptor."""
@@ -189,7 +204,7 @@ class Engine:
         pos = len(tape)
         op = node.op
         value = None
-        if op is Op.BUFFER:
+        if op is BUFFER:
             value = node.arg   # held by the tape: a buffer's id names it in the descriptors
             desc = (op, node.dtype, node.shape, self.leaf_first.setdefault(id(value), pos))
         elif op is SCALAR:

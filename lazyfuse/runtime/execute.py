@@ -14,6 +14,8 @@ from .build import trace
 from .collectives import Schedule, settle
 from .pool import DATA, META, SCRATCH
 
+KERNEL = StepKind.KERNEL   # (a hot-path alias: an Enum member read costs ~150 ns on Python 3.11)
+
 
 def execute(engine, plan, roots, build) -> None:
     """Allocate, compile (``build``: the build path's (leaves, scalars)), bind and launch."""
@@ -93,7 +95,7 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
     try:
         with device.launching():
             for at, (step, meta) in enumerate(zip(plan.steps, metas)):
-                if step.kind is StepKind.KERNEL or step.scalars:
+                if step.kind is KERNEL or step.scalars:
                     meta.write(step.header, step.bind_scalars(tape))
                 calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
             for at, call in enumerate(calls):
