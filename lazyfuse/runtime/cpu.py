@@ -63,23 +63,18 @@ def extern_thunk(launch, bufs, meta):
     state binds the same blocks drain after drain, and then the call made for them last time
     (torch views, arguments, ``out=``) is the call to make now — building it costs more than
     the launch itself at small sizes. A random call reads its metadata, so it is made anew."""
-    memo_block = getattr(bufs[-1], "block", None)
-    if memo_block is None or launch.call.random:
-        return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
-    key = ("extern", id(launch))   # (the entry holds the launch: its id is not reused meanwhile)
-    memo = memo_block.views.get(key)
-    if memo is not None and memo[0] is launch:
-        for b, block in zip(bufs, memo[1]):
-            if getattr(b, "block", None) is not block:
-                break
-        else:
-            return memo[2]
-    thunk = launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
     blocks = tuple([getattr(b, "block", None) for b in bufs])
+    memo_block = blocks[-1]
+    if memo_block is None or launch.random:
+        return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
+    memo = memo_block.views.get(launch)   # (keyed by the launch itself: the entry holds it)
+    if memo is not None and memo[0] == blocks:   # (blocks compare by identity)
+        return memo[1]
+    thunk = launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
     if None not in blocks:   # (imported memory is never memoized: the memo would keep it alive)
         if len(memo_block.views) >= 16:
             memo_block.views.clear()
-        memo_block.views[key] = (launch, blocks, thunk)
+        memo_block.views[launch] = (blocks, thunk)
     return thunk
 
 
@@ -320,7 +315,10 @@ class CpuBackend(Backend):
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
-        if step.kind is not StepKind.KERNEL:
+        kind = step.kind
+        if kind is StepKind.EXTERN:   # (first: a chain of externs pays one test per launch)
+            return extern_thunk(step.kernel.arg, bufs, meta)
+        if kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, meta=meta)
         argv = (ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs])
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
