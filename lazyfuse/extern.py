@@ -326,13 +326,30 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
         outs.append(_described(name, r))
         views.append(_aliased(r, metas, bases, inputs))
     fname = getattr(fn, "__name__", "")
-    if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE and inputs[0][1].name in ("float16", "bfloat16"):
-        outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+    if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
+        if inputs[0][1].name in ("float16", "bfloat16"):
+            outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+        if _cpu_stats_empty(fname, args, kwargs):
+            outs[1:] = [((0,), dtype) for _, dtype in outs[1:]]
     random = fname in RANDOM_NAMES
     use_out = structure is None and not random and views[0] is None and _takes_out(fn, args, kwargs, results[0])
     calls = [None if v is not None else ExternCall(fn, spec, None if structure is None else k, random, use_out, name)
              for k, v in enumerate(views)]
     return Recipe(structure, tuple(outs), tuple(calls), tuple(views), name)
+
+
+def _cpu_stats_empty(fname, args, kwargs) -> bool:
+    """Whether torch's CPU batch norm returns empty (0,) saved statistics for this call, where
+    its meta kernel says (C,): in eval mode (``training=False``), which saves nothing."""
+    if fname == "_native_batch_norm_legit_no_training":
+        return True
+    if fname not in ("native_batch_norm", "_native_batch_norm_legit"):
+        return False
+    if "training" in kwargs:
+        return not kwargs["training"]
+    # (input, weight, bias, training, ...) without running statistics, else (..., running_var, training, ...)
+    at = 3 if len(args) > 3 and isinstance(args[3], bool) else 5
+    return len(args) > at and not args[at]
 
 
 def _described(name, r) -> tuple:
