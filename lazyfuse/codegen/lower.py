@@ -69,7 +69,8 @@ class Lowering:
             in_shape, axes = group.reduce
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
             keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
-            self.row = tuple(self.space) == tuple(in_shape) and keep != tuple(in_shape)
+            # (a scan is row-wise at any extent: it stores its running value along the row)
+            self.row = tuple(self.space) == tuple(in_shape) and (keep != tuple(in_shape) or out.kind is Kind.SCAN)
         if self.row:
             # row-wise: the outer loop runs over the rows, the output is written along the row
             in_shape, axes = group.reduce
