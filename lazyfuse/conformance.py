@@ -137,6 +137,34 @@ def _shape_only(value):
     return value
 
 
+def _strided_like(value, counter):
+    """The torch inputs of a "strided" sample as ``_to_lazy`` lays them out (the first tensor of
+    2+ dims a transpose of a transposed copy)."""
+    if isinstance(value, torch.Tensor):
+        counter[0] += 1
+        return value.transpose(0, 1).contiguous().transpose(0, 1) if counter[0] == 1 and value.ndim >= 2 else value
+    if isinstance(value, (list, tuple)):
+        items = [_strided_like(v, counter) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {k: _strided_like(v, counter) for k, v in value.items()}
+    return value
+
+
+def _matches_torch_on_layout(op, sample, got, dtype) -> bool:
+    """Whether ``got`` matches torch run on the strided layout lazyfuse was given: some of
+    torch's CPU kernels round differently by layout (float16 batch norm on a transposed input is
+    1 ulp off its contiguous result), and an extern hands torch the layout it got."""
+    counter = [0]
+    try:
+        want = op(_strided_like(sample.input, counter), *_strided_like(list(sample.args), counter),
+                  **_strided_like(dict(sample.kwargs), counter))
+        _compare(got, want, dtype)
+    except Exception:  # noqa: BLE001 (torch refuses the layout, or it differs all the same)
+        return False
+    return True
+
+
 def run_sample(op, fn, sample, dtype, dev, mode):
     """'ok-native' | 'ok-extern' | 'refused: why' | 'mismatch: why' | 'error: why' (TorchFailed: skip)."""
     import importlib
@@ -172,7 +200,8 @@ def run_sample(op, fn, sample, dtype, dev, mode):
         if op.name.endswith("_") and isinstance(x, lf.Tensor):   # an in-place op: its input too
             _compare(x.torch(), sample.input, dtype)
     except AssertionError as e:
-        return f"mismatch: {str(e).splitlines()[0][:200]}"
+        if not (mode == "strided" and not op.name.endswith("_") and _matches_torch_on_layout(op, sample, got, dtype)):
+            return f"mismatch: {str(e).splitlines()[0][:200]}"
     native = lf.stats(dev).extern_launches == before and ext.eager_runs == eager_before
     return "ok-native" if native else "ok-extern"
 

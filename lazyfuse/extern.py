@@ -124,10 +124,11 @@ class ExternLaunch:
     (``indices``: the tuple element each one takes, None for a plain result), on ``views`` of
     its bound buffers (the inputs', then the outputs')."""
 
-    __slots__ = ("call", "indices", "views", "n_inputs", "name")
+    __slots__ = ("call", "indices", "views", "n_inputs", "name", "random")
 
     def __init__(self, call: ExternCall, indices: tuple, in_views: tuple, out_shapes: tuple):
         self.call = call
+        self.random = call.random
         self.indices = indices
         self.views = in_views + tuple(View.contiguous(s) for s in out_shapes)
         self.n_inputs = len(in_views)
@@ -265,10 +266,13 @@ class Recipe:
     (``calls[k]``, with ``outs[k]`` its (shape, lazyfuse dtype)) or, where torch returns a view
     of input ``i``, ``views[k] = (i, View)`` in that input's storage."""
 
-    __slots__ = ("structure", "outs", "calls", "views", "name")
+    __slots__ = ("structure", "outs", "calls", "views", "name", "single")
 
     def __init__(self, structure, outs, calls, views, name):
         self.structure, self.outs, self.calls, self.views, self.name = structure, outs, calls, views, name
+        # the call of a one-tensor result that is a value and draws no random numbers (the
+        # recording's fast path: its sources are just the tensors as they read their storages)
+        self.single = calls[0] if structure is None and calls[0] is not None and not calls[0].random else None
 
 
 _recipes: dict = {}   # (fn, spec, inputs, device kind) -> Recipe, or NEEDS_DATA
@@ -322,13 +326,30 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
         outs.append(_described(name, r))
         views.append(_aliased(r, metas, bases, inputs))
     fname = getattr(fn, "__name__", "")
-    if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE and inputs[0][1].name in ("float16", "bfloat16"):
-        outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+    if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
+        if inputs[0][1].name in ("float16", "bfloat16"):
+            outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+        if _cpu_stats_empty(fname, args, kwargs):
+            outs[1:] = [((0,), dtype) for _, dtype in outs[1:]]
     random = fname in RANDOM_NAMES
     use_out = structure is None and not random and views[0] is None and _takes_out(fn, args, kwargs, results[0])
     calls = [None if v is not None else ExternCall(fn, spec, None if structure is None else k, random, use_out, name)
              for k, v in enumerate(views)]
     return Recipe(structure, tuple(outs), tuple(calls), tuple(views), name)
+
+
+def _cpu_stats_empty(fname, args, kwargs) -> bool:
+    """Whether torch's CPU batch norm returns empty (0,) saved statistics for this call, where
+    its meta kernel says (C,): in eval mode (``training=False``), which saves nothing."""
+    if fname == "_native_batch_norm_legit_no_training":
+        return True
+    if fname not in ("native_batch_norm", "_native_batch_norm_legit"):
+        return False
+    if "training" in kwargs:
+        return not kwargs["training"]
+    # (input, weight, bias, training, ...) without running statistics, else (..., running_var, training, ...)
+    at = 3 if len(args) > 3 and isinstance(args[3], bool) else 5
+    return len(args) > at and not args[at]
 
 
 def _described(name, r) -> tuple:
@@ -412,9 +433,13 @@ def extern(fn, *args, **kwargs):
     found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
     if found is NEEDS_DATA:
         return run_eagerly(fn, spec, tensors, dev, _name(fn))
+    grad = _any_requires_grad(tensors) and autograd.is_grad_enabled()
+    single = found.single
+    if single is not None and not grad:   # the common case, inline: one result, a value
+        shape, dtype = found.outs[0]
+        return result_tensor(dev, Node(Op.EXTERN, tuple([t._read() for t in tensors]), dtype, shape, single))
     srcs = None
     results = []
-    grad = autograd.is_grad_enabled() and _any_requires_grad(tensors)
     for call, (shape, dtype), view in zip(found.calls, found.outs, found.views):
         if view is not None:
             out = Tensor(tensors[view[0]]._storage, view[1], dev)
@@ -440,8 +465,9 @@ def _any_requires_grad(tensors) -> bool:
 
 def _sources(tensors, random: bool, outs) -> tuple:
     """The node's sources: each tensor argument as it reads its storage (the strided view, no
-    copy: the call reads the view), then, for a random call, its seed and stream offset."""
-    srcs = [Node(Op.VIEW, (t._storage.current,), t.dtype, t._view.shape, t._view) for t in tensors]
+    copy: the call reads the view; a whole storage is read as its node, no view node to record),
+    then, for a random call, its seed and stream offset."""
+    srcs = [t._read() for t in tensors]
     if random:
         from .creation import generator
         from .ops import scalar_node

@@ -17,7 +17,7 @@ from . import config
 from .errors import DeviceError, DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Kind, Node, Op
-from .ir.shapes import broadcast_shapes, normalize_dims, prod
+from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
 from .ir.view import View
 
 # matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
@@ -312,6 +312,20 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
         return out
     # the result's storage is contiguous, so dropping its size-1 dims is always a view
     return out._with_view(out._view.reshape(tuple([s for d, s in enumerate(shape) if d not in axes])))
+
+
+def scan(op: Op, x, dim: int, out_dtype):
+    """Record a scan (``Op.CUMSUM``/``CUMPROD``/``LOGCUMSUMEXP``) of ``x`` along ``dim`` in
+    ``out_dtype`` (``x`` is cast to it first, as torch's ``cumsum(dtype=)``); a 0-d ``x`` is a
+    scan of one element."""
+    if x.ndim == 0:
+        return scan(op, x.reshape(1), 0, out_dtype).reshape(())
+    axis = (normalize_dim(dim, x.ndim),)
+    src = cast_node(x.device.engine, x._read(), out_dtype)
+    out = _t.result_tensor(x.device, Node(op, (src,), out_dtype, x.shape, axis))
+    if x._ag is not None and autograd.is_grad_enabled():
+        autograd.rules.record_scan(op, x, axis[0], out)
+    return out
 
 
 def reduced_count(x, dim) -> int:

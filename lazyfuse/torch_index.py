@@ -8,10 +8,10 @@ compositions of lazyfuse's native ops:
 * ``index_fill``, ``index_copy``, ``index_add``, ``scatter_add``, ``scatter``: a ``where`` over a
   membership mask (``arange == index``, reduced over the index list), the values gathered for
   it; ``index_add``/``scatter_add`` a masked sum (one reduction kernel);
-* the scans ``cumsum``, ``cummax``, ``cummin``, ``logcumsumexp``: for a scanned dim of at most
-  ``SHORT_SCAN`` elements, a reduction over a triangular mask (one fused kernel, quadratic in the
-  scan length, so longer scans run as torch's own scan, an extern; so does ``cumprod``, which
-  needs a product reduction lazyfuse lacks);
+* the scans ``cumsum``, ``cumprod``, ``logcumsumexp``: one scan node (a scan kernel: a running
+  value per row, any length; ``ops.scan``); ``cummax``, ``cummin`` (value and index): for a
+  scanned dim of at most ``SHORT_SCAN`` elements, a reduction over a triangular mask (one fused
+  kernel, quadratic in the scan length, so longer ones run as torch's own scan, an extern);
 * ``flip`` and its relatives (a gather at a descending ``arange``: views have no negative
   strides), diagonals, differences, ``trace kron cross``, the stacks, and the ``*_scatter`` ops
   (a copy written through the view);
@@ -25,9 +25,10 @@ import math
 from . import ops
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
+from .ir.node import Op
 from .ir.shapes import broadcast_shapes, normalize_dim
 
-# the longest scanned dim lowered natively: the triangular reduction costs n^2 per row
+# the longest cummax/cummin dim lowered natively: the triangular reduction costs n^2 per row
 SHORT_SCAN = 64
 
 
@@ -413,17 +414,19 @@ def _torch_call(name, *args, **kwargs):
     return extern(getattr(torch, name), *args, **kwargs)
 
 
+def _scan_dtype(x, dtype):
+    """A running sum's or product's dtype: ``dtype``, else integers and bool in int64, as torch."""
+    return dt.as_dtype(dtype) if dtype is not None else x.dtype if x.dtype.is_float else dt.int64
+
+
 def cumsum(x, dim, *, dtype=None):
     """Running sums along ``dim`` (integers and bool sum in int64, as torch)."""
-    got = _scan_input(x, dim)
-    if got is None:
-        return _torch_call("cumsum", x, dim, dtype=dtype)
-    y, n, d = got
-    out = dt.as_dtype(dtype) if dtype is not None else x.dtype if x.dtype.is_float else dt.int64
-    wide = dt.opmath(out)
-    tri = _triangle(n, x.device)
-    s = ops.where(tri, y.to(wide).unsqueeze(-2), 0).sum(-1)
-    return _unscan(s, d, x.shape).to(out)
+    return ops.scan(Op.CUMSUM, x, dim, _scan_dtype(x, dtype))
+
+
+def cumprod(x, dim, *, dtype=None):
+    """Running products along ``dim`` (integers and bool in int64, as torch)."""
+    return ops.scan(Op.CUMPROD, x, dim, _scan_dtype(x, dtype))
 
 
 def _cumext(x, dim, largest: bool, name: str):
@@ -468,19 +471,9 @@ def cummin(x, dim):
 
 
 def logcumsumexp(x, dim):
-    """``log(cumsum(exp(x)))`` along ``dim``, shifted by each prefix's maximum."""
-    got = _scan_input(x, dim)
-    if got is None:
-        return _torch_call("logcumsumexp", x, dim)
-    y, n, d = got
-    out = x.dtype if x.dtype.is_float else dt.float32
-    y = y.to(dt.opmath(out))
-    tri = _triangle(n, x.device)
-    big = y.unsqueeze(-2)
-    m = ops.where(tri, big, -math.inf).amax(-1, keepdim=True)
-    m = ops.where(m.abs() == math.inf, 0.0, m)   # a prefix of -inf (or an inf): no shift
-    s = ops.where(tri, (big - m).exp(), 0.0).sum(-1).log() + m.squeeze(-1)
-    return _unscan(s, d, x.shape).to(out)
+    """``log(cumsum(exp(x)))`` along ``dim``, each step a log-add-exp of the running value (no
+    overflow; integers in float32)."""
+    return ops.scan(Op.LOGCUMSUMEXP, x, dim, x.dtype if x.dtype.is_float else dt.float32)
 
 
 # -- matmul and its aliases -------------------------------------------------------------------------
@@ -598,7 +591,7 @@ METHODS = {f.__name__: f for f in (
     index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
     flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
     trace, kron, cross,
-    cumsum, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
+    cumsum, cumprod, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
 METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
 FUNCTIONS = {f.__name__: f for f in (hstack, vstack, dstack, column_stack)}
 FUNCTIONS["row_stack"] = vstack

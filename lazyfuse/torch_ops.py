@@ -120,6 +120,13 @@ def logsumexp(x, dim, keepdim=False):
     return out.to(out_dtype)
 
 
+def product(x, dim=None, keepdim=False, *, dtype=None, axis=None):   # torch's prod (shapes.prod is another)
+    """The product along ``dim`` (of every element for None), in ``dtype``; integers and bool
+    multiply in int64, as torch. One reduction kernel, with its prologue fused."""
+    out = dt.as_dtype(dtype) if dtype is not None else x.dtype if x.dtype.is_float else dt.int64
+    return ops.reduce(Op.PROD, x.to(out), _dims_kw(dim, axis), keepdim)
+
+
 def count_nonzero(x, dim=None):
     """The int64 number of nonzero elements along ``dim``."""
     return (x != 0).sum(dim)
@@ -704,7 +711,7 @@ def _documented(name, fn, doc):
 
 TENSOR_METHODS = {
     "masked_fill": masked_fill, "masked_fill_": masked_fill_, "tril": tril, "triu": triu,
-    "any": any, "all": all, "logsumexp": logsumexp, "count_nonzero": count_nonzero, "nansum": nansum,
+    "any": any, "all": all, "prod": product, "logsumexp": logsumexp, "count_nonzero": count_nonzero, "nansum": nansum,
     "nanmean": nanmean, "aminmax": aminmax, "square": square, "clamp_min": clamp_min, "clamp_max": clamp_max,
     "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp, "sign": sign, "sgn": sign, "log2": log2,
     "log10": log10, "isinf": isinf, "isposinf": isposinf, "isneginf": isneginf, "isfinite": isfinite,

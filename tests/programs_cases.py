@@ -101,6 +101,9 @@ CASES = {
               lambda g, m, n, k: [_randn(g, m, n), _randn(g, m, n)]),
     "where": (lambda lib, a, b: lib.where(a > 0, a, b),
               lambda g, m, n, k: [_randn(g, m, n), _randn(g, 1, n)]),
+    # scan kernels along the row and across rows (a SIMD block of rows), with a product reduction
+    "scans": (lambda lib, x: (x * 0.5).cumsum(1) + x.cumprod(0) * x.prod(1, keepdim=True),
+              lambda g, m, n, k: [_randn(g, m, n).clamp(-1.2, 1.2)]),
     "dropout_eval": (lambda lib, x: _nn(lib).dropout(x, 0.4, training=False) + 1,
                      lambda g, m, n, k: [_randn(g, m, n)]),
     # the key length is at least the query length (a query row with no visible key is NaN in both)

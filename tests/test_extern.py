@@ -307,3 +307,21 @@ def test_the_steady_state_launch_binds_the_buffers_of_each_drain():
             held.append(y)   # keeps this output's block out of the pool: the next drain binds another
     for k, y in enumerate(held):
         torch.testing.assert_close(y.torch(), torch.cumsum(inputs[(2 * k + 1) % 4], 1))
+
+
+@pytest.mark.parametrize("fn,has_training", [(torch._native_batch_norm_legit, True), (torch.native_batch_norm, True),
+                                             (torch._native_batch_norm_legit_no_training, False)])
+def test_batch_norm_externs_in_eval_mode_give_torch_cpus_empty_statistics(fn, has_training):
+    # torch's meta kernel says the saved statistics are (C,); its CPU kernel saves nothing in eval
+    # mode, (0,): the recording takes the CPU's shapes, so eval calls run (they raised before)
+    xt, w, b, rm, rv = _x(3, 2, 4), _x(2, seed=1), _x(2, seed=2), _x(2, seed=3), _x(2, seed=4).abs()
+    for training in (False, True, False):
+        args = [w, b, rm.clone(), rv.clone()] + ([training] if has_training else []) + [0.1, 1e-5]
+        want = fn(xt, *args)
+        got = lf.extern(fn, lf.tensor(xt), *[lf.tensor(a) if isinstance(a, torch.Tensor) else a for a in args])
+        assert [g.shape for g in got] == [tuple(t.shape) for t in want]
+        for g, t in zip(got, want):
+            torch.testing.assert_close(g.torch(), t)
+    if has_training:   # training by keyword
+        got = lf.extern(fn, lf.tensor(xt), *[lf.tensor(a) for a in (w, b, rm, rv)], training=False, momentum=0.1, eps=1e-5)
+        assert got[1].shape == (0,) and got[2].shape == (0,)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..ir import dtypes as dt
 from ..ir.node import Op
 from .graph import attach
 from .mode import no_grad
@@ -160,6 +161,8 @@ def record_reduce(op, x, axes, out_keep):
     between tied extremes (torch's amax rule)."""
     if op is Op.SUM:
         return attach(out_keep, "sum", [(x, lambda g: g.expand(x.shape).to(x.dtype))])
+    if op is Op.PROD:
+        return attach(out_keep, "prod", [(x, lambda g: _prod_grad(x.detach(), g, axes))])
     if op in (Op.MAX, Op.MIN):
         extreme = _saved_output(out_keep)
 
@@ -171,6 +174,59 @@ def record_reduce(op, x, axes, out_keep):
             return where(hit, g / hit.sum(axes, keepdim=True), 0.0).to(x.dtype)
         return attach(out_keep, op.label, [(x, vjp)])
     return out_keep
+
+
+def _reversed_scan(op, t, dim: int):
+    """The scan of ``t`` from the end of ``dim`` back (a scan of the flipped tensor, flipped)."""
+    from ..ops import scan
+    from ..torch_index import flip
+    return flip(scan(op, flip(t, dim), dim, t.dtype), dim)
+
+
+def _prod_grad(x, g, axes):
+    """``g`` times the product of the other elements along ``axes``, zeros included: with no zero
+    ``prod / x``; with one, that element gets the product of the rest, the others 0; with two
+    or more, 0 everywhere (torch's rule, without dividing by a zero)."""
+    from ..ops import reduce, where
+    zero = x == 0
+    zeros = zero.sum(axes, keepdim=True)
+    rest = reduce(Op.PROD, where(zero, 1.0, x), axes, keepdim=True)   # the product without the zeros
+    only = where(zeros == 0, rest / where(zero, 1.0, x), where((zeros == 1) & zero, rest, 0.0))
+    return (g.expand(x.shape) * only).to(x.dtype)
+
+
+def _cumprod_grad(x, out, g, dim: int):
+    """The VJP of ``cumprod`` along ``dim``, zeros included. Before a row's first zero ``z``,
+    element i gets ``sum_{j>=i} g_j out_j / x_i`` (later products are 0); ``z`` itself gets
+    ``sum_{j>=z} g_j * prod_{k<=j, k!=z} x_k`` (the cumprod with ``x_z`` taken as 1); every
+    element after ``z`` gets 0 (each product it is in holds ``x_z``)."""
+    from ..ops import scan, where
+    zero = x == 0
+    zeros_so_far = scan(Op.CUMSUM, zero.to(dt.int64), dim, dt.int64)
+    before, first = zeros_so_far == 0, zero & (zeros_so_far == 1)
+    grad = where(before, _reversed_scan(Op.CUMSUM, g * out, dim) / where(before, x, 1.0), 0.0)
+    without_first = scan(Op.CUMPROD, where(first, 1.0, x), dim, x.dtype)
+    at_first = _reversed_scan(Op.CUMSUM, where(zeros_so_far >= 1, g * without_first, 0.0), dim)
+    return where(first, at_first, grad)
+
+
+def _logcumsumexp_grad(x, out, g, dim: int):
+    """``grad_i = sum_{j>=i} g_j exp(x_i - out_j)``, as log-sum-exps of the positive and the
+    negative parts of ``g`` (torch's form: nothing overflows)."""
+    from ..ops import where
+    pos = _reversed_scan(Op.LOGCUMSUMEXP, where(g > 0, g, 0.0).log() - out, dim)
+    neg = _reversed_scan(Op.LOGCUMSUMEXP, where(g < 0, -g, 0.0).log() - out, dim)
+    return (x + pos).exp() - (x + neg).exp()
+
+
+def record_scan(op, x, dim: int, out):
+    """cumsum: the reversed cumsum of ``g``; cumprod and logcumsumexp: see their VJPs."""
+    if op is Op.CUMSUM:
+        return attach(out, "cumsum", [(x, lambda g: _reversed_scan(Op.CUMSUM, g, dim).to(x.dtype))])
+    saved = _saved_output(out)
+    if op is Op.CUMPROD:
+        return attach(out, "cumprod", [(x, lambda g: _cumprod_grad(x.detach(), saved, g, dim).to(x.dtype))])
+    return attach(out, "logcumsumexp", [(x, lambda g: _logcumsumexp_grad(x.detach(), saved, g, dim).to(x.dtype))])
 
 
 def record_max_along(x, dim: int, keepdim: bool, values, indices):

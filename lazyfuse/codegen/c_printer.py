@@ -270,7 +270,7 @@ class CPrinter(Printer):
             lines += self._pointwise(par)
         else:
             strategy = self.strategy()
-            lines += {"rows": self._rows, "split": self._split, "tile": self._tile}[strategy](par)
+            lines += {"rows": self._rows, "split": self._split, "tile": self._tile, "scan": self._scan}[strategy](par)
         lines.append("}")
         return "\n".join(lines)
 
@@ -291,6 +291,8 @@ class CPrinter(Printer):
 
     def strategy(self) -> str:
         k, s = self.k, self.cfg.strategy
+        if k.kind == "scan":
+            return "scan"
         if k.inner_stores:
             return "rows"   # row-wise kernels: each row's stages, then its stores along the row
         if s == "tile" and not self._tileable():
@@ -374,6 +376,8 @@ class CPrinter(Printer):
         fl = st.value.dtype.is_float
         if st.op is Op.SUM:
             return f"acc{j} += ({_acc_type(st, self.k.inner_numel)}){v};"
+        if st.op is Op.PROD:
+            return f"acc{j} *= ({_acc_type(st, self.k.inner_numel)}){v};"
         if st.op in (Op.MAX, Op.MIN):
             cmp = ">" if st.op is Op.MAX else "<"
             nan = f" || {v} != {v}" if fl else ""
@@ -390,8 +394,8 @@ class CPrinter(Printer):
         k = self.k
         lines = []
         nan_flag = st.op in (Op.MAX, Op.MIN) and st.value.dtype.is_float
-        if st.op is Op.SUM:
-            red = f" reduction(+:acc{j})"
+        if st.op in (Op.SUM, Op.PROD):
+            red = f" reduction({'+' if st.op is Op.SUM else '*'}:acc{j})"
         elif st.op in (Op.MAX, Op.MIN):
             red = f" reduction({st.op.label}:acc{j})" + (f" reduction(|:nan{j})" if nan_flag else "")
         else:
@@ -441,6 +445,52 @@ class CPrinter(Printer):
         scope = _Scope(self, indent)
         stores = self._store(scope)
         return loops + body + scope.lines + stores + ["    }" for _ in k.outer]
+
+    def _scan(self, par):
+        """A scan kernel: each row's running value along the inner extent, one sequential loop
+        per row, the rows in parallel. Where the scanned dim is not the innermost in memory
+        (``cumsum(x, 0)``), a block of ``tile`` neighbouring rows advances together, one SIMD
+        step over the block per position, so the loads stay contiguous."""
+        k = self.k
+        acc_t, init = _scan_acc_type(k.stages[0]), self.acc_init(k.stages[0])
+        if k.outer and k.outer[-1].extent > 1 and not self._inner_contiguous():
+            W = self.cfg.tile
+            lines, indent = self._block_loops(par, W)
+            lines += [f"{indent}{local_array(acc_t, 'acc0v', W)};",
+                      f"{indent}for (int64_t w = 0; w < {W}; w++) acc0v[w] = {init};"]
+            row, ind = self._loops(k.inner, indent, None, simd_inner=False)
+            step = ind + "    "
+            lines += row + [f"{ind}#pragma omp simd", f"{ind}for (int64_t w = 0; w < lanes; w++) {{",
+                            f"{step}const int64_t {k.outer[-1].name} = blk * {W} + w;",
+                            f"{step}{acc_t} acc0 = acc0v[w];"]
+            lines += self._scan_step(step) + [f"{step}acc0v[w] = acc0;", f"{ind}}}"]
+            lines += [indent + "}" for _ in k.inner]
+            return lines + ["    }" for _ in k.outer]
+        n = len(k.outer)
+        pragma = f"#pragma omp parallel for collapse({n}) schedule(static){par}" if n and par is not None else None
+        loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=False)
+        row, ind = self._loops(k.inner, indent, None, simd_inner=False)
+        body = [f"{indent}{acc_t} acc0 = {init};"] + row + self._scan_step(ind) + [indent + "}" for _ in k.inner]
+        return loops + body + ["    }" for _ in k.outer]
+
+    def _scan_step(self, ind) -> list:
+        """One position of a scan: combine its value into ``acc0``, then store the running value."""
+        st = self.k.stages[0]
+        acc_t = _scan_acc_type(st)
+        scope = _Scope(self, ind)
+        v = f"({acc_t}){scope.value(st.value)}"
+        if st.op is Op.CUMSUM:
+            scope.lines.append(f"{ind}acc0 += {v};")
+        elif st.op is Op.CUMPROD:
+            scope.lines.append(f"{ind}acc0 *= {v};")
+        else:   # log(exp(acc0) + exp(v)) without overflow; NaN propagates, inf and -inf as torch
+            scope.lines += [f"{ind}{{",
+                            f"{ind}    const {acc_t} x = {v}, lo = acc0 < x ? acc0 : x, hi = acc0 < x ? x : acc0;",
+                            f"{ind}    acc0 = (lo != lo || hi != hi) ? lo + hi : (hi == INFINITY || hi == -INFINITY) "
+                            "? hi : hi + log1p(exp(lo - hi));",
+                            f"{ind}}}"]
+        stores = self._store(scope, self.k.inner_stores)
+        return scope.lines + stores
 
     def _row_position(self) -> str:
         """The flat position along the reduced extent (a row buffer's index)."""
@@ -693,7 +743,15 @@ def _acc_type(st, inner_numel: int = 1 << 30) -> str:
         if not dt.is_float:
             return "int64_t"
         return COMPUTE[dt.name] if inner_numel <= SHORT_SUM else "double"
+    if st.op is Op.PROD:   # (as torch's CPU prod: float products in double)
+        return "double" if dt.is_float else "int64_t"
     return COMPUTE[dt.name]
+
+
+def _scan_acc_type(st) -> str:
+    """A scan runs in double for floats (a sequential running value: no SIMD lanes to keep, and
+    torch's CPU scans accumulate float32 in double too), in int64 for integers."""
+    return "double" if st.dtype.is_float else "int64_t"
 
 
 def _to_storage(v: str, dt) -> str:

@@ -83,9 +83,14 @@ class Acc(Expr):
     dtype: DType
 
 
+# scan stages: the running value along the inner extent, read by the kernel's ``inner_stores``
+# at each position (a scan kernel has this one stage)
+SCANS = frozenset({Op.CUMSUM, Op.CUMPROD, Op.LOGCUMSUMEXP})
+
+
 @dataclass(frozen=True)
 class Stage:
-    op: Op            # SUM, MAX, MIN, ARGMAX, ARGMIN
+    op: Op            # SUM, PROD, MAX, MIN, ARGMAX, ARGMIN, or a scan (SCANS)
     value: Expr       # evaluated over the inner loop
     dtype: DType      # the result's dtype
     arg_index: Affine | None  # for ARGMAX/ARGMIN: the flat position along the reduced extent
@@ -159,6 +164,8 @@ class Kernel:
             return "matmul"
         if self.segments:
             return "foreach"
+        if self.stages and self.stages[0].op in SCANS:
+            return "scan"
         return "reduce" if self.stages else "pointwise"
 
 
@@ -212,5 +219,5 @@ def var_list(kernel: Kernel) -> tuple:
     return tuple(kernel.outer) + tuple(kernel.inner)
 
 
-__all__ = ["Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "MatmulValue", "Acc", "Stage", "Store",
+__all__ = ["SCANS", "Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "MatmulValue", "Acc", "Stage", "Store",
            "Matmul", "KernelArg", "Kernel", "Var", "Affine", "rounds_to_storage", "walk", "children", "affines", "var_list"]

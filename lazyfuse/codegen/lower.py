@@ -69,7 +69,8 @@ class Lowering:
             in_shape, axes = group.reduce
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
             keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
-            self.row = tuple(self.space) == tuple(in_shape) and keep != tuple(in_shape)
+            # (a scan is row-wise at any extent: it stores its running value along the row)
+            self.row = tuple(self.space) == tuple(in_shape) and (keep != tuple(in_shape) or out.kind is Kind.SCAN)
         if self.row:
             # row-wise: the outer loop runs over the rows, the output is written along the row
             in_shape, axes = group.reduce
@@ -146,6 +147,8 @@ class Lowering:
             return Random(seed, offset, flat, n.op is Op.RANDN, n.dtype)
         if n.kind is Kind.REDUCE:
             return self.reduction(i, idx)
+        if n.kind is Kind.SCAN:
+            return self.scan(i, idx)
         raise AssertionError(f"cannot lower {n} inside a kernel")
 
     def canonical(self, shape) -> tuple:
@@ -174,6 +177,17 @@ class Lowering:
             self.stages.append(Stage(n.op, value, n.dtype, arg_index))
             stage = self.stage_of[i] = len(self.stages) - 1
         return Acc(stage, n.dtype)
+
+    def scan(self, i, idx):
+        """A scan is its kernel's one stage, read where the kernel stores it: the running value
+        at each position of the row (the planner makes it the output of a group of its own)."""
+        n = self.nodes[i]
+        if i != self.group.output or idx != self.out_index or self.stages:
+            raise Unfusable(i, "scan read at another index than its own")
+        value = self.ev(self.pos[id(n.srcs[0])], idx)
+        self.stages.append(Stage(n.op, value, n.dtype, None))
+        self.stage_of[i] = 0
+        return Acc(0, n.dtype)
 
     def matmul_value(self, i, idx):
         """The product of a matmul-template kernel, which the planner placed at the group's

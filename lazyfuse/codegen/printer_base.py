@@ -93,8 +93,12 @@ class Printer:
     # -- accumulators -------------------------------------------------------------------------
     def acc_init(self, st) -> str:
         """The identity a reduction stage's accumulator starts from."""
-        if st.op is Op.SUM:
+        if st.op in (Op.SUM, Op.CUMSUM):
             return "0"
+        if st.op in (Op.PROD, Op.CUMPROD):
+            return "1"
+        if st.op is Op.LOGCUMSUMEXP:
+            return self.infinity(False)
         high = starts_high(st)
         dt = st.value.dtype
         if dt.is_float:

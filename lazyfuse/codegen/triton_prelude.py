@@ -11,6 +11,21 @@ def lf_add(a, b):
 
 
 @triton.jit
+def lf_mul(a, b):
+    return a * b
+
+
+@triton.jit
+def lf_logaddexp(a, b):
+    # log(exp(a) + exp(b)) without overflow: NaN propagates; an infinite larger operand is the
+    # result (-inf with -inf is -inf, not the NaN of -inf - -inf)
+    hi = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    r = tl.where((hi == float("inf")) | (hi == -float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))
+    return tl.where((a != a) | (b != b), a + b, r)
+
+
+@triton.jit
 def lf_maxnum(a, b):
     return tl.maximum(a, b)
 

@@ -392,7 +392,7 @@ class TritonPrinter(Printer):
         if k.matmul is not None:
             lines += self._matmul(pid)
         else:
-            lines += self._reduce(pid) if k.stages else self._pointwise(pid)
+            lines += (self._scan(pid) if k.kind == "scan" else self._reduce(pid)) if k.stages else self._pointwise(pid)
         return "\n".join(lines) + "\n"
 
     def _segment_params(self) -> list:
@@ -531,6 +531,33 @@ class TritonPrinter(Printer):
         stores = self._store(scope, k.stores, "pzero")
         return lines + scope.lines + stores
 
+    def _scan(self, pid) -> list:
+        """A scan kernel: ``BLOCK`` rows per program walk the scanned extent in tiles of
+        ``BLOCK_R``; each tile is scanned with ``tl.associative_scan`` and combined with the
+        running value carried from the tiles before it (masked lanes hold the identity)."""
+        k = self.k
+        st = k.stages[0]
+        acc_t = ("tl.float64" if st.dtype.name == "float64" else "tl.float32") if st.dtype.is_float else "tl.int64"
+        init = self.acc_init(st)
+        # the scan's combine function, and the same combine written out (the interpreter binds
+        # lf_add and lf_mul to Triton's own, which only its reduce and scan may call)
+        combine, both = {Op.CUMSUM: ("lf_add", "{} + {}"), Op.CUMPROD: ("lf_mul", "{} * {}"),
+                         Op.LOGCUMSUMEXP: ("lf_logaddexp", "lf_logaddexp({}, {})")}[st.op]
+        lines = [f"    pflat = {pid} * BLOCK + tl.arange(0, BLOCK)[:, None]",
+                 f"    pmask = pflat < {self.size(k.outer)}"]
+        lines += _unravel("pflat", k.outer, "    ", self.extents)
+        lines += [f"    carry = tl.full([BLOCK, 1], {init}, {acc_t})",
+                  f"    for rbase in range(0, {self.size(k.inner)}, BLOCK_R):"]
+        ind = "        "
+        lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", ind)
+        scope = _Scope(self, ind, "inner")
+        v = scope.value(st.value)
+        scope.lines += [f"{ind}t0 = tl.where(mask, {v}.to({acc_t}), {init})",
+                        f"{ind}acc0 = " + both.format("carry", f"tl.associative_scan(t0, 1, {combine})"),
+                        f"{ind}carry = " + both.format("carry", f"tl.reduce(t0, 1, {combine})[:, None]")]
+        stores = self._store(scope, k.inner_stores)
+        return lines + scope.lines + stores
+
     def _tile_header(self, rflat: str, indent: str) -> list:
         lines = [f"{indent}rflat = {rflat}", f"{indent}rmask = rflat < {self.size(self.k.inner)}"]
         lines += _unravel("rflat", self.k.inner, indent, self.extents)
@@ -561,6 +588,8 @@ class TritonPrinter(Printer):
         lines += scope.lines
         if st.op is Op.SUM:
             lines.append(f"{ind}t{j} = t{j} + tl.where(mask, {v}, 0)")
+        elif st.op is Op.PROD:
+            lines.append(f"{ind}t{j} = t{j} * tl.where(mask, {v}, 1)")
         elif st.op in (Op.MAX, Op.MIN):
             fn = "lf_max2" if st.op is Op.MAX else "lf_min2"
             lines.append(f"{ind}t{j} = {fn}(tl.where(mask, {v}, {init}), t{j})")
@@ -582,6 +611,8 @@ class TritonPrinter(Printer):
         element in Python."""
         if st.op is Op.SUM:
             return [f"{ind}acc{j} = tl.reduce({vals}, 1, lf_add)[:, None]"]
+        if st.op is Op.PROD:
+            return [f"{ind}acc{j} = tl.reduce({vals}, 1, lf_mul)[:, None]"]
         big = st.op in (Op.MIN, Op.ARGMIN)
         lines = [f"{ind}m{j} = tl.reduce({vals}, 1, {'lf_minnum' if big else 'lf_maxnum'})[:, None]"]
         fl = st.value.dtype.is_float
@@ -605,14 +636,14 @@ def _tile_pointer(index: Affine, dims, row: str, col: str) -> str:
 
 def _acc_type(st) -> str:
     dt = st.value.dtype
-    if st.op is Op.SUM:
+    if st.op in (Op.SUM, Op.PROD):
         return ("tl.float64" if dt.name == "float64" else "tl.float32") if dt.is_float else "tl.int64"
     return "tl.int32" if dt.is_bool else COMPUTE[dt.name]
 
 
 def _as_acc(v: str, st) -> str:
     """A stage's value in its accumulator type (bools compare as int32: int1 has no max)."""
-    return f"{v}.to({_acc_type(st)})" if st.op is Op.SUM or st.value.dtype.is_bool else v
+    return f"{v}.to({_acc_type(st)})" if st.op in (Op.SUM, Op.PROD) or st.value.dtype.is_bool else v
 
 
 def _bool_or(sym: str, rule):

@@ -20,6 +20,7 @@ class Kind(enum.Enum):
     VIEW = "view"            # index arithmetic over its source
     WRITE = "write"          # an in-place write of a region of a storage
     EXTERN = "extern"        # computed by a library call (matmul, for now)
+    SCAN = "scan"            # a running reduction along one dim (cumsum): the source's shape
 
 
 class Op(enum.Enum):
@@ -81,6 +82,12 @@ class Op(enum.Enum):
     MIN = ("min", Kind.REDUCE)
     ARGMAX = ("argmax", Kind.REDUCE)
     ARGMIN = ("argmin", Kind.REDUCE)
+    PROD = ("prod", Kind.REDUCE)
+    # running reductions along the axis ``arg`` (a 1-tuple), inclusive: element i combines the
+    # source's elements 0..i along it (a sum, a product, a log-sum-exp)
+    CUMSUM = ("cumsum", Kind.SCAN)
+    CUMPROD = ("cumprod", Kind.SCAN)
+    LOGCUMSUMEXP = ("logcumsumexp", Kind.SCAN)
     # movement: ``arg`` is a View over the source's contiguous layout
     VIEW = ("view", Kind.VIEW)
     # srcs (old, value): ``old`` with the region ``arg`` (a View) replaced by ``value``

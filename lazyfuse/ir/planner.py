@@ -123,6 +123,10 @@ def _forced_materializations(g: DrainGraph, matmul_template=frozenset()) -> dict
             j = g_pos(g)[id(old)]
             if old.is_pending:
                 must.setdefault(j, "old version of a buffer written in place")
+        elif n.kind is Kind.SCAN:
+            # a scan kernel runs its rows sequentially along the scanned dim: it takes its
+            # elementwise prologue, and its result is stored for every reader
+            must.setdefault(i, f"scan ({n.op.label})")
         elif n.kind is Kind.EXTERN and not _templated(n, matmul_template):
             # a template kernel loads its operands through any view, and a copy that only
             # rearranges them (a reshape of a transpose) is index arithmetic there too; anything
@@ -166,7 +170,7 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         consumer_groups = frozenset().union(*(node_groups.get(c, frozenset()) for c in cons[i]))
         depth[i] = 1 + max([depth[c] for c in cons[i]], default=-1)
         if i in must:
-            sig = (n.srcs[0].shape, n.arg) if n.kind is Kind.REDUCE else None
+            sig = (n.srcs[0].shape, n.arg) if n.kind in (Kind.REDUCE, Kind.SCAN) else None
             new_group(i, must[i], sig)
             continue
         if not n.is_pending or n.kind in DUPLICABLE or n.op in INDEX_LEAVES:
@@ -252,7 +256,7 @@ def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
 def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
     n = nodes[i]
     out = nodes[grp.output]
-    if out.kind is Kind.EXTERN:
+    if out.kind in (Kind.EXTERN, Kind.SCAN):   # (a scan kernel has one stage: the scan)
         return False
     sig = (n.srcs[0].shape, n.arg)
     if grp.reduce is not None and grp.reduce != sig:
@@ -809,7 +813,7 @@ def at_sizes(plan: Plan, planned_nodes: list, nodes: list) -> Plan:
     def resized(grp: Group) -> Group:
         reduce = grp.reduce
         if reduce is not None:
-            i = next(i for i in sorted(grp.members | set(grp.outputs)) if planned_nodes[i].kind is Kind.REDUCE
+            i = next(i for i in sorted(grp.members | set(grp.outputs)) if planned_nodes[i].kind in (Kind.REDUCE, Kind.SCAN)
                      and (planned_nodes[i].srcs[0].shape, planned_nodes[i].arg) == reduce)
             reduce = (nodes[i].srcs[0].shape, nodes[i].arg)
         return replace(grp, reduce=reduce, parts=[resized(p) for p in grp.parts])

@@ -17,7 +17,7 @@ from ..ir.view import View
 from .backend import Backend, StepKind
 
 # (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
-KERNEL, MATMUL = StepKind.KERNEL, StepKind.MATMUL
+KERNEL, MATMUL, EXTERN = StepKind.KERNEL, StepKind.MATMUL, StepKind.EXTERN
 
 
 class HostMeta:
@@ -56,10 +56,8 @@ def library_thunk(step, bufs, gather=None, meta=None):
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is MATMUL:
         return memo_on_blocks(step, step.config, bufs, lambda: matmul_call(step, step.config, bufs))
-    if step.kind is StepKind.EXTERN:   # an ExternLaunch: its own views, every output it binds
-        launch = step.kernel.arg
-        make = lambda: launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)  # noqa: E731
-        return make() if launch.call.random else memo_on_blocks(launch, None, bufs, make)
+    if step.kind is EXTERN:   # an ExternLaunch: its own views, every output it binds
+        return extern_thunk(step.kernel.arg, bufs, meta)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
@@ -67,25 +65,29 @@ def library_thunk(step, bufs, gather=None, meta=None):
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
+def extern_thunk(launch, bufs, meta):
+    """The launch of an extern step on ``bufs``; a random call reads its seed and stream offset
+    from the metadata, so it is made anew each drain."""
+    make = lambda: launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)  # noqa: E731
+    return make() if launch.random else memo_on_blocks(launch, None, bufs, make)
+
+
 def memo_on_blocks(owner, variant, bufs, make):
     """``make()``, the library call of ``owner`` (a matmul step, an extern launch) in ``variant``
     (a matmul's library) on ``bufs``, kept on its last buffer's pool block: a steady state binds
     the same blocks drain after drain, and then the call made for them last time (torch views,
     arguments, ``out=``) is the call to make now — building it costs more than the launch itself
-    at small sizes (a random extern reads its metadata: its caller makes it anew)."""
-    memo_block = getattr(bufs[-1], "block", None)
+    at small sizes."""
+    blocks = tuple([getattr(b, "block", None) for b in bufs])
+    memo_block = blocks[-1]
     if memo_block is None:
         return make()
     key = ("launch", id(owner))   # (the entry holds the owner: its id is not reused meanwhile)
     memo = memo_block.views.get(key)
-    if memo is not None and memo[0] is owner and memo[1] == variant:
-        for b, block in zip(bufs, memo[2]):
-            if getattr(b, "block", None) is not block:
-                break
-        else:
-            return memo[3]
+    # (blocks compare by identity: a Block defines no equality)
+    if memo is not None and memo[0] is owner and memo[1] == variant and memo[2] == blocks:
+        return memo[3]
     thunk = make()
-    blocks = tuple([getattr(b, "block", None) for b in bufs])
     if None not in blocks:   # (imported memory is never memoized: the memo would keep it alive)
         if len(memo_block.views) >= 16:
             memo_block.views.clear()
@@ -330,7 +332,10 @@ class CpuBackend(Backend):
     def thunk(self, step, bufs, meta):
         """The launch as a call with two integer arguments: ctypes converts a Python int for a
         ``c_void_p`` several times faster than it converts an array object."""
-        if step.kind is not KERNEL:
+        kind = step.kind
+        if kind is EXTERN:   # (first: a chain of externs pays one test per launch)
+            return extern_thunk(step.kernel.arg, bufs, meta)
+        if kind is not KERNEL:
             return library_thunk(step, bufs, meta=meta)
         ptrs = tuple([b.ptr for b in bufs])
         launches = meta.launches

@@ -154,7 +154,8 @@ def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
     the next drain would apply it twice (a collective that failed at its wait did not run)."""
     stats.kernels_launched += done
     if plan.n_extern:
-        stats.extern_launches += sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
+        stats.extern_launches += plan.n_extern if done == len(plan.steps) else \
+            sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
     for k, (s, buf) in enumerate(zip(roots, root_bufs)):
         if ran(plan.root_steps[k], done, lost):
             s.buffer = buf

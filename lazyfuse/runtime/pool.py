@@ -35,7 +35,7 @@ SHARED = "shared"       # a graph's intermediate lent to the captures of graphs 
 
 def size_class(nbytes: int) -> int:
     """Round up to 512 bytes, then to a quarter of the next power of two (<= 25% waste)."""
-    n = max(512, (nbytes + 511) // 512 * 512)
+    n = (nbytes + 511) // 512 * 512 if nbytes > 512 else 512
     if n <= 1 << 16:
         return n
     q = 1 << (n.bit_length() - 3)
@@ -140,6 +140,17 @@ class MemoryPool:
         cls = size_class(nbytes)
         key = (usage, cls)
         with self.lock:
+            if self.private is None:   # the steady state's path: a kept block of the class, if any
+                free = self.cached.get(key)
+                if free:
+                    block = free.pop()
+                    self.cached_bytes -= cls
+                    self.stats.pooled_allocations += 1
+                    block.epoch = 0
+                    live = self.live_bytes = self.live_bytes + cls
+                    if live > self.peak_live_bytes:
+                        self.peak_live_bytes = live
+                    return block
             block = None
             # the private segment serves the capturing thread only: another thread's upload must
             # neither take a block the capture run needs nor be refused as if it were part of it

@@ -82,7 +82,8 @@ def load_kernel(name: str, function_source: str, interpreted: bool, stats=None):
 # The interpreter reduces with numpy when the combine function *is* one of Triton's own (an
 # identity test); any other combine function runs element by element in Python, ~1000x slower.
 # The printer's reduction combiners compute exactly these, so interpreted modules bind them.
-_FAST_COMBINE = {"lf_add": "_sum_combine", "lf_maxnum": "_elementwise_max", "lf_minnum": "_elementwise_min"}
+_FAST_COMBINE = {"lf_add": "_sum_combine", "lf_mul": "_prod_combine", "lf_maxnum": "_elementwise_max",
+                 "lf_minnum": "_elementwise_min"}
 
 
 def _bind_device_math(module) -> None:
