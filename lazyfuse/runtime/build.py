@@ -160,16 +160,18 @@ def rebind_steps(template: CompiledPlan, nodes, backend) -> tuple | None:
 
 def lower_steps(nodes, planned, kernel_steps=None) -> list:
     """One ``Step`` per planned group: a lowered kernel, or a library call for an extern.
-    ``kernel_steps`` (step index -> Step) gives kernel steps lowered before (a stored plan's,
-    runtime.plan_store), so only the library steps are made from ``nodes``."""
-    from ..codegen.lower import lower_group
+    ``kernel_steps`` (step index -> a new Step) gives kernel steps lowered before (a stored
+    plan's, runtime.plan_store), which take their group: only the library steps are made from
+    ``nodes``."""
     pos = {id(n): i for i, n in enumerate(nodes)}
     scalar_pos = {}
     for i, n in enumerate(nodes):
         if n.op is Op.SCALAR:
             scalar_pos[i] = len(scalar_pos)
-    producers = planned.producers()
-    rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
+    if kernel_steps is None:   # (a second process that only loads plans never imports the lowering)
+        from ..codegen.lower import lower_group
+        producers = planned.producers()
+        rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
     steps = []
     for grp in planned.groups:
         out = nodes[grp.output]
@@ -177,7 +179,9 @@ def lower_steps(nodes, planned, kernel_steps=None) -> list:
             steps.append(extern_step(nodes, pos, grp, planned.slots, scalar_pos))
             continue
         if kernel_steps is not None:
-            steps.append(dataclasses.replace(kernel_steps[len(steps)], group=grp))
+            step = kernel_steps[len(steps)]
+            step.group = grp
+            steps.append(step)
             continue
         kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
         header = _header(kernel)
