@@ -4,14 +4,19 @@ The C printer (and the Triton printer, for pointwise and reduction kernels) prin
 so a program met at a new batch size or sequence length plans anew (a plan-cache miss) but
 finds its library already built: ``lf.stats().compiler_runs`` does not move. What still
 changes the code compiles once per *structure*: a dim of size 1, another thread or strategy
-choice, a stride that is no product of extents.
+choice, a stride that is no product of extents. Random programs (drawn by hypothesis) and the
+differential cases run at a second and third size of their structure compile nothing.
 """
+import contextlib
 import random
+import tempfile
 from collections import OrderedDict
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyfuse as lf
 from lazyfuse.codegen import c_compile
@@ -20,7 +25,8 @@ from lazyfuse.codegen.index import Affine, Var
 from lazyfuse.codegen.kernel import Kernel, KernelArg, Load, Store
 from lazyfuse.ir.dtypes import float32
 from lazyfuse.runtime import triton_devices
-from programs_cases import CASES, run_case
+from programs import COMMON, scaled
+from programs_cases import CASES, inline_matmul_threshold, run_case
 
 CPU = lf.device("cpu")
 
@@ -107,3 +113,143 @@ def test_sizes_are_runtime_values_and_strides_products_of_them():
     # a stride that is no product of extents (every other row of a wider matrix) stays a literal
     sliced = print_c(kernel(6, 10, 40), CConfig())
     assert "a0[(40*p0 + p1)]" in sliced and sliced != src
+
+
+# -- random programs at three sizes -----------------------------------------------------------------
+# A hypothesis-drawn program over inputs of shape (m, C) (and a (C, C) weight), drawn once at the
+# first m and run again at two more: its structure is unchanged because every m is above 1 and
+# apart from every other size the program makes (C, C // 2, the 1s of keepdim reductions).
+C = 12
+M_SIZES = [5, 7, 9, 11, 13]
+UNARY_OPS = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "sin": lambda a: a.sin(),
+             "relu": lambda a: a.relu(), "neg": lambda a: -a, "abs": lambda a: a.abs(),
+             "exp": lambda a: a.clamp(-3, 3).exp(), "square": lambda a: a * a}
+BINARY_OPS = {"add": lambda lib, a, b: a + b, "sub": lambda lib, a, b: a - b, "mul": lambda lib, a, b: a * b,
+              "maximum": lambda lib, a, b: lib.maximum(a, b)}
+IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_"}
+
+
+def draw_program(data, m: int) -> list:
+    """Steps ``(what, operand positions, detail)``, each valid at any m in ``M_SIZES`` (checked on
+    the shapes at ``m``: broadcasting and which dim has size C hold at every m)."""
+    shapes = [(m, C), (m, C)]   # the inputs x, y; the weight is separate
+    steps = []
+    for _ in range(data.draw(st.integers(1, 8), label="program length")):
+        i = data.draw(st.integers(0, len(shapes) - 1), label="operand")
+        a = shapes[i]
+        kind = data.draw(st.sampled_from(["unary", "binary", "scalar", "reduce", "softmax", "transpose",
+                                          "slice", "matmul", "inplace", "sync"]), label="op")
+        if kind == "unary":
+            steps.append(("unary", (i,), data.draw(st.sampled_from(sorted(UNARY_OPS)))))
+        elif kind in ("binary", "inplace"):
+            fits = [j for j, b in enumerate(shapes) if all(p == q or 1 in (p, q) for p, q in zip(a, b))
+                    and (kind == "binary" or torch.broadcast_shapes(a, b) == a)]
+            if not fits:
+                continue
+            j = data.draw(st.sampled_from(fits))
+            steps.append((kind, (i, j), data.draw(st.sampled_from(sorted(BINARY_OPS if kind == "binary" else IN_PLACE)))))
+            a = torch.broadcast_shapes(a, shapes[j])
+        elif kind == "scalar":
+            steps.append(("scalar", (i,), data.draw(st.sampled_from([0.5, -1.5, 2.0]))))
+        elif kind == "reduce":
+            dim = data.draw(st.integers(0, 1))
+            steps.append(("reduce", (i,), (data.draw(st.sampled_from(["sum", "amax", "mean"])), dim)))
+            a = tuple(1 if d == dim else s for d, s in enumerate(a))
+        elif kind == "softmax":
+            steps.append(("softmax", (i,), data.draw(st.integers(0, 1))))
+        elif kind == "transpose":
+            steps.append(("transpose", (i,), None))
+            a = a[::-1]
+        elif kind == "slice":   # every other element along a dim of size C (m's would change with m)
+            if C not in a:
+                continue
+            dim = a.index(C)
+            steps.append(("slice", (i,), dim))
+            a = tuple(C // 2 if d == dim else s for d, s in enumerate(a))
+        elif kind == "matmul":
+            if a[-1] != C:
+                continue
+            steps.append(("matmul", (i,), None))
+        else:
+            steps.append(("sync", (), None))
+            continue
+        shapes.append(a)
+    return steps
+
+
+def run_random_program(lib, sync, steps, x, y, w):
+    """The values of every step of ``steps`` in ``lib`` (lf or torch; ``sync()`` drains)."""
+    vals = [x, y]
+    for what, at, detail in steps:
+        a = vals[at[0]] if at else None
+        if what == "sync":
+            sync()
+            continue
+        if what == "unary":
+            out = UNARY_OPS[detail](a)
+        elif what == "binary":
+            out = BINARY_OPS[detail](lib, a, vals[at[1]])
+        elif what == "inplace":   # a fresh copy written in place (a drain must run the write)
+            out = a * 1
+            getattr(out, IN_PLACE[detail])(vals[at[1]])
+        elif what == "scalar":
+            out = a * detail + 1
+        elif what == "reduce":
+            name, dim = detail
+            out = getattr(a, name)(dim, keepdim=True)
+        elif what == "softmax":
+            out = a.softmax(detail)
+        elif what == "transpose":
+            out = a.transpose(0, 1)
+        elif what == "slice":
+            out = a[::2] if detail == 0 else a[:, ::2]
+        else:
+            out = a @ w
+        vals.append(out)
+    return vals
+
+
+@contextlib.contextmanager
+def nothing_compiled(dev):
+    """An empty cache folder, no library or module loaded, no plan cached on ``dev``: for each
+    example, so that a compiler run is the only way to code it has not compiled itself."""
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAZYFUSE_CACHE_DIR", folder)
+        mp.setattr(c_compile, "_loaded", c_compile.LibraryCache())
+        mp.setattr(triton_devices, "_loaded", OrderedDict())
+        for cache in (dev.engine.plans, dev.engine.structures, dev.engine.planned):
+            cache.clear()
+        yield
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@settings(COMMON, max_examples=scaled(12), deadline=None)
+@given(data=st.data())
+def test_random_programs_at_a_second_and_third_size_run_no_compiler(device, data):
+    dev = lf.device(device)
+    sizes = data.draw(st.permutations(M_SIZES), label="sizes")[:3]
+    steps = draw_program(data, sizes[0])
+    live = data.draw(st.sets(st.integers(0, len(steps) + 1), min_size=1), label="values read")
+    rng = np.random.default_rng(len(steps))
+    w = (rng.standard_normal((C, C)) / np.sqrt(C)).astype(np.float32)
+    runs = []
+    with nothing_compiled(dev):
+        for m in sizes:
+            runs.append(run_at_size(dev, steps, live, m, rng, w))
+    assert runs[1:] == [0, 0], f"compiler runs per size {dict(zip(sizes, runs))} for {steps}"
+
+
+def run_at_size(dev, steps, live, m: int, rng, w) -> int:
+    """Run ``steps`` at ``m`` on ``dev`` and in float64 torch, compare the ``live`` values; the
+    compiler runs it took."""
+    x, y = (rng.standard_normal((m, C)).astype(np.float32) for _ in range(2))
+    before = lf.stats(dev).compiler_runs
+    # on the cpu every matmul takes the library path (the interpreter's matmul template keeps its sizes literal)
+    with inline_matmul_threshold(0) if dev.kind == "cpu" else contextlib.nullcontext():
+        got = run_random_program(lf, lambda: lf.sync(dev), steps, *(lf.tensor(v, device=dev) for v in (x, y, w)))
+    want = run_random_program(torch, lambda: None, steps, *(torch.from_numpy(v).double() for v in (x, y, w)))
+    for k in sorted(live & set(range(len(got)))):
+        ref = want[k].numpy()
+        np.testing.assert_allclose(got[k].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()),
+                                   err_msg=f"value {k} at m={m}: {steps}")
+    return lf.stats(dev).compiler_runs - before
