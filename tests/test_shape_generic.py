@@ -116,9 +116,10 @@ def test_sizes_are_runtime_values_and_strides_products_of_them():
 
 
 # -- random programs at three sizes -----------------------------------------------------------------
-# A hypothesis-drawn program over inputs of shape (m, C) (and a (C, C) weight), drawn once at the
-# first m and run again at two more: its structure is unchanged because every m is above 1 and
-# apart from every other size the program makes (C, C // 2, the 1s of keepdim reductions).
+# A hypothesis-drawn program over inputs x, y of shape (m, C), a vector v of shape (C,) and a
+# (C, C) weight, drawn once at the first m and run again at two more: its structure is unchanged,
+# as every m is above 1 and apart from every other size the program makes (C, C // 2, the 1s of
+# keepdim reductions).
 C = 12
 M_SIZES = [5, 7, 9, 11, 13]
 UNARY_OPS = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "sin": lambda a: a.sin(),
@@ -127,59 +128,65 @@ UNARY_OPS = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "sin"
 BINARY_OPS = {"add": lambda lib, a, b: a + b, "sub": lambda lib, a, b: a - b, "mul": lambda lib, a, b: a * b,
               "maximum": lambda lib, a, b: lib.maximum(a, b)}
 IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_"}
+KINDS = ["unary", "binary", "scalar", "reduce", "softmax", "transpose", "slice", "matmul", "inplace", "sync"]
+
+
+def broadcast(a: tuple, b: tuple):
+    try:
+        return tuple(torch.broadcast_shapes(a, b))
+    except RuntimeError:
+        return None
 
 
 def draw_program(data, m: int) -> list:
     """Steps ``(what, operand positions, detail)``, each valid at any m in ``M_SIZES`` (checked on
-    the shapes at ``m``: broadcasting and which dim has size C hold at every m)."""
-    shapes = [(m, C), (m, C)]   # the inputs x, y; the weight is separate
+    the shapes at ``m``: broadcasting and which dims have size C hold at every m)."""
+    shapes = [(m, C), (m, C), (C,)]   # x, y, v (the weight is only a matmul's)
     steps = []
     for _ in range(data.draw(st.integers(1, 8), label="program length")):
         i = data.draw(st.integers(0, len(shapes) - 1), label="operand")
         a = shapes[i]
-        kind = data.draw(st.sampled_from(["unary", "binary", "scalar", "reduce", "softmax", "transpose",
-                                          "slice", "matmul", "inplace", "sync"]), label="op")
+        kind = data.draw(st.sampled_from(KINDS), label="op")
         if kind == "unary":
             steps.append(("unary", (i,), data.draw(st.sampled_from(sorted(UNARY_OPS)))))
         elif kind in ("binary", "inplace"):
-            fits = [j for j, b in enumerate(shapes) if all(p == q or 1 in (p, q) for p, q in zip(a, b))
-                    and (kind == "binary" or torch.broadcast_shapes(a, b) == a)]
+            fits = [j for j, b in enumerate(shapes) if broadcast(a, b) == a or (kind == "binary" and broadcast(a, b))]
             if not fits:
                 continue
             j = data.draw(st.sampled_from(fits))
             steps.append((kind, (i, j), data.draw(st.sampled_from(sorted(BINARY_OPS if kind == "binary" else IN_PLACE)))))
-            a = torch.broadcast_shapes(a, shapes[j])
+            a = broadcast(a, shapes[j])
         elif kind == "scalar":
             steps.append(("scalar", (i,), data.draw(st.sampled_from([0.5, -1.5, 2.0]))))
-        elif kind == "reduce":
-            dim = data.draw(st.integers(0, 1))
-            steps.append(("reduce", (i,), (data.draw(st.sampled_from(["sum", "amax", "mean"])), dim)))
-            a = tuple(1 if d == dim else s for d, s in enumerate(a))
-        elif kind == "softmax":
-            steps.append(("softmax", (i,), data.draw(st.integers(0, 1))))
-        elif kind == "transpose":
+        elif kind in ("reduce", "softmax"):
+            dim = data.draw(st.integers(0, len(a) - 1))
+            if kind == "softmax":
+                steps.append(("softmax", (i,), dim))
+            else:
+                steps.append(("reduce", (i,), (data.draw(st.sampled_from(["sum", "amax", "mean"])), dim)))
+                a = tuple(1 if d == dim else s for d, s in enumerate(a))
+        elif kind == "transpose" and len(a) == 2:
             steps.append(("transpose", (i,), None))
             a = a[::-1]
-        elif kind == "slice":   # every other element along a dim of size C (m's would change with m)
-            if C not in a:
-                continue
+        elif kind == "slice" and C in a:   # every other element along a dim of size C (m's would change with m)
             dim = a.index(C)
             steps.append(("slice", (i,), dim))
             a = tuple(C // 2 if d == dim else s for d, s in enumerate(a))
-        elif kind == "matmul":
-            if a[-1] != C:
-                continue
+        elif kind == "matmul" and a[-1] == C:
             steps.append(("matmul", (i,), None))
-        else:
+        elif kind == "sync":
             steps.append(("sync", (), None))
+            continue
+        else:
             continue
         shapes.append(a)
     return steps
 
 
-def run_random_program(lib, sync, steps, x, y, w):
-    """The values of every step of ``steps`` in ``lib`` (lf or torch; ``sync()`` drains)."""
-    vals = [x, y]
+def run_random_program(lib, sync, steps, *inputs):
+    """The values of every step of ``steps`` in ``lib`` (lf or torch; ``sync()`` drains) from
+    ``inputs`` x, y, v and the weight."""
+    *vals, w = inputs
     for what, at, detail in steps:
         a = vals[at[0]] if at else None
         if what == "sync":
@@ -226,30 +233,35 @@ def nothing_compiled(dev):
 @settings(COMMON, max_examples=scaled(12), deadline=None)
 @given(data=st.data())
 def test_random_programs_at_a_second_and_third_size_run_no_compiler(device, data):
+    """Each size equals float64 torch; the second and third plan from the first one's structure
+    (no planner run), compile nothing and launch as many kernels."""
     dev = lf.device(device)
     sizes = data.draw(st.permutations(M_SIZES), label="sizes")[:3]
     steps = draw_program(data, sizes[0])
-    live = data.draw(st.sets(st.integers(0, len(steps) + 1), min_size=1), label="values read")
+    live = data.draw(st.sets(st.integers(0, len(steps) + 2), min_size=1), label="values read")
     rng = np.random.default_rng(len(steps))
-    w = (rng.standard_normal((C, C)) / np.sqrt(C)).astype(np.float32)
-    runs = []
+    v, w = rng.standard_normal(C).astype(np.float32), (rng.standard_normal((C, C)) / np.sqrt(C)).astype(np.float32)
     with nothing_compiled(dev):
-        for m in sizes:
-            runs.append(run_at_size(dev, steps, live, m, rng, w))
-    assert runs[1:] == [0, 0], f"compiler runs per size {dict(zip(sizes, runs))} for {steps}"
+        moved = [run_at_size(dev, steps, live, m, rng, v, w) for m in sizes]
+    first = moved[0]
+    for m, d in zip(sizes[1:], moved[1:]):
+        assert (d.compiler_runs, d.plans_built, d.kernels_launched) == (0, 0, first.kernels_launched), \
+            f"at m={m} after m={sizes[0]}: {d} for {steps}"
 
 
-def run_at_size(dev, steps, live, m: int, rng, w) -> int:
+def run_at_size(dev, steps, live, m: int, rng, v, w):
     """Run ``steps`` at ``m`` on ``dev`` and in float64 torch, compare the ``live`` values; the
-    compiler runs it took."""
+    stats it moved."""
     x, y = (rng.standard_normal((m, C)).astype(np.float32) for _ in range(2))
-    before = lf.stats(dev).compiler_runs
+    before = lf.stats(dev)
     # on the cpu every matmul takes the library path (the interpreter's matmul template keeps its sizes literal)
     with inline_matmul_threshold(0) if dev.kind == "cpu" else contextlib.nullcontext():
-        got = run_random_program(lf, lambda: lf.sync(dev), steps, *(lf.tensor(v, device=dev) for v in (x, y, w)))
-    want = run_random_program(torch, lambda: None, steps, *(torch.from_numpy(v).double() for v in (x, y, w)))
-    for k in sorted(live & set(range(len(got)))):
+        got = run_random_program(lf, lambda: lf.sync(dev), steps, *(lf.tensor(a, device=dev) for a in (x, y, v, w)))
+        values = {k: got[k].numpy() for k in sorted(live) if k < len(got)}
+    moved = lf.stats(dev) - before
+    want = run_random_program(torch, lambda: None, steps, *(torch.from_numpy(a).double() for a in (x, y, v, w)))
+    for k, value in values.items():
         ref = want[k].numpy()
-        np.testing.assert_allclose(got[k].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()),
+        np.testing.assert_allclose(value, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()),
                                    err_msg=f"value {k} at m={m}: {steps}")
-    return lf.stats(dev).compiler_runs - before
+    return moved
