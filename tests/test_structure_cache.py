@@ -17,6 +17,7 @@ from lazyfuse.codegen import autotune
 from lazyfuse.ir.dtypes import float32
 from lazyfuse.ir.node import Op
 from lazyfuse.ir.view import View
+from lazyfuse.runtime.build import trace
 from lazyfuse.runtime.structure import structure_key
 
 DEVICES = ["cpu", "interpreter"]
@@ -129,3 +130,30 @@ def test_the_structure_renames_sizes_one_to_one():
     assert key(5, 8, 8) != key(5, 5, 5)       # two sizes equal: another structure
     assert key(5, 8, 8) != key(1, 8, 8)       # a size 1
     assert key(5, 8, 8) != key(5, 8, 16)      # a stride that is no size of the program
+
+
+def test_a_plans_graph_is_its_drains_dag_without_the_buffers():
+    """The graph a cached plan keeps (``lf.explain`` and a rebind at other sizes read it) is made
+    from its key when first read: node for node the drain's traced DAG (op, dtype, shape,
+    attribute, sources, a scalar's value), with no buffer."""
+    dev = lf.device("cpu")
+    lf.sync(dev)
+    x = lf.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    y = (x * 2.5 + 1)[:, ::2].T.exp()        # scalars, a strided slice, a transpose
+    z = lf.tensor(np.ones(3, np.float32))
+    z.add_(y.sum(1))                          # an in-place write into a live buffer
+    nodes, _, _, targets = trace(dev.engine._live_roots())
+    lf.sync(dev)
+    plan = next(reversed(dev.engine.plans.values()))
+    assert plan._graph is None                # not made at the build
+    graph = plan.graph
+    assert graph is plan.graph and len(graph.nodes) == len(nodes)
+    at, at_traced = {id(n): i for i, n in enumerate(graph.nodes)}, {id(n): i for i, n in enumerate(nodes)}
+    for made, traced in zip(graph.nodes, nodes):
+        assert (made.op, made.dtype, made.shape) == (traced.op, traced.dtype, traced.shape)
+        assert [at[id(s)] for s in made.srcs] == [at_traced[id(s)] for s in traced.srcs]
+        assert made.arg is None if traced.op is Op.BUFFER else made.arg == traced.arg
+    assert (graph.roots, graph.root_targets) == ([r for r, _ in targets], [t for _, t in targets])
+    assert {n.op for n in graph.nodes} >= {Op.BUFFER, Op.SCALAR, Op.VIEW, Op.EXP, Op.SUM}
+    np.testing.assert_allclose(z.numpy(), 1 + np.exp(np.arange(24).reshape(4, 6)[:, ::2].T * 2.5 + 1).sum(1),
+                               rtol=1e-5)
