@@ -9,7 +9,6 @@ without running anything, so it imports this module, not the engine.
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
 from dataclasses import dataclass
 

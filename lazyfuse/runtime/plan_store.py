@@ -6,17 +6,20 @@ every autotune candidate of every kernel to find its library — hundreds of mil
 a transformer block, seconds for a GPT training step. So each plan a process builds is also
 written down (``plans/<digest>.pkl`` under the cache folder): the planner's groups and, per
 step, what the backend needs to take its compiled code back (the C library's key, the kernel's
-function name and config). A process that misses its in-memory plan cache looks there before
-it plans: it lowers the stored groups (for the launch metadata and ``lf.explain``) and loads
-the libraries, with no planner, no printing and no compiler run
-(``lf.stats().plans_loaded``).
+function name and config) and, for a kernel, the lowered step. A process that misses its
+in-memory plan cache looks there before it plans: it takes the stored kernel steps (their
+codegen kernels left pickled until something reads them: ``StoredKernelStep``), makes the
+library steps from the drain's nodes and loads the libraries, with no planner, no lowering, no
+printing and no compiler run (``lf.stats().plans_loaded``). A plan is written once compiled and
+tuned: at its build, or at the later run that tunes it (``LAZYFUSE_AUTOTUNE_AFTER``).
 
 A record is found by a digest of the plan key (ops, dtypes, shapes, strides, attributes, live
 roots) with everything else the generated code depends on: lazyfuse's own source files, the
 backend's toolchain identity, torch's version and every ``LAZYFUSE_*`` knob that can change a
 kernel. A key holding something with no stable text across processes (a lambda passed to
 ``lf.extern``, an opaque constant) is never stored. A missing, unreadable or stale record
-(its library gone) only means planning as before. ``LAZYFUSE_PLAN_STORE=0`` turns it off.
+(its library gone) only means planning as before. On by default; ``LAZYFUSE_PLAN_STORE=0``
+turns it off.
 """
 from __future__ import annotations
 
