@@ -149,7 +149,7 @@ def in_child(cache: str, quick: bool, timed: bool) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--runs", type=int, default=3, help="second processes timed, each fresh (default 3)")
+    p.add_argument("--runs", type=int, default=None, help="second processes timed, each fresh (default 3, 1 with --quick)")
     p.add_argument("--child", action="store_true")
     p.add_argument("--timed", action="store_true")
     args = p.parse_args(argv)
@@ -158,7 +158,8 @@ def main(argv=None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="lazyfuse-warm-start-") as cache:
         in_child(cache, args.quick, timed=False)            # the first process: fills the cache
-        runs = [in_child(cache, args.quick, timed=True) for _ in range(max(1, args.runs))]   # the second ones
+        n_runs = max(1, args.runs or (1 if args.quick else 3))
+        runs = [in_child(cache, args.quick, timed=True) for _ in range(n_runs)]   # the second ones
     lines = heading("Warm start: a second process with the on-disk cache (issue 20)", machine())
     lines += ["Build path ms = lazyfuse's own time to reach the steady state (the goal: under "
               f"{GOAL_MS:.0f} ms, no compiler run), in wall time and this thread's CPU time, with the garbage "
