@@ -12,7 +12,9 @@ import pytest
 import torch
 
 import lazyfuse as lf
-from lazyfuse.codegen import c_compile
+from lazyfuse.codegen import autotune, c_compile
+from lazyfuse.codegen.c_printer import print_c
+from lazyfuse.explain import Explanation
 from lazyfuse.runtime import plan_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,3 +125,63 @@ def test_a_knob_that_changes_code_changes_the_record(store, monkeypatch):
     name = plan_store.digest(parts, CPU.backend)
     monkeypatch.setenv("LAZYFUSE_PARALLEL_THRESHOLD", "7")
     assert plan_store.digest(parts, CPU.backend) != name
+
+
+def planned_and_loaded(a):
+    """The plan ``chain(a)`` builds, then the one a new process would load for it."""
+    chain(a).numpy()
+    planned = next(reversed(CPU.engine.plans.values()))
+    forget()
+    chain(a).numpy()
+    loaded = next(reversed(CPU.engine.plans.values()))
+    assert (planned.origin, loaded.origin) == ("planned", "loaded")
+    return planned, loaded
+
+
+def test_a_loaded_plans_kernels_stay_pickled_until_read(store):
+    planned, loaded = planned_and_loaded(np.ones((5, 24), np.float32))
+    kernels = [st for st in loaded.steps if st.kind == "kernel"]
+    assert kernels and all(type(st.__dict__["_kernel"]) is bytes for st in kernels)   # launched without them
+    # read (lf.explain, tuning, a rebind), each is the kernel the first process lowered
+    code = lambda st: (autotune.signature(st.kernel), print_c(st.kernel, st.config))  # noqa: E731
+    assert [code(st) for st in kernels] == [code(st) for st in planned.steps if st.kind == "kernel"]
+    assert Explanation.from_plan(loaded).kernels == Explanation.from_plan(planned).kernels
+
+
+def test_a_loaded_plan_serves_other_sizes_of_its_structure(store, monkeypatch):
+    # while tuning explores, the rebind compares the template's kernel itself (its tuning class)
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    planned_and_loaded(np.ones((5, 24), np.float32))
+    before = lf.stats(CPU)
+    for n in (6, 7):   # the template's tuning class (5 rounds up to 8)
+        a = np.random.default_rng(n).standard_normal((n, 24)).astype(np.float32)
+        want = ((torch.from_numpy(a).double() * 2 + 1).tanh() * torch.from_numpy(a).double().exp()).sum(-1).numpy()
+        np.testing.assert_allclose(chain(a).numpy(), want, rtol=2e-5, atol=2e-5)
+    d = lf.stats(CPU) - before
+    assert (d.plans_rebound, d.plans_built, d.compiler_runs) == (2, 0, 0)
+
+
+def test_a_plan_tuned_at_a_later_run_is_stored_with_its_tuned_choice(store, monkeypatch):
+    """With tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``) the record is written once
+    the plan is tuned, not at its build: a new process then loads the tuned kernels, where a
+    record of the build's heuristic defaults would keep them for good (a loaded plan never tunes)."""
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
+    monkeypatch.setattr(CPU.backend, "tuner", None)
+    timed = []
+
+    def last_wins(run, *args, **kwargs):   # the last candidate benchmarked is the fastest
+        timed.append(run)
+        run()
+        return 1.0 / len(timed)
+    monkeypatch.setattr(autotune, "benchmark", last_wins)
+    a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
+    configs = lambda: [st.config for st in next(reversed(CPU.engine.plans.values())).steps]  # noqa: E731
+    for run in range(1, 4):
+        np.testing.assert_allclose((lf.tensor(a).exp() * 2).sum(0).numpy(), (np.exp(a) * 2).sum(0), rtol=1e-4)
+        assert len(list((store / "plans").glob("*.pkl"))) == (run == 3), run   # written once tuned
+    tuned = configs()
+    assert timed and tuned != [CPU.backend.candidates(st.kernel)[0] for st in next(reversed(CPU.engine.plans.values())).steps]
+    forget()
+    (lf.tensor(a).exp() * 2).sum(0).numpy()
+    assert next(reversed(CPU.engine.plans.values())).origin == "loaded" and configs() == tuned

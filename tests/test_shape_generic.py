@@ -4,14 +4,19 @@ The C printer (and the Triton printer, for pointwise and reduction kernels) prin
 so a program met at a new batch size or sequence length plans anew (a plan-cache miss) but
 finds its library already built: ``lf.stats().compiler_runs`` does not move. What still
 changes the code compiles once per *structure*: a dim of size 1, another thread or strategy
-choice, a stride that is no product of extents.
+choice, a stride that is no product of extents. Random programs (drawn by hypothesis) and the
+differential cases run at a second and third size of their structure compile nothing.
 """
+import contextlib
 import random
+import tempfile
 from collections import OrderedDict
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyfuse as lf
 from lazyfuse.codegen import c_compile
@@ -20,7 +25,8 @@ from lazyfuse.codegen.index import Affine, Var
 from lazyfuse.codegen.kernel import Kernel, KernelArg, Load, Store
 from lazyfuse.ir.dtypes import float32
 from lazyfuse.runtime import triton_devices
-from programs_cases import CASES, run_case
+from programs import COMMON, scaled
+from programs_cases import CASES, inline_matmul_threshold, run_case
 
 CPU = lf.device("cpu")
 
@@ -107,3 +113,155 @@ def test_sizes_are_runtime_values_and_strides_products_of_them():
     # a stride that is no product of extents (every other row of a wider matrix) stays a literal
     sliced = print_c(kernel(6, 10, 40), CConfig())
     assert "a0[(40*p0 + p1)]" in sliced and sliced != src
+
+
+# -- random programs at three sizes -----------------------------------------------------------------
+# A hypothesis-drawn program over inputs x, y of shape (m, C), a vector v of shape (C,) and a
+# (C, C) weight, drawn once at the first m and run again at two more: its structure is unchanged,
+# as every m is above 1 and apart from every other size the program makes (C, C // 2, the 1s of
+# keepdim reductions).
+C = 12
+M_SIZES = [5, 7, 9, 11, 13]
+UNARY_OPS = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "sin": lambda a: a.sin(),
+             "relu": lambda a: a.relu(), "neg": lambda a: -a, "abs": lambda a: a.abs(),
+             "exp": lambda a: a.clamp(-3, 3).exp(), "square": lambda a: a * a}
+BINARY_OPS = {"add": lambda lib, a, b: a + b, "sub": lambda lib, a, b: a - b, "mul": lambda lib, a, b: a * b,
+              "maximum": lambda lib, a, b: lib.maximum(a, b)}
+IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_"}
+KINDS = ["unary", "binary", "scalar", "reduce", "softmax", "transpose", "slice", "matmul", "inplace", "sync"]
+
+
+def broadcast(a: tuple, b: tuple):
+    try:
+        return tuple(torch.broadcast_shapes(a, b))
+    except RuntimeError:
+        return None
+
+
+def draw_program(data, m: int) -> list:
+    """Steps ``(what, operand positions, detail)``, each valid at any m in ``M_SIZES`` (checked on
+    the shapes at ``m``: broadcasting and which dims have size C hold at every m)."""
+    shapes = [(m, C), (m, C), (C,)]   # x, y, v (the weight is only a matmul's)
+    steps = []
+    for _ in range(data.draw(st.integers(1, 8), label="program length")):
+        i = data.draw(st.integers(0, len(shapes) - 1), label="operand")
+        a = shapes[i]
+        kind = data.draw(st.sampled_from(KINDS), label="op")
+        if kind == "unary":
+            steps.append(("unary", (i,), data.draw(st.sampled_from(sorted(UNARY_OPS)))))
+        elif kind in ("binary", "inplace"):
+            fits = [j for j, b in enumerate(shapes) if broadcast(a, b) == a or (kind == "binary" and broadcast(a, b))]
+            if not fits:
+                continue
+            j = data.draw(st.sampled_from(fits))
+            steps.append((kind, (i, j), data.draw(st.sampled_from(sorted(BINARY_OPS if kind == "binary" else IN_PLACE)))))
+            a = broadcast(a, shapes[j])
+        elif kind == "scalar":
+            steps.append(("scalar", (i,), data.draw(st.sampled_from([0.5, -1.5, 2.0]))))
+        elif kind in ("reduce", "softmax"):
+            dim = data.draw(st.integers(0, len(a) - 1))
+            if kind == "softmax":
+                steps.append(("softmax", (i,), dim))
+            else:
+                steps.append(("reduce", (i,), (data.draw(st.sampled_from(["sum", "amax", "mean"])), dim)))
+                a = tuple(1 if d == dim else s for d, s in enumerate(a))
+        elif kind == "transpose" and len(a) == 2:
+            steps.append(("transpose", (i,), None))
+            a = a[::-1]
+        elif kind == "slice" and C in a:   # every other element along a dim of size C (m's would change with m)
+            dim = a.index(C)
+            steps.append(("slice", (i,), dim))
+            a = tuple(C // 2 if d == dim else s for d, s in enumerate(a))
+        elif kind == "matmul" and a[-1] == C:
+            steps.append(("matmul", (i,), None))
+        elif kind == "sync":
+            steps.append(("sync", (), None))
+            continue
+        else:
+            continue
+        shapes.append(a)
+    return steps
+
+
+def run_random_program(lib, sync, steps, *inputs):
+    """The values of every step of ``steps`` in ``lib`` (lf or torch; ``sync()`` drains) from
+    ``inputs`` x, y, v and the weight."""
+    *vals, w = inputs
+    for what, at, detail in steps:
+        a = vals[at[0]] if at else None
+        if what == "sync":
+            sync()
+            continue
+        if what == "unary":
+            out = UNARY_OPS[detail](a)
+        elif what == "binary":
+            out = BINARY_OPS[detail](lib, a, vals[at[1]])
+        elif what == "inplace":   # a fresh copy written in place (a drain must run the write)
+            out = a * 1
+            getattr(out, IN_PLACE[detail])(vals[at[1]])
+        elif what == "scalar":
+            out = a * detail + 1
+        elif what == "reduce":
+            name, dim = detail
+            out = getattr(a, name)(dim, keepdim=True)
+        elif what == "softmax":
+            out = a.softmax(detail)
+        elif what == "transpose":
+            out = a.transpose(0, 1)
+        elif what == "slice":
+            out = a[::2] if detail == 0 else a[:, ::2]
+        else:
+            out = a @ w
+        vals.append(out)
+    return vals
+
+
+@contextlib.contextmanager
+def nothing_compiled(dev):
+    """An empty cache folder, no library or module loaded, no plan cached on ``dev``: for each
+    example, so that a compiler run is the only way to code it has not compiled itself."""
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAZYFUSE_CACHE_DIR", folder)
+        mp.setattr(c_compile, "_loaded", c_compile.LibraryCache())
+        mp.setattr(triton_devices, "_loaded", OrderedDict())
+        for cache in (dev.engine.plans, dev.engine.structures, dev.engine.planned):
+            cache.clear()
+        yield
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@settings(COMMON, max_examples=scaled(12), deadline=None)
+@given(data=st.data())
+def test_random_programs_at_a_second_and_third_size_run_no_compiler(device, data):
+    """Each size equals float64 torch; the second and third plan from the first one's structure
+    (no planner run), compile nothing and launch as many kernels."""
+    dev = lf.device(device)
+    sizes = data.draw(st.permutations(M_SIZES), label="sizes")[:3]
+    steps = draw_program(data, sizes[0])
+    live = data.draw(st.sets(st.integers(0, len(steps) + 2), min_size=1), label="values read")
+    rng = np.random.default_rng(len(steps))
+    v, w = rng.standard_normal(C).astype(np.float32), (rng.standard_normal((C, C)) / np.sqrt(C)).astype(np.float32)
+    with nothing_compiled(dev):
+        moved = [run_at_size(dev, steps, live, m, rng, v, w) for m in sizes]
+    first = moved[0]
+    for m, d in zip(sizes[1:], moved[1:]):
+        assert (d.compiler_runs, d.plans_built, d.kernels_launched) == (0, 0, first.kernels_launched), \
+            f"at m={m} after m={sizes[0]}: {d} for {steps}"
+
+
+def run_at_size(dev, steps, live, m: int, rng, v, w):
+    """Run ``steps`` at ``m`` on ``dev`` and in float64 torch, compare the ``live`` values; the
+    stats it moved."""
+    x, y = (rng.standard_normal((m, C)).astype(np.float32) for _ in range(2))
+    before = lf.stats(dev)
+    # on the cpu every matmul takes the library path (the interpreter's matmul template keeps its sizes literal)
+    with inline_matmul_threshold(0) if dev.kind == "cpu" else contextlib.nullcontext():
+        got = run_random_program(lf, lambda: lf.sync(dev), steps, *(lf.tensor(a, device=dev) for a in (x, y, v, w)))
+        values = {k: got[k].numpy() for k in sorted(live) if k < len(got)}
+    moved = lf.stats(dev) - before
+    want = run_random_program(torch, lambda: None, steps, *(torch.from_numpy(a).double() for a in (x, y, v, w)))
+    for k, value in values.items():
+        ref = want[k].numpy()
+        np.testing.assert_allclose(value, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()),
+                                   err_msg=f"value {k} at m={m}: {steps}")
+    return moved

@@ -5,7 +5,7 @@ structure (runtime.structure) finds the plan an earlier size built, whose groups
 at the new sizes and keep their compiled kernels where the code is the same
 (``lf.stats().plans_rebound``): no planner run (``plans_built``), no compiler, no tuning. Where
 the code differs at the new sizes (a kernel turning parallel, another tuning class) the drain
-plans from scratch.
+plans from scratch. (Random programs at three sizes: tests/test_shape_generic.py.)
 """
 import numpy as np
 import pytest
@@ -17,6 +17,7 @@ from lazyfuse.codegen import autotune
 from lazyfuse.ir.dtypes import float32
 from lazyfuse.ir.node import Op
 from lazyfuse.ir.view import View
+from lazyfuse.runtime.build import trace
 from lazyfuse.runtime.structure import structure_key
 
 DEVICES = ["cpu", "interpreter"]
@@ -131,61 +132,28 @@ def test_the_structure_renames_sizes_one_to_one():
     assert key(5, 8, 8) != key(5, 8, 16)      # a stride that is no size of the program
 
 
-UNARY = ["exp", "tanh", "sigmoid", "relu", "neg", "abs"]
-
-
-def random_program(seed: int):
-    """A random program over an (n, c) input and a (c,) vector, the same for every n: each step
-    an elementwise op, a broadcast, a row or column statistic, a softmax or a transposed read.
-    ``program(lib, x, v)`` runs it on lazyfuse or torch; the text says what it does."""
-    rng = np.random.default_rng(seed)
-    steps = [(rng.choice(["unary", "binary", "vector", "row", "col", "softmax", "transposed"]),
-              rng.choice(UNARY), int(rng.integers(0, 100))) for _ in range(int(rng.integers(2, 9)))]
-
-    def program(lib, x, v):
-        vals = [x]
-        for kind, op, k in steps:
-            a, b = vals[k % len(vals)], vals[(k // 7) % len(vals)]
-            if kind == "unary":
-                out = getattr(a.clamp(-3, 3), op)()
-            elif kind == "binary":
-                out = a * 0.5 + b
-            elif kind == "vector":
-                out = a - v
-            elif kind == "row":
-                out = a - a.amax(-1, keepdim=True) + a.sum(-1, keepdim=True) * 0.1
-            elif kind == "col":
-                out = a * a.mean(0, keepdim=True)
-            elif kind == "softmax":
-                out = a.softmax(-1)
-            else:
-                out = a.T.tanh().T + b
-            vals.append(out)
-        return vals[-1] + vals[len(vals) // 2]
-    return program, steps
-
-
-@settings(max_examples=12, deadline=None)
-@given(st.integers(0, 2 ** 31 - 1), st.sampled_from([5, 7]), st.lists(st.sampled_from([2, 3, 4, 6, 9, 11, 13]),
-                                                                   min_size=3, max_size=3, unique=True))
-def test_random_programs_at_a_second_and_third_size_compile_nothing(seed, cols, sizes):
-    """Random programs, each run at three sizes of its batch dim (none equal to ``cols``: the
-    same structure): every size equals float64 torch; the second and third run no compiler and
-    launch as many kernels as the first."""
+def test_a_plans_graph_is_its_drains_dag_without_the_buffers():
+    """The graph a cached plan keeps (``lf.explain`` and a rebind at other sizes read it) is made
+    from its key when first read: node for node the drain's traced DAG (op, dtype, shape,
+    attribute, sources, a scalar's value), with no buffer."""
     dev = lf.device("cpu")
-    program, steps = random_program(seed)
-    rng = np.random.default_rng(seed)
-    v = rng.standard_normal(cols).astype(np.float32)
-    first = None
-    for n in sizes:
-        a = rng.standard_normal((n, cols)).astype(np.float32)
-        before = lf.stats(dev)
-        got = program(lf, lf.tensor(a), lf.tensor(v)).numpy()
-        d = lf.stats(dev) - before
-        want = program(torch, torch.from_numpy(a).double(), torch.from_numpy(v).double()).numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{steps} at n={n}")
-        if first is None:
-            first = d
-            continue
-        assert d.compiler_runs == 0 and d.kernels_launched == first.kernels_launched, (steps, n, d)
-        assert d.plans_built == 0, (steps, n, d)
+    lf.sync(dev)
+    x = lf.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    y = (x * 2.5 + 1)[:, ::2].T.exp()        # scalars, a strided slice, a transpose
+    z = lf.tensor(np.ones(3, np.float32))
+    z.add_(y.sum(1))                          # an in-place write into a live buffer
+    nodes, _, _, targets = trace(dev.engine._live_roots())
+    lf.sync(dev)
+    plan = next(reversed(dev.engine.plans.values()))
+    assert plan._graph is None                # not made at the build
+    graph = plan.graph
+    assert graph is plan.graph and len(graph.nodes) == len(nodes)
+    at, at_traced = {id(n): i for i, n in enumerate(graph.nodes)}, {id(n): i for i, n in enumerate(nodes)}
+    for made, traced in zip(graph.nodes, nodes):
+        assert (made.op, made.dtype, made.shape) == (traced.op, traced.dtype, traced.shape)
+        assert [at[id(s)] for s in made.srcs] == [at_traced[id(s)] for s in traced.srcs]
+        assert made.arg is None if traced.op is Op.BUFFER else made.arg == traced.arg
+    assert (graph.roots, graph.root_targets) == ([r for r, _ in targets], [t for _, t in targets])
+    assert {n.op for n in graph.nodes} >= {Op.BUFFER, Op.SCALAR, Op.VIEW, Op.EXP, Op.SUM}
+    np.testing.assert_allclose(z.numpy(), 1 + np.exp(np.arange(24).reshape(4, 6)[:, ::2].T * 2.5 + 1).sum(1),
+                               rtol=1e-5)

@@ -9,7 +9,6 @@ without running anything, so it imports this module, not the engine.
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
 from dataclasses import dataclass
 
@@ -47,7 +46,7 @@ class CompiledPlan:
     key: tuple
     steps: list
     temps: list               # (dtype, numel) per temporary slot
-    graph: DrainGraph
+    sketch: "GraphSketch"     # what ``graph`` is made from
     metas: list | None = None  # steady-state launch metadata, one per step, made on first use
     label: str = ""
     n_ops: int = 0            # recorded ops this plan executes (for ops_elided)
@@ -61,6 +60,57 @@ class CompiledPlan:
     structure: object = None  # its size-free key (runtime.structure)
     stored: str | None = None  # its record name in the plan store (None: not to be stored)
     waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
+    _graph: DrainGraph | None = None
+
+    @property
+    def graph(self) -> DrainGraph:
+        """The drain's graph as planned, without its buffers (``lf.explain`` reads it, and a
+        rebind at other sizes), made on first use."""
+        if self._graph is None:
+            self._graph = self.sketch.graph(self.key.parts[0])
+        return self._graph
+
+
+@dataclass
+class GraphSketch:
+    """What a plan's graph is made from with its key's descriptors: each traced node's tape
+    position, the scalars' values and the aten ops that recorded nodes (the torch frontend's,
+    for ``lf.explain``), the roots and their targets. Its nodes are new ones, without buffers:
+    holding the build drain's own nodes would keep every buffer they read alive until the plan
+    is evicted — a dropped input, say — though no later drain binds them. And made only when
+    read: copying the ~2,000 nodes of a GPT step at each build cost its second process (which
+    only loads plans) more than the loading, and few plans are ever explained or rebound."""
+    tpos: list
+    scalars: dict             # node index -> the value it had at the build
+    origins: dict             # node index -> the aten op that recorded it, where one did
+    roots: list
+    root_targets: list
+
+    @classmethod
+    def of(cls, nodes, targets) -> "GraphSketch":
+        return cls([n.tpos for n in nodes], {i: n.arg for i, n in enumerate(nodes) if n.op is Op.SCALAR},
+                   {i: o for i, n in enumerate(nodes) if (o := getattr(n, "origin", None)) is not None},
+                   [r for r, _ in targets], [t for _, t in targets])
+
+    def graph(self, descs) -> DrainGraph:
+        """The graph of nodes rebuilt from ``descs`` (runtime.engine's descriptors, by tape
+        position): each node's op, dtype, shape, attribute (None for a buffer) and sources."""
+        index = {p: i for i, p in enumerate(self.tpos)}
+        nodes = []
+        for i, p in enumerate(self.tpos):
+            d = descs[p]
+            op = d[0]
+            if op is Op.SCALAR:
+                node = Node(op, (), d[1], (), self.scalars[i])
+            elif len(d) == 5:
+                node = Node(op, tuple([nodes[index[s]] for s in d[4]]), d[1], d[2], d[3])
+            else:   # a buffer leaf
+                node = Node(op, (), d[1], d[2])
+            origin = self.origins.get(i)
+            if origin is not None:
+                node.origin = origin
+            nodes.append(node)
+        return DrainGraph(nodes, self.roots, self.root_targets)
 
 
 def trace(roots):
@@ -100,7 +150,7 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     """The plan of a traced drain from its planner ``Plan`` and lowered ``steps`` (``origin``:
     where they came from, see ``CompiledPlan``), its steps' gathers pointing into a tape of
     ``n_tape`` entries."""
-    graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
+    sketch = GraphSketch.of(nodes, targets)
     temps = [None] * planned.n_temps
     for i, slot in planned.slots.items():
         if slot[0] == "temp":
@@ -114,8 +164,8 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     for st in steps:
         st.bind = gather([nodes[i].tpos if kind == "leaf" else base[kind] + i for kind, i in st.slots])
         st.bind_scalars = gather([scalar_tape[i] for i in st.scalars])
-    plan = CompiledPlan(key, steps, temps, structure_of(graph), n_ops=n_ops,
-                        root_steps=tuple(step_of[r] for r in graph.roots), planned=planned, origin=origin)
+    plan = CompiledPlan(key, steps, temps, sketch, n_ops=n_ops, root_steps=tuple(step_of[r] for r in sketch.roots),
+                        planned=planned, origin=origin)
     plan.label = " + ".join(s.name for s in steps)
     plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
     plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
@@ -160,16 +210,18 @@ def rebind_steps(template: CompiledPlan, nodes, backend) -> tuple | None:
 
 def lower_steps(nodes, planned, kernel_steps=None) -> list:
     """One ``Step`` per planned group: a lowered kernel, or a library call for an extern.
-    ``kernel_steps`` (step index -> Step) gives kernel steps lowered before (a stored plan's,
-    runtime.plan_store), so only the library steps are made from ``nodes``."""
-    from ..codegen.lower import lower_group
+    ``kernel_steps`` (step index -> a new Step) gives kernel steps lowered before (a stored
+    plan's, runtime.plan_store), which take their group: only the library steps are made from
+    ``nodes``."""
     pos = {id(n): i for i, n in enumerate(nodes)}
     scalar_pos = {}
     for i, n in enumerate(nodes):
         if n.op is Op.SCALAR:
             scalar_pos[i] = len(scalar_pos)
-    producers = planned.producers()
-    rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
+    if kernel_steps is None:   # (a second process that only loads plans never imports the lowering)
+        from ..codegen.lower import lower_group
+        producers = planned.producers()
+        rng_streams = [(pos[id(n.srcs[0])], pos[id(n.srcs[1])]) for n in nodes if n.op in (Op.RAND, Op.RANDN)]
     steps = []
     for grp in planned.groups:
         out = nodes[grp.output]
@@ -177,7 +229,9 @@ def lower_steps(nodes, planned, kernel_steps=None) -> list:
             steps.append(extern_step(nodes, pos, grp, planned.slots, scalar_pos))
             continue
         if kernel_steps is not None:
-            steps.append(dataclasses.replace(kernel_steps[len(steps)], group=grp))
+            step = kernel_steps[len(steps)]
+            step.group = grp
+            steps.append(step)
             continue
         kernel, low = lower_group(nodes, pos, grp, planned.slots, producers, f"k{len(steps)}")
         header = _header(kernel)
@@ -226,20 +280,6 @@ def gather(positions: list):
         p = positions[0]
         return lambda seq: (seq[p],)
     return lambda seq: ()
-
-
-def structure_of(graph: DrainGraph) -> DrainGraph:
-    """A copy of a drain's graph without its buffers, for the cached plan (``lf.explain`` reads
-    it): holding the build drain's own nodes would keep every buffer they read alive until the
-    plan is evicted — a dropped input, say — though no later drain binds them."""
-    copies = {}
-    for n in graph.nodes:
-        copy = copies[id(n)] = Node(n.op, tuple([copies[id(s)] for s in n.srcs]), n.dtype, n.shape,
-                                    None if n.op is Op.BUFFER else n.arg)
-        origin = getattr(n, "origin", None)
-        if origin is not None:      # the aten op that recorded it (torch frontend): for lf.explain
-            copy.origin = origin
-    return dataclasses.replace(graph, nodes=list(copies.values()))
 
 
 def _header(kernel) -> list:

@@ -435,7 +435,7 @@ class Engine:
     def remember(self, plan) -> None:
         """Put a plan that compiled in the plan cache (least recently used out first); one the
         planner or the plan store gave also becomes a template of its structure, and one the
-        planner built is written to the plan store."""
+        planner built is written to the plan store (``store``)."""
         self.plans[plan.key] = plan
         while len(self.plans) > PLAN_CACHE_SIZE:
             self.plans.popitem(last=False)
@@ -447,7 +447,13 @@ class Engine:
             self.structures[plan.structure] = [plan.key] + [k for k in keys if k != plan.key][:TEMPLATES - 1]
             while len(self.structures) > PLAN_CACHE_SIZE:
                 self.structures.popitem(last=False)
-        if plan.origin == "planned" and plan.stored is not None:
+        self.store(plan)
+
+    def store(self, plan) -> None:
+        """Write a plan the planner built to the plan store, once: at its build, or where its
+        tuning waits for a later run (``LAZYFUSE_AUTOTUNE_AFTER``), once tuned — a loaded plan
+        never tunes, so a record of the build's heuristic defaults would keep them for good."""
+        if plan.origin == "planned" and plan.stored is not None and plan.untuned is None:
             plan_store.save(plan.stored, self.device.backend, plan)
             plan.stored = None   # written once (a capture's warmup builds it again)
 

@@ -31,6 +31,7 @@ def execute(engine, plan, roots, build) -> None:
         engine.remember(plan)
     elif plan.untuned is not None and not engine.device.capturing:
         engine.device.backend.tune_plan(plan, engine.stats, bound, tape)   # off the build path (autotune.Deferred)
+        engine.store(plan)
     launch(engine, plan, roots, root_bufs, metas, bound)
 
 

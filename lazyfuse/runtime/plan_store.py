@@ -6,24 +6,27 @@ every autotune candidate of every kernel to find its library — hundreds of mil
 a transformer block, seconds for a GPT training step. So each plan a process builds is also
 written down (``plans/<digest>.pkl`` under the cache folder): the planner's groups and, per
 step, what the backend needs to take its compiled code back (the C library's key, the kernel's
-function name and config). A process that misses its in-memory plan cache looks there before
-it plans: it lowers the stored groups (for the launch metadata and ``lf.explain``) and loads
-the libraries, with no planner, no printing and no compiler run
-(``lf.stats().plans_loaded``).
+function name and config) and, for a kernel, the lowered step. A process that misses its
+in-memory plan cache looks there before it plans: it takes the stored kernel steps (their
+codegen kernels left pickled until something reads them: ``StoredKernelStep``), makes the
+library steps from the drain's nodes and loads the libraries, with no planner, no lowering, no
+printing and no compiler run (``lf.stats().plans_loaded``). A plan is written once compiled and
+tuned: at its build, or at the later run that tunes it (``LAZYFUSE_AUTOTUNE_AFTER``).
 
 A record is found by a digest of the plan key (ops, dtypes, shapes, strides, attributes, live
 roots) with everything else the generated code depends on: lazyfuse's own source files, the
 backend's toolchain identity, torch's version and every ``LAZYFUSE_*`` knob that can change a
 kernel. A key holding something with no stable text across processes (a lambda passed to
 ``lf.extern``, an opaque constant) is never stored. A missing, unreadable or stale record
-(its library gone) only means planning as before. ``LAZYFUSE_PLAN_STORE=0`` turns it off.
+(its library gone) only means planning as before. On by default; ``LAZYFUSE_PLAN_STORE=0``
+turns it off.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import hashlib
+import os
 import pickle
 from pathlib import Path
 
@@ -33,6 +36,8 @@ from .. import config
 from ..codegen.cache import atomic_write, cache_dir
 from ..ir.dtypes import DType
 from ..ir.view import View
+from .backend import StepKind
+from .build import Step, lower_steps
 
 # knobs that never change a plan's code or choices (where, whether to print, which device)
 IGNORED_KNOBS = {"LAZYFUSE_CACHE_DIR", "LAZYFUSE_DEBUG", "LAZYFUSE_DEVICE", "LAZYFUSE_TEST_DEVICE",
@@ -65,11 +70,11 @@ def load(name: str, backend, nodes) -> tuple | None:
     """``(plan, steps)`` of the stored plan ``name``, each step given its compiled code back: the
     library calls made from ``nodes``, the kernels as stored. None where none is stored or it no
     longer loads."""
-    from .build import lower_steps
     try:
         record = pickle.loads((_folder() / f"{name}.pkl").read_bytes())
         planned, stored = record["plan"], record["steps"]
-        steps = lower_steps(nodes, planned, {j: step for j, (_, step) in enumerate(stored) if step is not None})
+        kernel_steps = {j: StoredKernelStep(*fields) for j, (_, fields) in enumerate(stored) if fields is not None}
+        steps = lower_steps(nodes, planned, kernel_steps)
     except Exception:  # noqa: BLE001 (missing, truncated, from another version: plan instead)
         return None
     if len(steps) != len(stored) or not all(backend.restore_step(st, rec) for st, (rec, _) in zip(steps, stored)):
@@ -79,20 +84,46 @@ def load(name: str, backend, nodes) -> tuple | None:
 
 def save(name: str, backend, plan) -> None:
     """Write ``plan`` (compiled) down as record ``name``, where every step can be: per step,
-    what the backend needs to take its code back and, for a kernel, the lowered step itself
-    (lowering a GPT step's 150 kernels again would cost more than all the rest)."""
+    what the backend needs to take its code back and, for a kernel, the lowered step's fields
+    (lowering a GPT step's 150 kernels again would cost more than all the rest), its codegen
+    ``Kernel`` pickled apart (``StoredKernelStep``)."""
     stored = []
-    for st in plan.steps:
-        rec = backend.stored_step(st)
-        if rec is None:
-            return
-        kernel = st.kind == "kernel"
-        stored.append((rec, dataclasses.replace(st, compiled=None, group=None, bind=None, bind_scalars=None)
-                       if kernel else None))
     try:
+        for st in plan.steps:
+            rec = backend.stored_step(st)
+            if rec is None:
+                return
+            fields = None
+            if st.kind is StepKind.KERNEL:
+                fields = (st.name, st.slots, st.scalars, st.header, pickle.dumps(st.kernel), st.rng_words,
+                          st.source, st.config)
+            stored.append((rec, fields))
         atomic_write(_folder() / f"{name}.pkl", pickle.dumps({"plan": plan.planned, "steps": stored}))
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass   # a read-only cache, or a plan that does not pickle: the next process plans it
+
+
+class StoredKernelStep(Step):
+    """A kernel step of a stored plan, its codegen ``Kernel`` left pickled until something reads
+    it (``lf.explain``, tuning, a rebind at other sizes while tuning explores). A launch needs
+    only the compiled function, the slots and the metadata layout; unpickling a GPT step's ~200
+    kernels makes ~15,000 objects, which cost more than the rest of the load — and, counted by
+    the garbage collector, often bring on a full collection over torch's ~190,000 objects."""
+
+    def __init__(self, name, slots, scalars, header, kernel: bytes, rng_words, source, config):
+        super().__init__(name, StepKind.KERNEL, slots, scalars, header, kernel, rng_words=rng_words,
+                         source=source, config=config)
+
+    @property
+    def kernel(self):
+        kernel = self.__dict__["_kernel"]
+        if type(kernel) is bytes:
+            kernel = self.__dict__["_kernel"] = pickle.loads(kernel)
+        return kernel
+
+    @kernel.setter
+    def kernel(self, value) -> None:
+        self.__dict__["_kernel"] = value
 
 
 def _folder() -> Path:
@@ -101,32 +132,39 @@ def _folder() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _package_hash() -> str:
-    """A hash of lazyfuse's own source files: a record made by other code is never read."""
+    """A hash of lazyfuse's own source files, by path, size and modification time (the rule
+    Python's bytecode cache trusts; reading and hashing the ~850 kB of source instead cost 4 ms
+    of a second process's start): a record made by other code is never read."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".h") and "__pycache__" not in path.parts:
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")   # walked in this order
+        for name in sorted(files):
+            if name.endswith((".py", ".h")):
+                st = os.stat(os.path.join(folder, name))
+                h.update(f"{os.path.relpath(folder, root)}/{name} {st.st_size} {st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
 def _key_text(descs: tuple, live: tuple) -> str:
     """A plan key as text (runtime.engine's descriptors: op, dtype, then a shape, attribute and
-    source positions, or a buffer's first position), one line per node."""
+    source positions, or a buffer's first position), one line per node. (``_name_``: an enum's
+    ``name`` is a Python-level property, looked up 4,000 times for a GPT step's key.)"""
     lines = []
     for d in descs:
         if len(d) == 5:
             arg = d[3]
-            lines.append(f"{d[0].name} {d[1].name} {d[2]} {'-' if arg is None else _text(arg)} {d[4]}")
+            lines.append(f"{d[0]._name_} {d[1].name} {d[2]} {'-' if arg is None else _text(arg)} {d[4]}")
         else:
-            lines.append(f"{d[0].name} {d[1].name} {d[2:]}")
+            lines.append(f"{d[0]._name_} {d[1].name} {d[2:]}")
     lines.append(repr(live))
     return "\n".join(lines)
 
 
 def _text(x) -> str:
     """Text of a plan key part that is the same in every process (``Unstable`` if none)."""
+    if type(x) is View:   # the most common attribute by far (a view op's)
+        return f"V{x.shape}{x.strides}{x.offset}"
     if x is None or isinstance(x, (bool, int, float, str)):
         return repr(x)
     if isinstance(x, tuple):
@@ -137,8 +175,6 @@ def _text(x) -> str:
         return f"{type(x).__name__}.{x.name}"
     if isinstance(x, DType):
         return x.name
-    if isinstance(x, View):
-        return f"V{x.shape}{x.strides}{x.offset}"
     if isinstance(x, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
         return str(x)
     if x is Ellipsis:

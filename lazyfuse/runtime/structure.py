@@ -26,6 +26,7 @@ def structure_key(parts: tuple) -> tuple:
     """The size-free structure of a plan key's ``parts`` (descriptors, live roots)."""
     descs, live = parts
     symbols: dict = {}
+    renamed: dict = {}   # a shape met before -> its symbols (a GPT step's key has ~2,000 shapes, ~100 distinct)
 
     def size(d: int) -> int:
         # symbols are negative, so they never meet the literal 0 and 1
@@ -37,7 +38,11 @@ def structure_key(parts: tuple) -> tuple:
         return s
 
     def sizes(ds) -> tuple:
-        return tuple([size(d) for d in ds])
+        # a size's symbol never changes once given, so a shape renamed once is renamed for good
+        out = renamed.get(ds)
+        if out is None:
+            out = renamed[ds] = tuple([size(d) for d in ds])
+        return out
 
     out = []
     for desc in descs:

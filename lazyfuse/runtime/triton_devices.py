@@ -266,13 +266,16 @@ class TritonBackend(Backend):
         if autotune.explores():
             if autotune.signature(new.kernel) != autotune.signature(old.kernel):
                 return False
-        elif self.config(new.kernel) != old.config:
-            return False   # the heuristic picks another config at these sizes
-        _, source = print_triton(new.kernel, old.config)
+            cfg = old.config   # the tuned choice serves its size class
+        else:
+            # the heuristic's config at these sizes: a block that grows with the size is a launch
+            # parameter of the same module, as the build path would find it
+            cfg = self.config(new.kernel)
+        _, source = print_triton(new.kernel, cfg)
         if source != old.source:
             return False
-        new.compiled = self.bind(new, old.config, old.compiled[0])
-        new.source, new.config = source, old.config
+        new.compiled = self.bind(new, cfg, old.compiled[0])
+        new.source, new.config = source, cfg
         return True
 
     def tune(self, step, cands, found, bufs, values, stats) -> int:
