@@ -66,3 +66,21 @@ def test_every_dtype_roundtrips_with_special_values(dtype):
     assert torch.equal(torch.nan_to_num(got.double(), nan=7.0), torch.nan_to_num(want.double(), nan=7.0))
     if dtype.is_floating_point:
         assert torch.equal(torch.signbit(x.torch()), torch.signbit(t))  # -0.0 kept
+
+
+def test_the_check_holds_lazyfuse_to_float64_where_torch_float32_is_not_finite():
+    """A program the candidate sweep drew: ``x / gelu(x).sum()`` with an inf in ``x``. On AVX-512
+    CPUs torch float32's ``gelu(inf)`` is nan, so torch's whole result is nan where the float64
+    reference is finite; lazyfuse's exact answer must pass and a wrong one must not."""
+    import types
+    from programs import Meta, Program, Val
+
+    t = torch.tensor([[-0.0, -4.0, -0.0], [7.0, -1.0, math.inf]])
+    s = t.double() / torch.nn.functional.gelu(t.double()).sum()
+    torch_f32 = torch.full_like(t, math.nan)   # what torch float32 gives on such a machine
+    program = types.SimpleNamespace(log=[])
+    Program.check(program, Val(lf.from_torch(s.float()), torch_f32, s, Meta(scale=7.0, rtol=1e-6), "v"))
+    wrong = s.float().clone()
+    wrong[0, 1] = 1.0
+    with pytest.raises(AssertionError, match="mismatch"):
+        Program.check(program, Val(lf.from_torch(wrong), torch_f32, s, Meta(scale=7.0, rtol=1e-6), "v"))
