@@ -208,7 +208,7 @@ class CpuBackend(Backend):
     def __init__(self, pool):
         self.pool = pool
         self.tuner = None
-        self._sources = {}   # (id(kernel), config) -> (kernel, threshold, source): ``source``
+        self._sources = {}   # id(kernel) -> (kernel, threshold, renamed kernel, {config: source}): ``source``
 
     def new_meta(self, pool, words, usage, requester, cause):
         return HostMeta(pool.buffer(int64, max(words, 1), usage, requester, cause))
@@ -254,16 +254,17 @@ class CpuBackend(Backend):
         """The C source of ``kernel`` with config ``cfg``, its function named ``SYMBOL_SLOT``
         (``c_compile.named`` names it by its hash), printed once per build: deduplicating the
         candidates and building them read the same sources."""
-        key = (id(kernel), cfg)
         threshold = c_parallel.threshold()   # (read while printing: a test may change it)
-        hit = self._sources.get(key)
-        if hit is not None and hit[0] is kernel and hit[1] == threshold:
-            return hit[2]
-        if len(self._sources) >= 4096:
-            self._sources.clear()
-        src = print_c(rename(kernel, c_compile.SYMBOL_SLOT), cfg)
-        self._sources[key] = (kernel, threshold, src)   # (the kernel kept: its id is not reused meanwhile)
-        return src
+        hit = self._sources.get(id(kernel))
+        if hit is None or hit[0] is not kernel or hit[1] != threshold:
+            if len(self._sources) >= 1024:
+                self._sources.clear()
+            # one renamed copy for every config: its cost estimate (c_parallel.work) is made once
+            hit = self._sources[id(kernel)] = (kernel, threshold, rename(kernel, c_compile.SYMBOL_SLOT), {})
+        printed = hit[3]
+        if cfg not in printed:
+            printed[cfg] = print_c(hit[2], cfg)
+        return printed[cfg]
 
     def build(self, plan, steps, candidates, stats) -> dict:
         """Every candidate of every kernel, each a function named by its code's hash: the ones no
