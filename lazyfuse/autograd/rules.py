@@ -322,24 +322,17 @@ def _product(x, y, like):
 
 def index_add(shape, dim: int, index, g):
     """zeros(shape) with ``g``'s slices added at ``index`` along ``dim`` (repeated indices
-    accumulate): a scatter-add, run by torch's ``index_add_`` as an extern. It costs the size of
-    ``g``, where a one-hot matmul costs that times ``shape[dim]`` (an embedding's vocabulary)."""
-    from ..extern import extern
+    accumulate): one native scatter-add (``Op.INDEX_ADD``, a library step like the gather, not
+    an extern). It costs the size of ``g``, where a one-hot matmul costs that times
+    ``shape[dim]`` (an embedding's vocabulary)."""
+    from ..ir.node import Node, Op
     from ..ops import where
+    from ..tensor import result_tensor
     n = shape[dim]
     idx = index.reshape(-1)
-    return extern(_index_add_into_zeros, g, where(idx < 0, idx + n, idx), dim, n)
-
-
-def _index_add_into_zeros(g, index, dim: int, n: int):
-    """(torch) zeros with ``g``'s shape but ``n`` along ``dim``, ``g`` index-added into it."""
-    import torch
-    shape = list(g.shape)
-    shape[dim] = n
-    out = torch.zeros(shape, dtype=g.dtype, device=g.device)
-    if g.is_meta:   # lf.extern's shape inference: index_add_ on meta would import sympy (~1 s, once a process)
-        return out
-    return out.index_add_(dim, index, g)
+    idx = where(idx < 0, idx + n, idx)
+    out_shape = g.shape[:dim] + (n,) + g.shape[dim + 1:]
+    return result_tensor(g.device, Node(Op.INDEX_ADD, (g._read(), idx._read()), g.dtype, out_shape, (dim, n)))
 
 
 def record_gather(x, dim: int, index, out):

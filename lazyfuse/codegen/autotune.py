@@ -160,15 +160,28 @@ def winner(entry: dict, labels: list) -> int | None:
         return None
 
 
-def benchmark(run, budget_s: float = 0.02, max_reps: int = 20) -> float:
-    """The best time of ``run()`` (seconds): one warm-up call, then repeats within a budget."""
+# A candidate whose best time is this many times the best candidate's so far is clearly slower:
+# it could only still win by a run that much faster than every run it made, so its timing
+# stops (``benchmark``'s ``beat``). With one timed run it takes a wider margin (one run may
+# have been preempted), with two the plain one.
+CLEARLY_SLOWER = 2.0
+CLEARLY_SLOWER_ONE_RUN = 8.0
+
+
+def benchmark(run, budget_s: float = 0.02, max_reps: int = 20, beat: float = float("inf")) -> float:
+    """The best time of ``run()`` (seconds): one warm-up call, then repeats within a budget,
+    stopped early once the best is clearly slower than ``beat`` (the best time of the candidates
+    timed before it). A run of microseconds takes all ``max_reps`` repeats in well under the
+    budget; the budget and the early stop bound the slow ones."""
     run()
     best = float("inf")
     start = time.perf_counter()
-    for _ in range(max_reps):
+    for reps in range(1, max_reps + 1):
         t0 = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - t0)
+        if best > beat * (CLEARLY_SLOWER if reps >= 2 else CLEARLY_SLOWER_ONE_RUN):
+            break
         if time.perf_counter() - start > budget_s:
             break
     return best
@@ -201,7 +214,7 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
             continue
         tuner.store(key, {**record, "trying": label})
         try:
-            timings[label] = benchmark(run) * 1e6
+            timings[label] = benchmark(run, beat=min(timings.values(), default=float("inf")) / 1e6) * 1e6
         except Exception:  # noqa: BLE001 (a candidate that fails to run is skipped)
             continue
     if not timings:

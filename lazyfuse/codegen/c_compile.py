@@ -226,9 +226,8 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
-    missing.sort()   # the same missing set makes the same libraries, whatever the plan's order
     n_parts = max(1, min(compile_jobs(), len(missing) // MIN_PART))
-    parts = [missing[k::n_parts] for k in range(n_parts)]
+    parts = balanced_parts(missing, n_parts, lambda s: len(sources[s]))
     texts = [prelude + "\n\n".join(sources[s] for s in part) + "\n" for part in parts]
     label = what[missing[0]] if len(missing) == 1 else f"{len(missing)} kernels"
     for part, text, lib in zip(parts, texts, build_many(texts, what=label, stats=stats)):
@@ -245,6 +244,19 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
             for s in part:
                 out[s] = _record(s, lib, text, cc, what[s])
     return out
+
+
+def balanced_parts(symbols: list, n_parts: int, size) -> list:
+    """``symbols`` in ``n_parts`` parts of about equal total ``size`` (a source's length, the
+    compile time's proxy): the largest first, each into the part with the least so far, so the
+    compiler processes, which run at once, finish together. The same set makes the same parts,
+    whatever the plan's order (ties go by symbol)."""
+    parts, totals = [[] for _ in range(n_parts)], [0] * n_parts
+    for s in sorted(symbols, key=lambda s: (-size(s), s)):
+        k = totals.index(min(totals))
+        parts[k].append(s)
+        totals[k] += size(s)
+    return [sorted(part) for part in parts]
 
 
 _holder: dict = {}   # symbol -> key of the library that holds it (this process's index)

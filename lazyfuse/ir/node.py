@@ -96,6 +96,10 @@ class Op(enum.Enum):
     MATMUL = ("matmul", Kind.EXTERN)
     # srcs (x, index): x indexed along dim arg[0] (of size arg[1]) by the flat integer ``index``
     GATHER = ("gather", Kind.EXTERN)
+    # srcs (x, index): zeros of the node's shape with x's slices along dim arg[0] added at the
+    # flat integer ``index`` there (of size arg[1]; repeated indices accumulate): a scatter-add,
+    # the gradient of a gather (an embedding's backward), at the cost of x's size
+    INDEX_ADD = ("index_add", Kind.EXTERN)
     # srcs (x,) or (x, previous collective): a torch.distributed collective on x; ``arg`` is a
     # lazyfuse.distributed Collective (what it does, on which process group)
     COLLECTIVE = ("collective", Kind.EXTERN)

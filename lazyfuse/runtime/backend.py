@@ -9,7 +9,7 @@ calls ``thunk`` to launch, ``batch`` to make a recorded launch list cheaper to r
 
 ``compile_plan`` and ``tune_plan`` are written once, here: a build binds each kernel's cached
 or default config (``configs``, ``build``); at the plan's ``autotune.after()``-th run, what had
-no tuned choice is built with every candidate (``candidates``), tuned on scratch copies of its
+no tuned choice is built with every candidate (``tuned_candidates``), tuned on scratch copies of its
 buffers (``scratch``, ``launcher``, ``autotune.choose``), falling back to the first candidate
 that built, and the winner bound (``bind``). A backend supplies those parts; everything else on
 it is its own business.
@@ -33,6 +33,7 @@ class StepKind(str, Enum):
     KERNEL = "kernel"
     MATMUL = "matmul"
     GATHER = "gather"
+    INDEX_ADD = "index_add"
     COLLECTIVE = "collective"
     EXTERN = "extern"
 
@@ -90,7 +91,7 @@ class Backend:
             pick = autotune.cached_choice(self.tuner_for(bufs_of(st)), autotune.signature(st.kernel),
                                           [c.label() for c in configs])
             if pick is None and tune_now:
-                cands[st.name] = self.candidates(st.kernel)
+                cands[st.name] = self.tuned_candidates(st.kernel)
                 continue
             cands[st.name] = [configs[pick or 0]]
             if pick is None:
@@ -111,7 +112,7 @@ class Backend:
                 if st.kind is not StepKind.KERNEL:
                     self.choose_library(st, bufs_of(st), stats)
             kernels = [st for st in steps if st.kind is StepKind.KERNEL]
-            self.build_and_bind(plan, kernels, {st.name: self.candidates(st.kernel) for st in kernels}, stats,
+            self.build_and_bind(plan, kernels, {st.name: self.tuned_candidates(st.kernel) for st in kernels}, stats,
                                 bufs_of, lambda st: st.bind_scalars(tape))
         except LazyfuseError as e:   # e.g. no memory for the scratch copies
             warnings.warn(f"autotuning of plan {plan.label} skipped: {e}", RuntimeWarning, stacklevel=2)
@@ -164,10 +165,11 @@ class Backend:
 
     @contextlib.contextmanager
     def scratch(self, bufs, step, values):
-        """Copies of a kernel's bound buffers and metadata, as ``launcher`` takes them: tuning
-        never touches live data (an in-place kernel run N times would apply its update N times)."""
+        """Copies of the buffers a kernel writes and of its metadata, with the buffers it only
+        reads, as ``launcher`` takes them: tuning never writes live data (an in-place kernel run
+        N times would apply its update N times)."""
         pool = self.scratch_pool(bufs)
-        copies = pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
+        copies = pool.scratch_copies(bufs, f"autotune scratch for {step.name}", [a.written for a in step.kernel.args])
         meta = self.new_meta(pool, step.meta_words, SCRATCH, f"autotune metadata of {step.name}", None)
         meta.write(step.header, values)
         try:
@@ -181,6 +183,12 @@ class Backend:
         """The configs to build ``kernel`` with: the heuristic default first, then (autotuning
         on) what else to try."""
         raise NotImplementedError
+
+    def tuned_candidates(self, kernel) -> list:
+        """What tuning builds and times: ``candidates`` less those that cannot run differently
+        from another at ``kernel``'s size class (its tuning key); by default all of them.
+        ``LAZYFUSE_AUTOTUNE_FORCE`` numbers ``candidates``, so each one stays reachable."""
+        return self.candidates(kernel)
 
     def configs(self, kernel) -> list:
         """``candidates``, or a cheaper list of the same configs in the same order where some may

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
-from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, print_c
+from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, CPrinter, print_c
 from ..errors import CompileError, ShapeError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
@@ -62,6 +62,8 @@ def library_thunk(step, bufs, gather=None, meta=None):
     if step.kind is StepKind.COLLECTIVE:
         from .collectives import collective_thunk
         return collective_thunk(step, args)
+    if step.kind is StepKind.INDEX_ADD:
+        return functools.partial(_index_add, *args, *step.kernel.arg)
     return functools.partial(gather or _gather, *args, *step.kernel.arg)
 
 
@@ -184,11 +186,25 @@ def matmul_signature(step, dtypes) -> str:
     return "|".join(parts)
 
 
-def _gather(x, index, out, dim, size):
-    if index.numel() and (int(index.min()) < -size or int(index.max()) >= size):
-        bad = index[(index < -size) | (index >= size)][0].item()
+def _check_range(index, dim, size, low):
+    if index.numel() and (int(index.min()) < low or int(index.max()) >= size):
+        bad = index[(index < low) | (index >= size)][0].item()
         raise ShapeError(f"index {bad} is out of range for dim {dim} of size {size}")
+
+
+def _gather(x, index, out, dim, size):
+    _check_range(index, dim, size, -size)
     torch.index_select(x, dim, torch.where(index < 0, index + size, index), out=out)
+
+
+def _index_add(x, index, out, dim, size):
+    """Op.INDEX_ADD: ``out`` zeroed, then ``x``'s slices added at ``index`` along ``dim`` (torch's
+    ``index_add_``: repeated indices accumulate). Its indices are a checked gather's, made
+    non-negative (autograd.rules.index_add); a GPU's are not read back to check them again."""
+    if index.device.type == "cpu":
+        _check_range(index, dim, size, 0)
+    out.zero_()
+    out.index_add_(dim, index, x)
 
 
 MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every reduction variant
@@ -204,6 +220,7 @@ class CpuBackend(Backend):
     def __init__(self, pool):
         self.pool = pool
         self.tuner = None
+        self._sources = {}   # id(kernel) -> (kernel, threshold, renamed kernel, {config: source}): ``source``
 
     def new_meta(self, pool, words, usage, requester, cause):
         return HostMeta(pool.buffer(int64, max(words, 1), usage, requester, cause))
@@ -227,11 +244,39 @@ class CpuBackend(Backend):
         """``configs`` deduplicated by source: what tuning benchmarks."""
         out, seen = [], set()
         for cfg in self.configs(kernel):
-            src = print_c(kernel, cfg)
+            src = self.source(kernel, cfg)
             if src not in seen:
                 seen.add(src)
                 out.append(cfg)
         return out
+
+    def tuned_candidates(self, kernel) -> list:
+        """``candidates`` less the tiles that cannot differ at ``kernel``'s size class: a tile of
+        ``lanes`` outputs at least the tiled extent's class is one block for every size of the
+        class, so all such tiles run the same loops (the wider only clear a larger stack array);
+        the first of them in the list stays (the default, where it is one)."""
+        cands = self.candidates(kernel)
+        if not kernel.outer or not kernel.stages:
+            return cands
+        extent = autotune.size_class(kernel.outer[-1].extent)
+        one_block = [c for c in cands if c.lanes >= extent and CPrinter(kernel, c).strategy() == "tile"]
+        return [c for c in cands if c not in one_block[1:]]
+
+    def source(self, kernel, cfg) -> str:
+        """The C source of ``kernel`` with config ``cfg``, its function named ``SYMBOL_SLOT``
+        (``c_compile.named`` names it by its hash), printed once per build: deduplicating the
+        candidates and building them read the same sources."""
+        threshold = c_parallel.threshold()   # (read while printing: a test may change it)
+        hit = self._sources.get(id(kernel))
+        if hit is None or hit[0] is not kernel or hit[1] != threshold:
+            if len(self._sources) >= 1024:
+                self._sources.clear()
+            # one renamed copy for every config: its cost estimate (c_parallel.work) is made once
+            hit = self._sources[id(kernel)] = (kernel, threshold, rename(kernel, c_compile.SYMBOL_SLOT), {})
+        printed = hit[3]
+        if cfg not in printed:
+            printed[cfg] = print_c(hit[2], cfg)
+        return printed[cfg]
 
     def build(self, plan, steps, candidates, stats) -> dict:
         """Every candidate of every kernel, each a function named by its code's hash: the ones no
@@ -240,7 +285,7 @@ class CpuBackend(Backend):
         for st in steps:
             symbols[st.name] = []
             for cfg in candidates[st.name]:
-                symbol, src = c_compile.named(print_c(rename(st.kernel, c_compile.SYMBOL_SLOT), cfg), PRELUDE)
+                symbol, src = c_compile.named(self.source(st.kernel, cfg), PRELUDE)
                 sources[symbol] = src
                 what[symbol] = f"kernel {st.name} ({cfg.label()}) of plan {plan.label}"
                 symbols[st.name].append(symbol)
@@ -282,7 +327,8 @@ class CpuBackend(Backend):
         libraries = matmul_libraries(step, dtypes)
         if len(libraries) == 1 or not autotune.explores():
             return
-        copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}")
+        # the operands are only read: the output (bound last) is the one copy
+        copies = self.pool.scratch_copies(bufs, f"autotune scratch for {step.name}", [False] * (len(bufs) - 1) + [True])
         runners = [matmul_call(step, lib, copies) for lib in libraries]
         best = autotune.choose(self.tuner_for(bufs), matmul_signature(step, dtypes), list(libraries), runners, stats)
         step.config = libraries[max(best, 0)]
@@ -300,7 +346,7 @@ class CpuBackend(Backend):
             return True   # a library call: nothing compiled or tuned
         if autotune.explores() and autotune.signature(new.kernel) != autotune.signature(old.kernel):
             return False
-        _, source = c_compile.named(print_c(rename(new.kernel, c_compile.SYMBOL_SLOT), old.config), PRELUDE)
+        _, source = c_compile.named(self.source(new.kernel, old.config), PRELUDE)
         if source != old.source:   # the symbol is the code's hash: the same source is the same function
             return False
         new.compiled, new.source, new.config = old.compiled, source, old.config

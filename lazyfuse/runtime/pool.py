@@ -194,11 +194,15 @@ class MemoryPool:
         block = self.alloc(max(numel, 1) * dtype.itemsize, usage, requester, cause)
         return Buffer(self, block, dtype, numel)
 
-    def scratch_copies(self, bufs, requester: str) -> list:
-        """Copies of ``bufs`` for autotuning: tuning never touches live data (an in-place
-        kernel run N times would apply its update N times)."""
+    def scratch_copies(self, bufs, requester: str, written=None) -> list:
+        """Copies of ``bufs`` for autotuning: tuning never writes live data (an in-place kernel
+        run N times would apply its update N times). ``written`` (one flag per buffer; None: all)
+        says which the tuned code writes: the others it only reads, so they are bound as they are."""
         copies = []
-        for b in bufs:
+        for k, b in enumerate(bufs):
+            if written is not None and not written[k]:
+                copies.append(b)
+                continue
             c = self.buffer(b.dtype, b.numel, SCRATCH, requester)
             c.tensor.copy_(b.tensor)
             copies.append(c)

@@ -62,6 +62,6 @@ def _arg(op, arg, size, sizes):
     is structure and stays as it is."""
     if isinstance(arg, View):
         return sizes(arg.shape), sizes(arg.strides), size(arg.offset)
-    if op is Op.GATHER:
+    if op in (Op.GATHER, Op.INDEX_ADD):
         return arg[0], size(arg[1])
     return arg
