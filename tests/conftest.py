@@ -7,6 +7,23 @@ patches or counts."""
 import os
 import tempfile
 
+import pytest
+
 os.environ.setdefault("LAZYFUSE_AUTOTUNE", "0")
 os.environ.setdefault("LAZYFUSE_PLAN_STORE", "0")
 os.environ.setdefault("LAZYFUSE_CACHE_DIR", os.path.join(tempfile.gettempdir(), "lazyfuse-test-cache"))
+
+
+@pytest.fixture
+def last_candidate_wins(monkeypatch):
+    """The autotuner's timing replaced: each candidate benchmarked runs once and the last one is
+    the fastest, so a test can tell a tuned choice from the heuristic default. Returns the runs."""
+    from lazyfuse.codegen import autotune
+    timed = []
+
+    def last_wins(run, *args, **kwargs):
+        timed.append(run)
+        run()
+        return 1.0 / len(timed)
+    monkeypatch.setattr(autotune, "benchmark", last_wins)
+    return timed

@@ -147,7 +147,7 @@ def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
     assert third["ok"] and third["autotune_runs"] == 0
 
 
-def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(monkeypatch, tmp_path):
+def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(monkeypatch, tmp_path, last_candidate_wins):
     """Tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``): a plan's first two
     runs take the heuristic default, its third benchmarks the candidates, and a later build of
     the same kernel (another plan, or another process) takes the cached winner without tuning."""
@@ -157,13 +157,6 @@ def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once
     monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu.backend, "tuner", None)
     cpu.engine.plans.clear()
-    timed = []
-
-    def last_wins(run, *args, **kwargs):   # the last candidate benchmarked is the fastest
-        timed.append(run)
-        run()
-        return 1.0 / len(timed)
-    monkeypatch.setattr(autotune, "benchmark", last_wins)
     a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
     x = lf.tensor(a)
 

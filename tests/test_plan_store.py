@@ -161,27 +161,20 @@ def test_a_loaded_plan_serves_other_sizes_of_its_structure(store, monkeypatch):
     assert (d.plans_rebound, d.plans_built, d.compiler_runs) == (2, 0, 0)
 
 
-def test_a_plan_tuned_at_a_later_run_is_stored_with_its_tuned_choice(store, monkeypatch):
+def test_a_plan_tuned_at_a_later_run_is_stored_with_its_tuned_choice(store, monkeypatch, last_candidate_wins):
     """With tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``) the record is written once
     the plan is tuned, not at its build: a new process then loads the tuned kernels, where a
     record of the build's heuristic defaults would keep them for good (a loaded plan never tunes)."""
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
     monkeypatch.setattr(CPU.backend, "tuner", None)
-    timed = []
-
-    def last_wins(run, *args, **kwargs):   # the last candidate benchmarked is the fastest
-        timed.append(run)
-        run()
-        return 1.0 / len(timed)
-    monkeypatch.setattr(autotune, "benchmark", last_wins)
     a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
     configs = lambda: [st.config for st in next(reversed(CPU.engine.plans.values())).steps]  # noqa: E731
     for run in range(1, 4):
         np.testing.assert_allclose((lf.tensor(a).exp() * 2).sum(0).numpy(), (np.exp(a) * 2).sum(0), rtol=1e-4)
         assert len(list((store / "plans").glob("*.pkl"))) == (run == 3), run   # written once tuned
     tuned = configs()
-    assert timed and tuned != [CPU.backend.candidates(st.kernel)[0] for st in next(reversed(CPU.engine.plans.values())).steps]
+    assert last_candidate_wins and tuned != [CPU.backend.candidates(st.kernel)[0] for st in next(reversed(CPU.engine.plans.values())).steps]
     forget()
     (lf.tensor(a).exp() * 2).sum(0).numpy()
     assert next(reversed(CPU.engine.plans.values())).origin == "loaded" and configs() == tuned
