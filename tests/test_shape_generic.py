@@ -119,9 +119,11 @@ def test_sizes_are_runtime_values_and_strides_products_of_them():
 # A hypothesis-drawn program over inputs x, y of shape (m, C), a vector v of shape (C,) and a
 # (C, C) weight, drawn once at the first m and run again at two more: its structure is unchanged,
 # as every m is above 1 and apart from every other size the program makes (C, C // 2, the 1s of
-# keepdim reductions).
+# keepdim reductions). The sizes share one size class (8-15): across a class the printed code may
+# differ (a reduction over m unrolls or splits by its extent's class) and then the drain plans
+# again, with no compiler run where the code is known (the 50-sizes tests above cross classes).
 C = 12
-M_SIZES = [5, 7, 9, 11, 13]
+M_SIZES = [9, 10, 11, 13, 14, 15]
 UNARY_OPS = {"tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "sin": lambda a: a.sin(),
              "relu": lambda a: a.relu(), "neg": lambda a: -a, "abs": lambda a: a.abs(),
              "exp": lambda a: a.clamp(-3, 3).exp(), "square": lambda a: a * a}
