@@ -147,10 +147,10 @@ def test_a_candidate_that_crashed_a_process_is_never_tried_again(tmp_path):
     assert third["ok"] and third["autotune_runs"] == 0
 
 
-def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(monkeypatch, tmp_path, last_candidate_wins):
-    """Tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``): a plan's first two
-    runs take the heuristic default, its third benchmarks the candidates, and a later build of
-    the same kernel (another plan, or another process) takes the cached winner without tuning."""
+@pytest.fixture
+def tuned_at_third_run(monkeypatch, tmp_path):
+    """Tuning on, off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``), an empty cache and no plan
+    cached on ``cpu``: the device, a (300, 257) array and its lazy tensor."""
     cpu = lf.device("cpu")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
@@ -158,7 +158,14 @@ def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once
     monkeypatch.setattr(cpu.backend, "tuner", None)
     cpu.engine.plans.clear()
     a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
-    x = lf.tensor(a)
+    return cpu, a, lf.tensor(a)
+
+
+def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once(tuned_at_third_run, last_candidate_wins):
+    """Tuning off the build path (``LAZYFUSE_AUTOTUNE_AFTER=3``): a plan's first two
+    runs take the heuristic default, its third benchmarks the candidates, and a later build of
+    the same kernel (another plan, or another process) takes the cached winner without tuning."""
+    cpu, a, x = tuned_at_third_run
 
     def run():
         got = (x.exp() * 2).sum(0)
@@ -178,15 +185,8 @@ def test_tuning_waits_for_a_plans_third_run_and_a_cached_choice_is_built_at_once
     cpu.engine.plans.clear()
 
 
-def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(monkeypatch, tmp_path):
-    cpu = lf.device("cpu")
-    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
-    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_AFTER", "3")
-    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu.backend, "tuner", None)
-    cpu.engine.plans.clear()
-    a = np.arange(300 * 257, dtype=np.float32).reshape(300, 257) / 1000
-    x = lf.tensor(a)
+def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(tuned_at_third_run):
+    cpu, a, x = tuned_at_third_run
     want = (np.exp(a) * 2).sum(0)
     before = lf.stats(cpu).autotune_runs
     graph = lf.capture(cpu, lambda: (x.exp() * 2).sum(0), warmup_iters=2)   # runs 1 and 2, then the capture
