@@ -19,11 +19,12 @@ def rnd(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def make_block(hidden=16):
-    """A decode-like step: rms_norm, linear+silu, linear, residual."""
-    x = lf.tensor(rnd(1, hidden, seed=1))
-    w1 = lf.tensor(rnd(hidden * 2, hidden, seed=2) / hidden ** 0.5)
-    w2 = lf.tensor(rnd(hidden, hidden * 2, seed=3) / hidden ** 0.5)
+def make_block(hidden=16, widen=2, seed=1):
+    """A decode-like step: rms_norm, linear+silu (``widen`` x ``hidden`` wide), linear, residual;
+    the input, the step and its float64 reference."""
+    x = lf.tensor(rnd(1, hidden, seed=seed))
+    w1 = lf.tensor(rnd(hidden * widen, hidden, seed=seed + 1) / hidden ** 0.5)
+    w2 = lf.tensor(rnd(hidden, hidden * widen, seed=seed + 2) / hidden ** 0.5)
     F = lf.nn.functional
 
     def step():

@@ -8,41 +8,17 @@ import torch
 
 import lazyfuse as lf
 from lazyfuse.testing import count_launches
+from test_capture import make_block, rnd
 
 CPU = lf.device("cpu")
 pytestmark = pytest.mark.skipif(CPU.threads is None, reason="no C compiler: the interpreter runs the cpu device")
-
-
-def rnd(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def decode_step(hidden, seed):
-    """A hidden-``hidden`` decode step (rms_norm, linear+silu, linear, residual) and its float64 reference."""
-    x = lf.tensor(rnd(1, hidden, seed=seed))
-    w1 = rnd(4 * hidden, hidden, seed=seed + 1) / hidden ** 0.5
-    w2 = rnd(hidden, 4 * hidden, seed=seed + 2) / (2 * hidden) ** 0.5
-    lw1, lw2 = lf.tensor(w1), lf.tensor(w2)
-    F = lf.nn.functional
-
-    def step():
-        h = F.rms_norm(x, (hidden,))
-        return x + F.linear(F.silu(F.linear(h, lw1)), lw2)
-
-    def ref(xv):
-        xt = torch.tensor(xv, dtype=torch.float64)
-        h = torch.nn.functional.rms_norm(xt, (hidden,), eps=torch.finfo(torch.float32).eps)
-        return (xt + torch.nn.functional.silu(h @ torch.tensor(w1, dtype=torch.float64).T)
-                @ torch.tensor(w2, dtype=torch.float64).T).numpy()
-
-    return x, step, ref
 
 
 @pytest.mark.parametrize("hidden", [16, 64, 72])
 def test_short_and_general_replay_paths_agree(hidden):
     """The same step captured twice: plainly (the short path) and with overwrite checks (the
     general path, which hands out fresh aliases). Same outputs for fresh inputs, same counts."""
-    x, step, ref = decode_step(hidden, seed=hidden)
+    x, step, ref = make_block(hidden, widen=4, seed=hidden)   # the decode step of bench.capture
     plain = lf.capture(CPU, step)
     checked = lf.capture(CPU, step, check_overwrites=True)
     assert plain._plain and not checked._plain
@@ -77,7 +53,7 @@ def test_a_graph_that_starts_a_shared_pool_leaves_the_short_path():
 
 
 def test_pending_writes_land_before_a_short_path_replay():
-    x, step, ref = decode_step(16, seed=5)
+    x, step, ref = make_block(16, widen=4, seed=5)
     g = lf.capture(CPU, step)
     xv = rnd(1, 16, seed=77)
     x.copy_(lf.tensor(xv) * 1.0)      # a lazy write, still pending when replay() starts
