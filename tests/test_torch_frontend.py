@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import lazyfuse as lf
+from lazyfuse.ir.node import Op
 from lazyfuse.torch_frontend import LazyTensor, MixedTensorError
 
 DEV = lf.device("cpu")
@@ -394,15 +395,17 @@ def test_adamw_single_tensor_and_foreach_updates_match_torch_eager(foreach):
     assert opt_l.param_groups[0]["fused"] and not opt_r.param_groups[0]["fused"]
 
 
-def test_a_torch_adamw_step_is_two_kernels_and_computes_its_bias_corrections_once_per_parameter(monkeypatch):
-    """The step counts and bias corrections of every parameter are one small kernel; the updates
-    another, whose per-element loops read the corrections (no float64 pow per element)."""
+def test_a_torch_adamw_step_is_two_kernels_and_computes_its_bias_corrections_once_for_all_parameters(monkeypatch):
+    """The step counts and bias corrections of every parameter are one small kernel on one vector
+    of counts (two float64 pows in all, not two per parameter); the updates another, whose
+    per-element loops read the corrections (no float64 pow per element)."""
     from lazyfuse.runtime import engine
     plans = []
     monkeypatch.setattr(engine, "drain_hook", lambda device, plan, build: plans.append(plan))
     torch.manual_seed(0)
     model = lf.lazy(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3)))
     opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    n_params = len(list(model.parameters()))
     for _ in range(2):                                    # (the first step also makes the state)
         nn.functional.cross_entropy(model(lf.lazy(torch.randn(5, 6))), lf.lazy(torch.randint(0, 3, (5,)))).backward()
         lf.sync(DEV)                                      # the gradients: computed before the step
@@ -412,11 +415,45 @@ def test_a_torch_adamw_step_is_two_kernels_and_computes_its_bias_corrections_onc
         lf.sync(DEV)
     (plan,) = plans
 
-    def scalars_only(st):
-        return all(plan.graph.nodes[o].shape == () for o in st.group.outputs)
-    scalar, update = sorted(plan.steps, key=lambda st: not scalars_only(st))
-    assert len(plan.steps) == 2 and scalars_only(scalar) and not scalars_only(update)
-    assert "pow(" in scalar.source and "pow(" not in update.source
+    def counts_only(st):
+        return all(plan.graph.nodes[o].shape == (n_params,) for o in st.group.outputs)
+    counts, update = sorted(plan.steps, key=lambda st: not counts_only(st))
+    assert len(plan.steps) == 2 and counts_only(counts) and not counts_only(update)
+    assert "pow(" in counts.source and "pow(" not in update.source
+    assert sum(1 for n in plan.graph.nodes if n.op is Op.POW) == 3   # beta1**t, beta2**t, (...)**0.5
+    steps = [opt.state[p]["step"] for p in model.parameters()]
+    assert [s.item() for s in steps] == [2.0] * n_params and all(s.shape == () for s in steps)
+
+
+def test_step_counts_loaded_one_by_one_still_step_and_correct_per_parameter():
+    """A loaded state's step counts are tensors of their own (not one vector's elements): the
+    foreach increment and the bias corrections then run per count, and may differ between
+    parameters, as in torch."""
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
+    x, y = torch.randn(6, 4), torch.randint(0, 2, (6,))
+    ref, lazy = make(), lf.lazy(make())
+    opt_r, opt_l = torch.optim.AdamW(ref.parameters(), lr=0.05), torch.optim.AdamW(lazy.parameters(), lr=0.05)
+    for model, opt, inputs in ((ref, opt_r, (x, y)), (lazy, opt_l, (lf.lazy(x), lf.lazy(y)))):
+        for k in range(2):
+            nn.functional.cross_entropy(model(inputs[0]), inputs[1]).backward()
+            opt.step()
+            opt.zero_grad()
+        state = opt.state_dict()
+        for i, s in enumerate(state["state"].values()):   # counts that differ per parameter, loaded
+            s["step"] = torch.tensor(float(2 + 3 * i))
+        opt.load_state_dict(state)
+        for _ in range(2):
+            nn.functional.cross_entropy(model(inputs[0]), inputs[1]).backward()
+            opt.step()
+            opt.zero_grad()
+    steps = [opt_l.state[p]["step"] for p in lazy.parameters()]
+    assert all(type(s) is LazyTensor for s in steps)
+    assert [s.item() for s in steps] == [opt_r.state[p]["step"].item() for p in ref.parameters()] == \
+        [4.0 + 3 * i for i in range(4)]
+    for a, b in zip(ref.parameters(), lazy.parameters()):
+        close(b, a)
 
 
 OPTIMIZERS = {"AdamW": (torch.optim.AdamW, {}),

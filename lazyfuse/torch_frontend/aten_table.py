@@ -36,7 +36,7 @@ from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
 from . import fallback
-from .tensor import LazyTensor, from_lf, lf_device_of
+from .tensor import LazyTensor, element_run, from_lf, lf_device_of
 
 aten = torch.ops.aten
 NATIVE = {}     # aten op name (no overload) -> handler(*lazyfuse args, **kwargs)
@@ -222,14 +222,21 @@ def _foreach_runner(base):
     keywords = next(([a.name for a in sc.arguments if a.kwarg_only] for sc in schemas
                      if any(a.kwarg_only for a in sc.arguments)), [])
 
+    def call(a, kw):
+        kw.update(zip(keywords, a[n_positional:]))
+        return op(*a[:n_positional], **kw)
+
     def run(func, args, kwargs):
         drains.counters.decomposed[str(func)] += 1
+        if inplace and not any(isinstance(x, (list, tuple)) for x in (*args[1:], *kwargs.values())):
+            whole = element_run(args[0])
+            if whole is not None:   # the elements of one run (an optimizer's step counts): one op on it
+                call([from_lf(whole), *args[1:]], dict(kwargs))
+                return None
         outs = []
         for i in range(len(args[0])):
             a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
-            kw = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
-            kw.update(zip(keywords, a[n_positional:]))
-            outs.append(op(*a[:n_positional], **kw))
+            outs.append(call(a, {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}))
         return None if inplace else outs
     return run
 

@@ -26,16 +26,17 @@ in-place update refused), each then placed by torch's own rule.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
-from torch.utils.weak import WeakTensorKeyDictionary
 
 from ..creation import full
 from ..ir import dtypes as dt
 from . import drains
 from .aten_table import NATIVE, raw
 from .convert import lazy
-from .tensor import LazyTensor, from_lf
+from .tensor import LazyTensor, element_run, from_lf
 
 
 def make_step_capturable(optimizer, args, kwargs) -> None:
@@ -48,41 +49,69 @@ def make_step_capturable(optimizer, args, kwargs) -> None:
         if not params or group.get("differentiable") or not all(type(p) is LazyTensor for p in params):
             continue
         group["fused"], group["foreach"] = True, False
-        for p in params:
-            if p.grad is not None:
-                _lazy_state(optimizer.state[p], p, group["amsgrad"])
+        # (torch makes state where it has none yet; a loaded state is moved in by load_state_dict:
+        # ``_state_follows_its_param``)
+        fresh = [p for p in params if p.grad is not None and not optimizer.state[p]]
+        for p, step in zip(fresh, _step_counts(fresh)):
+            _lazy_state(optimizer.state[p], p, step, group["amsgrad"])
 
 
-def _lazy_state(state: dict, p: LazyTensor, amsgrad: bool) -> None:
-    """Adam's state for ``p`` (torch's keys and dtypes) as frontend tensors, where torch has made none
-    yet (a loaded state is moved in by ``load_state_dict``: ``_state_follows_its_param``)."""
-    if not state:
-        state["step"] = from_lf(full((), 0.0, dtype=dt.float32, device=p._lf.device))
-        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        if amsgrad:
-            state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+def _step_counts(params: list) -> list:
+    """A new step count (0-d float32, torch's fused dtype) per parameter: on each device, the
+    elements of one vector, so that torch's ``_foreach_add_`` of them and their bias corrections are
+    each one op on the vector (``element_run``), not one per parameter. Each count is still a tensor of
+    its own to torch, as torch's are."""
+    counts = {}
+    for dev in dict.fromkeys(p._lf.device for p in params):
+        same = [i for i, p in enumerate(params) if p._lf.device is dev]
+        vector = full((len(same),), 0.0, dtype=dt.float32, device=dev)
+        counts.update((i, from_lf(vector[k])) for k, i in enumerate(same))
+    return [counts[i] for i in range(len(params))]
+
+
+def _lazy_state(state: dict, p: LazyTensor, step: LazyTensor, amsgrad: bool) -> None:
+    """Adam's state for ``p`` (torch's keys and dtypes) as frontend tensors, its count ``step``."""
+    state["step"] = step
+    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    if amsgrad:
+        state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
 _lerp, _maximum, _addcmul = NATIVE["lerp"], NATIVE["maximum"], NATIVE["addcmul"]
 
 
-_corrections = WeakTensorKeyDictionary()   # a step count (a LazyTensor) -> its bias corrections' buffers
+# a step count's storage -> per (offset, shape, opmath) of the counts read, their bias corrections' buffers
+_corrections = weakref.WeakKeyDictionary()
 
 
-def _bias_corrections(step, opmath, lr, beta1, beta2):
-    """``-lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)``, computed in float64 (as torch computes
-    them in Python) and rounded to the update's ``opmath`` dtype (as torch's tensor ops round a Python
-    scalar), each written into a 0-d buffer of its own, kept per step count: a value computed from the
-    count and inlined into the parameter's update would be recomputed for every element (two float64
-    pows each, most of a GPT step's time); a write to a buffer is computed once, in a small kernel."""
-    buffers = _corrections.get(step)
-    if buffers is None or buffers[0].dtype is not opmath:
-        buffers = _corrections[step] = tuple(full((), 0.0, dtype=opmath, device=step._lf.device) for _ in "ab")
+def _bias_corrections(steps, opmath, lr, beta1, beta2):
+    """``-lr / (1 - beta1**step)`` and ``sqrt(1 - beta2**step)`` of the lazyfuse tensor ``steps`` (one
+    count, or the run of counts ``element_run`` finds), computed in float64 (as torch computes them in
+    Python) and rounded to the update's ``opmath`` dtype (as torch's tensor ops round a Python scalar),
+    each written into a buffer of its own, kept per step count: a value computed from the count and
+    inlined into the parameter's update would be recomputed for every element (two float64 pows each,
+    most of a GPT step's time); a write to a buffer is computed once, in a small kernel."""
+    kept = _corrections.setdefault(steps._storage, {})
+    key = (steps._view.offset, steps.shape, opmath)
+    buffers = kept.get(key)
+    if buffers is None:
+        buffers = kept[key] = tuple(full(steps.shape, 0.0, dtype=opmath, device=steps.device) for _ in "ab")
     # (the count cast once per buffer: one cast read by both writes would be a buffer of its own)
-    buffers[0].copy_(-lr / (1 - beta1 ** step._lf.to(dt.float64)))
-    buffers[1].copy_((1 - beta2 ** step._lf.to(dt.float64)) ** 0.5)
+    buffers[0].copy_(-lr / (1 - beta1 ** steps.to(dt.float64)))
+    buffers[1].copy_((1 - beta2 ** steps.to(dt.float64)) ** 0.5)
     return buffers
+
+
+def _corrections_per_param(steps: list, opmaths: list, lr, beta1, beta2) -> list:
+    """Each parameter's ``(-step_size, bias_correction2_sqrt)``: computed once for all where the counts
+    are the elements of one vector (``_step_counts`` makes them so) and the parameters share a dtype
+    (torch groups a fused step's tensors by dtype), else per count (a loaded state's)."""
+    run = element_run(steps)
+    if run is None or len(set(opmaths)) > 1:
+        return [_bias_corrections(s._lf, opmath, lr, beta1, beta2) for s, opmath in zip(steps, opmaths)]
+    minus_step_size, bias_correction2_sqrt = _bias_corrections(run, opmaths[0], lr, beta1, beta2)
+    return [(minus_step_size[i], bias_correction2_sqrt[i]) for i in range(len(steps))]
 
 
 @raw("_fused_adam_", "_fused_adamw_")
@@ -98,9 +127,12 @@ def _fused_adam(func, args, kwargs):
         from .aten_table import _fallback
         return _fallback(func, args, kwargs)   # amp's grad scaling, a tensor lr, or plain state: torch's own
     decoupled = func.overloadpacket is torch.ops.aten._fused_adamw_
-    for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
+    opmaths = [dt.opmath(p._lf.dtype) for p in params]
+    corrections = _corrections_per_param(steps, opmaths, lr, beta1, beta2)
+    for i, (p, g, m, v, (minus_step_size, bias_correction2_sqrt)) in enumerate(
+            zip(params, grads, exp_avgs, exp_avg_sqs, corrections)):
         param, g = p._lf, -g._lf if maximize else g._lf
-        x, opmath = param, dt.opmath(param.dtype)
+        x = param
         if weight_decay != 0:
             if decoupled:
                 x = x * (1 - lr * weight_decay)   # torch's param.mul_(...): the same rounding, written once below
@@ -108,7 +140,6 @@ def _fused_adam(func, args, kwargs):
                 g = g + x * weight_decay
         m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
         v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
-        minus_step_size, bias_correction2_sqrt = _bias_corrections(step, opmath, lr, beta1, beta2)
         second = v._lf
         if amsgrad:
             max_sq = max_exp_avg_sqs[i]._lf

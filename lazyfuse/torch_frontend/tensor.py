@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.view import View
 from . import drains
 
 
@@ -87,6 +88,24 @@ class LazyTensor(torch.Tensor):
             out = torch.nn.Parameter(out, requires_grad=self.requires_grad)
         memo[id(self)] = out
         return out
+
+
+def element_run(tensors):
+    """The 1-D lazyfuse view whose elements, in order, are ``tensors`` (0-d LazyTensors that need no
+    grad, views of one storage at consecutive offsets), or None. An op on each of them is then one
+    op on it: the optimizer's step counts are made so (``optimizers``), and a ``_foreach_*`` op or
+    Adam's bias corrections over them record a few nodes, not a few per parameter."""
+    if len(tensors) < 2 or type(tensors[0]) is not LazyTensor:
+        return None
+    first = tensors[0]._lf
+    storage, start = first._storage, first._view.offset
+    for i, t in enumerate(tensors):
+        if type(t) is not LazyTensor or t.requires_grad:
+            return None
+        lf_t = t._lf
+        if lf_t._storage is not storage or lf_t._view.shape != () or lf_t._view.offset != start + i:
+            return None
+    return type(first)(storage, View((len(tensors),), (1,), start), first.device)
 
 
 def lf_device_of(args):
