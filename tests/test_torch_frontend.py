@@ -456,6 +456,73 @@ def test_step_counts_loaded_one_by_one_still_step_and_correct_per_parameter():
         close(b, a)
 
 
+def test_a_recording_remakes_its_nodes_over_other_values_and_refuses_a_foreign_read():
+    """``Recording``: what a function recorded over some storages, made again over their later values
+    (or other storages of the same dtype, shape and view): the same values and the same op count as
+    running it; a function that read another pending value gives no recording."""
+    from lazyfuse.torch_frontend.recording import Recording
+
+    def update(a, b):
+        a.copy_(a * 2 + b.sqrt())
+        b.mul_(0.25)
+    a, b = lf.zeros(4, device=DEV), lf.full((4,), 16.0, device=DEV)
+    rec = Recording.of(lambda: update(a, b), [a._storage, b._storage])
+    assert rec is not None and len(rec.writes) == 2
+    counted = lf.stats(DEV).ops_recorded
+    rec.replay([a._storage, b._storage])
+    by_replay = lf.stats(DEV).ops_recorded - counted
+    c, d = lf.ones(4, device=DEV), lf.full((4,), 16.0, device=DEV)
+    rec.replay([c._storage, d._storage])
+    counted = lf.stats(DEV).ops_recorded
+    e, f = lf.ones(4, device=DEV), lf.full((4,), 16.0, device=DEV)
+    update(e, f)
+    assert by_replay == lf.stats(DEV).ops_recorded - counted - 2      # (the two factories)
+    assert a.tolist() == [10.0] * 4 and b.tolist() == [1.0] * 4      # two updates from (0, 16)
+    assert c.tolist() == e.tolist() == [6.0] * 4 and d.tolist() == f.tolist() == [4.0] * 4
+    other = lf.randn(4, device=DEV) * 3                                # pending, not among the storages
+    assert Recording.of(lambda: a.copy_(a + other), [a._storage]) is None
+    assert a.tolist() == pytest.approx((10 + other.numpy()).tolist())  # (it still ran)
+
+
+def test_adamw_steps_after_the_first_remake_their_updates_exactly_as_op_by_op_recording(monkeypatch):
+    """From the second step on, each parameter's update is remade from the recording of the last one
+    (``optimizers._record_update``): the same parameters, op counts and kernels as recording the
+    update op by op every step."""
+    from lazyfuse.runtime import engine
+    from lazyfuse.torch_frontend import optimizers
+    from lazyfuse.torch_frontend.recording import Recording
+    replays = []
+    replay = Recording.replay
+    monkeypatch.setattr(Recording, "replay", lambda self, storages: (replays.append(self), replay(self, storages)))
+    kernels = []
+    monkeypatch.setattr(engine, "drain_hook", lambda device, plan, build: kernels.append(len(plan.steps)))
+
+    def run(record_update):
+        monkeypatch.setattr(optimizers, "_record_update", record_update)
+        torch.manual_seed(0)
+        model = lf.lazy(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3)))
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+        x, y = lf.lazy(torch.randn(5, 6)), lf.lazy(torch.randint(0, 3, (5,)))
+        counts = []
+        kernels.clear()
+        for _ in range(4):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            before = lf.stats(DEV).ops_recorded
+            opt.step()
+            counts.append(lf.stats(DEV).ops_recorded - before)
+            loss.item()
+        return [lf.eager(p) for p in model.parameters()], counts, list(kernels)
+    remade = run(optimizers._record_update)
+    assert len(replays) == 3 * 4          # steps 2-4, four parameters each
+    op_by_op = run(lambda hyper, tensors: optimizers._adam_update(hyper, *tensors))
+    assert len(replays) == 12
+    for a, b in zip(remade[0], op_by_op[0]):
+        assert torch.equal(a, b)
+    assert remade[1:] == op_by_op[1:]
+
+
 OPTIMIZERS = {"AdamW": (torch.optim.AdamW, {}),
               "Adam, L2 decay, amsgrad, maximize": (torch.optim.Adam, {"weight_decay": 0.1, "amsgrad": True,
                                                                      "maximize": True}),

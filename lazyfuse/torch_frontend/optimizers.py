@@ -27,6 +27,7 @@ in-place update refused), each then placed by torch's own rule.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -36,6 +37,7 @@ from ..ir import dtypes as dt
 from . import drains
 from .aten_table import NATIVE, raw
 from .convert import lazy
+from .recording import Recording
 from .tensor import LazyTensor, element_run, from_lf
 
 
@@ -114,10 +116,52 @@ def _corrections_per_param(steps: list, opmaths: list, lr, beta1, beta2) -> list
     return [(minus_step_size[i], bias_correction2_sqrt[i]) for i in range(len(steps))]
 
 
+def _adam_update(hyper, param, g, m, v, minus_step_size, bias_correction2_sqrt, max_sq=None) -> None:
+    """One parameter's update (lazyfuse tensors, written in place): ``_single_tensor_adam``'s formulas in its
+    order, with the aten table's own lerp/addcmul/maximum (so the rounding is eager torch's)."""
+    decoupled, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize = hyper
+    g = -g if maximize else g
+    x = param
+    if weight_decay != 0:
+        if decoupled:
+            x = x * (1 - lr * weight_decay)   # torch's param.mul_(...): the same rounding, written once below
+        else:
+            g = g + x * weight_decay
+    m.copy_(_lerp(m, g, 1 - beta1))
+    v.copy_(_addcmul(v * beta2, g, g, value=1 - beta2))
+    second = v
+    if amsgrad:
+        max_sq.copy_(_maximum(max_sq, second))
+        second = max_sq
+    denom = second.sqrt() / bias_correction2_sqrt + eps
+    param.copy_(x + minus_step_size * (m / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
+
+
+# (hyperparameters, device, and each input's dtype, storage shape and view) -> the Recording of that update
+_updates: OrderedDict = OrderedDict()
+UPDATES_KEPT = 1024   # (a model's parameters, a few optimizer settings each)
+
+
+def _record_update(hyper, tensors: list) -> None:
+    """``_adam_update`` on ``tensors``, made again from the recording of the last update with the same
+    key (``recording``: its nodes depend on nothing else), or recorded op by op and kept."""
+    key = (hyper, tensors[0].device, *[(t._storage.dtype, t._storage.shape, t._view) for t in tensors])
+    storages = [t._storage for t in tensors]
+    recording = _updates.get(key)
+    if recording is not None:
+        recording.replay(storages)
+        return
+    recording = Recording.of(lambda: _adam_update(hyper, *tensors), storages)
+    if recording is not None:
+        _updates[key] = recording
+        while len(_updates) > UPDATES_KEPT:
+            _updates.popitem(last=False)
+
+
 @raw("_fused_adam_", "_fused_adamw_")
 def _fused_adam(func, args, kwargs):
-    """torch's Adam update per parameter, recorded: ``_single_tensor_adam``'s formulas in its order, with
-    the aten table's own lerp/addcmul/maximum (so the rounding is eager torch's)."""
+    """torch's Adam update, recorded per parameter (``_adam_update``), the bias corrections once
+    (``_corrections_per_param``)."""
     params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = args
     lr, beta1, beta2 = kwargs["lr"], kwargs["beta1"], kwargs["beta2"]
     weight_decay, eps, amsgrad, maximize = kwargs["weight_decay"], kwargs["eps"], kwargs["amsgrad"], kwargs["maximize"]
@@ -126,27 +170,14 @@ def _fused_adam(func, args, kwargs):
             isinstance(lr, torch.Tensor) or not all(type(t) is LazyTensor for t in tensors):
         from .aten_table import _fallback
         return _fallback(func, args, kwargs)   # amp's grad scaling, a tensor lr, or plain state: torch's own
-    decoupled = func.overloadpacket is torch.ops.aten._fused_adamw_
+    hyper = (func.overloadpacket is torch.ops.aten._fused_adamw_, lr, beta1, beta2, weight_decay, eps, amsgrad,
+             maximize)
     opmaths = [dt.opmath(p._lf.dtype) for p in params]
     corrections = _corrections_per_param(steps, opmaths, lr, beta1, beta2)
     for i, (p, g, m, v, (minus_step_size, bias_correction2_sqrt)) in enumerate(
             zip(params, grads, exp_avgs, exp_avg_sqs, corrections)):
-        param, g = p._lf, -g._lf if maximize else g._lf
-        x = param
-        if weight_decay != 0:
-            if decoupled:
-                x = x * (1 - lr * weight_decay)   # torch's param.mul_(...): the same rounding, written once below
-            else:
-                g = g + x * weight_decay
-        m._lf.copy_(_lerp(m._lf, g, 1 - beta1))
-        v._lf.copy_(_addcmul(v._lf * beta2, g, g, value=1 - beta2))
-        second = v._lf
-        if amsgrad:
-            max_sq = max_exp_avg_sqs[i]._lf
-            max_sq.copy_(_maximum(max_sq, second))
-            second = max_sq
-        denom = second.sqrt() / bias_correction2_sqrt + eps
-        param.copy_(x + minus_step_size * (m._lf / denom))   # addcdiv_(exp_avg, denom, value=-step_size)
+        _record_update(hyper, [p._lf, g._lf, m._lf, v._lf, minus_step_size, bias_correction2_sqrt,
+                               *([max_exp_avg_sqs[i]._lf] if amsgrad else [])])
     drains.counters.native[str(func)] += 1
     return None
 

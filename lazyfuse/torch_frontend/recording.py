@@ -1,0 +1,75 @@
+"""``Recording``: the IR nodes a function recorded over some storages, to be made again over their
+later values without running the function.
+
+A torch optimizer's update records the same few dozen nodes for a parameter on every step; only its
+inputs (the current values of the parameter, its gradient and its state) differ. Recording them op by
+op pays lazyfuse's op path for each (a Tensor and a Storage per result, dtype and shape rules: most of
+an optimizer step's recording time), where making the same nodes again from a recording of the first
+step is one ``Node`` each. The nodes, their sources and the writes are exactly those the function
+recorded (so the same plan key from one step to the next: a fused plan and a capture see no
+difference), and ``lf.stats()`` counts the ops it counted.
+
+What may be remade: a function that reads lazy values only through the given storages' current values
+(views of them included) and writes some of them in place, whose nodes depend only on the storages'
+dtypes, shapes and views and on Python values fixed by the caller's key (``Recording.of`` returns None
+for one that read another lazy value).
+"""
+from __future__ import annotations
+
+from ..ir.node import Node
+
+
+class Recording:
+    """The nodes ``fn`` entered on the tape (in tape order, each source an earlier node or the current
+    value of one of the storages), which of them each written storage took as its new value, and how
+    many ops the engine counted beyond those writes."""
+
+    __slots__ = ("nodes", "writes", "extra_ops")
+
+    def __init__(self, nodes: list, writes: list, extra_ops: int):
+        self.nodes, self.writes, self.extra_ops = nodes, writes, extra_ops
+
+    @staticmethod
+    def of(fn, storages: list) -> "Recording | None":
+        """Run ``fn`` (it records on the storages' engine) and return what it recorded over ``storages``
+        (distinct), or None where that cannot be remade: it read another pending value, or a drain
+        came in between (the pending queue's bound)."""
+        engine = storages[0].engine
+        with engine.lock:
+            tape, start, counted = engine.tape, len(engine.tape), engine.stats.ops_recorded
+            before = [s.current for s in storages]   # (held: their ids name them below)
+            inputs = {id(n): k for k, n in enumerate(before)}
+            fn()
+            written = [k for k, s in enumerate(storages) if s.current is not before[k]]
+            if engine.tape is not tape or len(inputs) < len(storages):
+                return None
+            new, stack = {}, [storages[k].current for k in written]
+            while stack:
+                n = stack.pop()
+                if id(n) in inputs or id(n) in new:
+                    continue
+                if n.tape is not tape or n.tpos < start:   # a value from outside: not remade
+                    return None
+                new[id(n)] = n
+                stack.extend(n.srcs)
+            nodes = sorted(new.values(), key=lambda n: n.tpos)
+            index = {id(n): j for j, n in enumerate(nodes)}
+            # (a source: ``j`` for the recording's own node j, ``~k`` for storage k's value)
+            made = [(n.op, tuple([index[id(s)] if id(s) in index else ~inputs[id(s)] for s in n.srcs]), n.dtype,
+                     n.shape, n.arg) for n in nodes]
+            writes = [(k, index[id(storages[k].current)])
+                      for k in sorted(written, key=lambda k: storages[k].current.tpos)]
+            return Recording(made, writes, engine.stats.ops_recorded - counted - len(writes))
+
+    def replay(self, storages: list) -> None:
+        """Make the recorded nodes again over the storages' current values, and write them (the
+        storages of ``of``'s call, in its order, or others of the same dtypes, shapes and views)."""
+        engine = storages[0].engine
+        with engine.lock:
+            inputs = [s.current for s in storages]
+            made = []
+            for op, srcs, dtype, shape, arg in self.nodes:
+                made.append(Node(op, tuple([made[j] if j >= 0 else inputs[~j] for j in srcs]), dtype, shape, arg))
+            for k, j in self.writes:
+                storages[k].update(made[j])
+            engine.count_extra_ops(self.extra_ops)
