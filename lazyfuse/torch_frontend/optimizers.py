@@ -38,7 +38,7 @@ from . import drains
 from .aten_table import NATIVE, raw
 from .convert import lazy
 from .recording import Recording
-from .tensor import LazyTensor, element_run, from_lf
+from .tensor import LazyTensor, element_run, elements, from_lf
 
 
 def make_step_capturable(optimizer, args, kwargs) -> None:
@@ -113,7 +113,7 @@ def _corrections_per_param(steps: list, opmaths: list, lr, beta1, beta2) -> list
     if run is None or len(set(opmaths)) > 1:
         return [_bias_corrections(s._lf, opmath, lr, beta1, beta2) for s, opmath in zip(steps, opmaths)]
     minus_step_size, bias_correction2_sqrt = _bias_corrections(run, opmaths[0], lr, beta1, beta2)
-    return [(minus_step_size[i], bias_correction2_sqrt[i]) for i in range(len(steps))]
+    return list(zip(elements(minus_step_size), elements(bias_correction2_sqrt)))
 
 
 def _adam_update(hyper, param, g, m, v, minus_step_size, bias_correction2_sqrt, max_sq=None) -> None:

@@ -108,6 +108,14 @@ def element_run(tensors):
     return type(first)(storage, View((len(tensors),), (1,), start), first.device)
 
 
+def elements(vector) -> list:
+    """The 0-d lazyfuse views of the elements of the 1-D lazyfuse tensor ``vector``, made directly
+    (indexing's general path costs as much as the rest of a remade optimizer update)."""
+    storage, view, device = vector._storage, vector._view, vector.device
+    return [type(vector)(storage, View((), (), view.offset + i * view.strides[0]), device)
+            for i in range(view.shape[0])]
+
+
 def lf_device_of(args):
     """The lazyfuse device of the first LazyTensor among ``args`` (nested lists included)."""
     for a in args:
