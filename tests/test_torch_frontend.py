@@ -459,7 +459,7 @@ def test_step_counts_loaded_one_by_one_still_step_and_correct_per_parameter():
 def test_a_recording_remakes_its_nodes_over_other_values_and_refuses_a_foreign_read():
     """``Recording``: what a function recorded over some storages, made again over their later values
     (or other storages of the same dtype, shape and view): the same values and the same op count as
-    running it; a function that read another pending value gives no recording."""
+    running it; a function that read another pending value, or drew random numbers, gives none."""
     from lazyfuse.torch_frontend.recording import Recording
 
     def update(a, b):
@@ -482,6 +482,7 @@ def test_a_recording_remakes_its_nodes_over_other_values_and_refuses_a_foreign_r
     other = lf.randn(4, device=DEV) * 3                                # pending, not among the storages
     assert Recording.of(lambda: a.copy_(a + other), [a._storage]) is None
     assert a.tolist() == pytest.approx((10 + other.numpy()).tolist())  # (it still ran)
+    assert Recording.of(lambda: a.copy_(a + lf.rand(4, device=DEV)), [a._storage]) is None  # a draw: not repeated
 
 
 def test_adamw_steps_after_the_first_remake_their_updates_exactly_as_op_by_op_recording(monkeypatch):

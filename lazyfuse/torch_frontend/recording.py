@@ -12,11 +12,16 @@ difference), and ``lf.stats()`` counts the ops it counted.
 What may be remade: a function that reads lazy values only through the given storages' current values
 (views of them included) and writes some of them in place, whose nodes depend only on the storages'
 dtypes, shapes and views and on Python values fixed by the caller's key (``Recording.of`` returns None
-for one that read another lazy value).
+for one that read another lazy value, or made a leaf other than a Python number: data or a random
+draw, which a remade recording would repeat).
 """
 from __future__ import annotations
 
-from ..ir.node import Node
+from ..ir.node import Kind, Node, Op
+
+# the nodes a recording cannot hold: leaves other than a Python number (a buffer's data, a random
+# draw: its seed and offset are numbers fixed at recording), and torch function calls (which may draw)
+MADE_FRESH = frozenset(op for op in Op if op.kind is Kind.LEAF and op is not Op.SCALAR) | {Op.EXTERN}
 
 
 class Recording:
@@ -50,6 +55,8 @@ class Recording:
                     continue
                 if n.tape is not tape or n.tpos < start:   # a value from outside: not remade
                     return None
+                if n.op in MADE_FRESH:
+                    return None   # data, a random draw or a torch call: made again, it would repeat
                 new[id(n)] = n
                 stack.extend(n.srcs)
             nodes = sorted(new.values(), key=lambda n: n.tpos)
