@@ -60,6 +60,13 @@ class CompiledPlan:
     structure: object = None  # its size-free key (runtime.structure)
     stored: str | None = None  # its record name in the plan store (None: not to be stored)
     waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
+    # the steady state's test that the last drain's calls still apply (runtime/execute.py, LaunchMemo):
+    # every buffer any step binds (bound -> tuple), every runtime scalar (tape -> tuple), and
+    # whether the calls depend on nothing else (no random stream, no collective)
+    bind_all: object = None
+    scalars_all: object = None
+    reusable: bool = False
+    written: tuple | None = None   # the runtime scalars last written to ``metas`` (those kept with a LaunchMemo)
     _graph: DrainGraph | None = None
 
     @property
@@ -169,6 +176,12 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     plan.label = " + ".join(s.name for s in steps)
     plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
     plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
+    slots = sorted({nodes[i].tpos if kind == "leaf" else base[kind] + i for st in steps for kind, i in st.slots})
+    plan.bind_all = gather(slots)
+    plan.scalars_all = gather([scalar_tape[i] for st in steps for i in st.scalars])
+    # a random stream's seed and offset change every drain (and a replay edits them in place);
+    # a collective's launch waits on what is in flight
+    plan.reusable = plan.waits is None and not any(st.rng_words for st in steps)
     return plan
 
 
