@@ -67,6 +67,7 @@ class CompiledPlan:
     scalars_all: object = None
     reusable: bool = False
     written: tuple | None = None   # the runtime scalars last written to ``metas`` (those kept with a LaunchMemo)
+    allocations: list | None = None   # (dtype, numel, pool key) of each new root, then each temporary (execute.allocate)
     _graph: DrainGraph | None = None
 
     @property

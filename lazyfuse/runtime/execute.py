@@ -12,7 +12,7 @@ from ..ir.node import Node, Op
 from .backend import StepKind
 from .build import trace
 from .collectives import Schedule, settle
-from .pool import DATA, META, SCRATCH
+from .pool import DATA, META, SCRATCH, size_class
 
 KERNEL = StepKind.KERNEL   # (a hot-path alias: an Enum member read costs ~150 ns on Python 3.11)
 
@@ -36,17 +36,24 @@ def execute(engine, plan, roots, build) -> None:
 
 
 def allocate(engine, plan, roots, cause) -> tuple:
-    """The buffers of the roots not yet realized and of the plan's temporaries, from the pool."""
+    """The buffers of the roots not yet realized and of the plan's temporaries, from the pool:
+    those its kept blocks serve taken in one go (``MemoryPool.take_kept``), the rest one by one."""
     pool = engine.pool
     label = plan.label
+    specs = plan.allocations
+    if specs is None:   # (the same for every drain of the plan's key, which says which roots have buffers)
+        specs = plan.allocations = [(dt, n, (DATA, size_class(max(n, 1) * dt.itemsize))) for dt, n in
+                                    [(s.dtype, s.numel) for s in roots if s.buffer is None] + plan.temps]
+    kept = iter(pool.take_kept(specs))   # (a Buffer is true, a block not kept None)
     root_bufs = []
     try:
         for s in roots:
             buf = s.buffer
             if buf is None:
-                buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
+                buf = next(kept) or pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
             root_bufs.append(buf)
-        temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        temps = [next(kept) or pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause)
+                 for dt, n in plan.temps]
     except DeviceError as e:
         # out of memory: the value that asked (every root, for an intermediate) can never be
         # computed, so it fails on its reads; the rest stays pending for the next drain

@@ -1,12 +1,15 @@
-"""A steady-state drain launches the calls its plan's last drain made on the same pool blocks
-(runtime/execute.py, LaunchMemo) instead of making them again; the runtime scalars are written
-again where one changed. Every drain still computes what the program says (torch float64 is
-the reference), counts its launches, and a capture still records every launch."""
+"""The steady-state drain's two shortcuts (runtime/execute.py). It launches the calls its plan's
+last drain made on the same pool blocks (LaunchMemo) instead of making them again, writing the
+runtime scalars again where one changed; and it takes its buffers from the pool's kept blocks
+in one go (MemoryPool.take_kept). Every drain still computes what the program says (torch
+float64 is the reference), counts its launches and allocations, and a capture still records
+every launch."""
 import numpy as np
 import pytest
 import torch
 
 import lazyfuse as lf
+from lazyfuse.testing import pool_info
 
 CPU = lf.device("cpu")
 
@@ -95,3 +98,37 @@ def test_memos_of_two_blocks_share_the_plans_metadata(made):
         held.append(program(x, w, s))
         np.testing.assert_allclose(held[-1].numpy(), reference(x_t, w_t, s).numpy(), rtol=1e-5, atol=1e-5)
         held = held[-1:]   # the previous result lives while the next drain runs
+
+
+def test_a_steady_state_drain_takes_its_buffers_from_kept_blocks():
+    g = torch.Generator().manual_seed(4)
+    w_t = torch.randn(256, 128, generator=g) / 16
+    x_t = torch.rand(64, 256, generator=g) + 0.5
+    x, w = lf.tensor(x_t), lf.tensor(w_t)
+    for _ in range(3):
+        program(x, w, 2.0).numpy()
+    plan = next(reversed(CPU.engine.plans.values()))
+    n_buffers = 1 + len(plan.temps)   # its output, then its temporaries (the matmul's product)
+    assert n_buffers >= 2
+    CPU.pool.empty_cache()   # no block kept from other work: what each drain finds is its own
+    idle = pool_info(CPU)
+
+    def drain(s):
+        before = lf.stats(CPU)
+        out = program(x, w, s)
+        np.testing.assert_allclose(out.numpy(), reference(x_t, w_t, s).numpy(), rtol=1e-5, atol=1e-5)
+        used = lf.stats(CPU) - before
+        return out, (used.fresh_allocations, used.pooled_allocations)
+
+    first, counts = drain(2.0)
+    assert counts == (n_buffers, 0)
+    # the result held: the next output needs a block of its own, the temporaries are kept ones
+    second, counts = drain(3.0)
+    assert counts == (1, n_buffers - 1)
+    del first
+    third, counts = drain(5.0)   # now the first's block is kept too
+    assert counts == (0, n_buffers)
+    np.testing.assert_allclose(second.numpy(), reference(x_t, w_t, 3.0).numpy(), rtol=1e-5, atol=1e-5)
+    del second, third
+    after = pool_info(CPU)   # every block back: none lost or counted twice
+    assert after["live_bytes"] == idle["live_bytes"]
