@@ -10,6 +10,7 @@ without running anything, so it imports this module, not the engine.
 from __future__ import annotations
 
 import operator
+import struct
 from dataclasses import dataclass
 
 from ..ir.node import Kind, Node, Op, post_order, sources
@@ -65,8 +66,9 @@ class CompiledPlan:
     # whether the calls depend on nothing else (no random stream, no collective)
     bind_all: object = None
     scalars_all: object = None
+    scalar_words: object = None   # scalars_all's values -> their metadata words, as bytes
     reusable: bool = False
-    written: tuple | None = None   # the runtime scalars last written to ``metas`` (those kept with a LaunchMemo)
+    written: bytes | None = None   # the scalar words last written to ``metas`` (those kept with a LaunchMemo)
     allocations: list | None = None   # (dtype, numel, pool key) of each new root, then each temporary (execute.allocate)
     _graph: DrainGraph | None = None
 
@@ -179,7 +181,11 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
     slots = sorted({nodes[i].tpos if kind == "leaf" else base[kind] + i for st in steps for kind, i in st.slots})
     plan.bind_all = gather(slots)
-    plan.scalars_all = gather([scalar_tape[i] for st in steps for i in st.scalars])
+    order = [i for st in steps for i in st.scalars]
+    plan.scalars_all = gather([scalar_tape[i] for i in order])
+    # their metadata words: a float scalar's a float64, any other's an int64 (as HostMeta writes them)
+    kinds = [n.dtype.is_float for n in nodes if n.op is Op.SCALAR]
+    plan.scalar_words = struct.Struct("=" + "".join("d" if kinds[i] else "q" for i in order)).pack
     # a random stream's seed and offset change every drain (and a replay edits them in place);
     # a collective's launch waits on what is in flight
     plan.reusable = plan.waits is None and not any(st.rng_words for st in steps)

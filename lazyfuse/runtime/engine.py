@@ -377,7 +377,7 @@ class Engine:
             plan, build = self._build(key, roots)
         else:
             build = None
-            self.plans.move_to_end(key)
+            self.plans.move_to_end(plan.key)   # (the cached key itself: found by identity, not compared again)
         execute(self, plan, roots, build)
         if drain_hook is not None:
             drain_hook(self.device, plan, build is not None)

@@ -7,6 +7,8 @@ needed it: the rest stays pending for the next drain.
 """
 from __future__ import annotations
 
+import struct
+
 from ..errors import DeviceError
 from ..ir.node import Node, Op
 from .backend import StepKind
@@ -110,7 +112,7 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
                         meta.write(step.header, step.bind_scalars(tape))
                     calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
                 if metas is plan.metas:
-                    plan.written = plan.scalars_all(tape)
+                    plan.written = scalar_words(plan, tape)
                 if blocks is not None:
                     LaunchMemo.keep(plan, root_bufs, metas, blocks, calls)
             else:
@@ -179,16 +181,24 @@ class LaunchMemo:
     @staticmethod
     def write_scalars(plan, metas, tape) -> None:
         """Write the runtime scalars where one differs from those last written to the plan's
-        metadata (``plan.written``: whichever memo's drain, or the calls' maker, wrote them). A
-        scalar keeps its kind, float or int, in a plan; 0.0 and -0.0 compare equal, so there
-        repr tells."""
-        scalars, written = plan.scalars_all(tape), plan.written
-        if scalars != written or (0 in scalars and repr(scalars) != repr(written)):
+        metadata (``plan.written``: whichever memo's drain, or the calls' maker, wrote them),
+        compared as the words they are written as (0.0 and -0.0 compare equal as floats)."""
+        words = scalar_words(plan, tape)
+        if words is None or words != plan.written:
             plan.written = None
             for step, meta in zip(plan.steps, metas):
                 if step.scalars:
                     meta.write(step.header, step.bind_scalars(tape))
-            plan.written = scalars
+            plan.written = words
+
+
+def scalar_words(plan, tape):
+    """The metadata words of the plan's runtime scalars on this tape, or None where a value is
+    not of its scalar's kind (then they are written, never compared)."""
+    try:
+        return plan.scalar_words(*plan.scalars_all(tape))
+    except struct.error:
+        return None
 
 
 def ran(step: int, done: int, lost) -> bool:
