@@ -132,3 +132,41 @@ def test_a_steady_state_drain_takes_its_buffers_from_kept_blocks():
     del second, third
     after = pool_info(CPU)   # every block back: none lost or counted twice
     assert after["live_bytes"] == idle["live_bytes"]
+
+
+def test_a_predicted_plan_is_taken_only_for_its_own_key():
+    """A drain first tries the plan that followed the last drain's plan last time (compared, not
+    hashed): drains alternating between programs hit their own plans, and a program whose key
+    differs from the predicted one only in its live results, or in one op, gets its own plan."""
+    x_t = torch.rand(6, 7, generator=torch.Generator().manual_seed(5)) + 0.5
+    x = lf.tensor(x_t)
+
+    def one(kind):
+        y = x * 2.0
+        z = (y + 1.0) if kind != "other op" else (y - 1.0)
+        if kind == "both live":
+            return z.numpy(), y.numpy()   # (one drain: y is still alive at z's)
+        del y   # dropped before the drain: the same descriptors, one live result less
+        return z.numpy(), None
+
+    for kind in ("z live", "both live"):   # build both plans
+        one(kind)
+    before = lf.stats(CPU)
+    for kind in ("z live", "both live") * 3:   # alternating: each predicted from the other
+        z, y = one(kind)
+        np.testing.assert_allclose(z, (x_t.double() * 2 + 1).numpy(), rtol=1e-6)
+        if y is not None:
+            np.testing.assert_allclose(y, (x_t.double() * 2).numpy(), rtol=1e-6)
+    used = lf.stats(CPU) - before
+    assert (used.fusion_cache_hits, used.fusion_cache_misses) == (6, 0)
+    # after "both live" the prediction is "z live": the same descriptors with one more live
+    # result are not its key (one drain computes both, with their own plan)
+    before = lf.stats(CPU)
+    z, y = one("both live")
+    np.testing.assert_allclose(y, (x_t.double() * 2).numpy(), rtol=1e-6)
+    assert (lf.stats(CPU) - before).fusion_cache_hits == 1
+    # an op that differs gets a plan of its own
+    before = lf.stats(CPU)
+    z, _ = one("other op")
+    np.testing.assert_allclose(z, (x_t.double() * 2 - 1).numpy(), rtol=1e-6)
+    assert (lf.stats(CPU) - before).fusion_cache_misses == 1
