@@ -312,6 +312,9 @@ def fail_launch(monkeypatch, n, error, when="run"):
             raise error("injected launch failure")
         return failing
     monkeypatch.setattr(CPU, "call", call)
+    # a steady-state drain reuses the calls its plan's last drain made on the same blocks
+    # (runtime/execute.py, LaunchMemo), past this hook: every drain makes its calls here
+    monkeypatch.setattr(CPU.backend, "reuses_launches", False)
 
 
 @pytest.mark.parametrize("where", ["launch 1", "launch 2", "launch 3", "compile"])

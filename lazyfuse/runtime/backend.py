@@ -57,6 +57,10 @@ class Backend:
     # the matmul operand dtypes this backend computes in a template kernel with the fused
     # epilogue inside (the planner's capability flag; empty: matmul is a library call)
     matmul_template: frozenset = frozenset()
+    # whether a drain may launch the calls an earlier drain of its plan made on the same pool
+    # blocks and metadata (runtime/execute.py, LaunchMemo): only where making a call binds
+    # nothing but those (host memory; a GPU's launch may take its stream when made)
+    reuses_launches: bool = False
 
     def new_meta(self, pool, words: int, usage, requester: str, cause):
         """A launch-metadata block of ``words`` int64 words from ``pool`` (``usage``: the pool's

@@ -10,6 +10,7 @@ without running anything, so it imports this module, not the engine.
 from __future__ import annotations
 
 import operator
+import struct
 from dataclasses import dataclass
 
 from ..ir.node import Kind, Node, Op, post_order, sources
@@ -60,6 +61,16 @@ class CompiledPlan:
     structure: object = None  # its size-free key (runtime.structure)
     stored: str | None = None  # its record name in the plan store (None: not to be stored)
     waits: object = None      # where the launches wait for the plan's collectives (None: it has none)
+    # the steady state's test that the last drain's calls still apply (runtime/execute.py, LaunchMemo):
+    # every buffer any step binds (bound -> tuple), every runtime scalar (tape -> tuple), and
+    # whether the calls depend on nothing else (no random stream, no collective)
+    bind_all: object = None
+    scalars_all: object = None
+    scalar_words: object = None   # scalars_all's values -> their metadata words, as bytes
+    reusable: bool = False
+    written: bytes | None = None   # the scalar words last written to ``metas`` (those kept with a LaunchMemo)
+    allocations: list | None = None   # (dtype, numel, pool key) of each new root, then each temporary (execute.allocate)
+    follower: object = None   # the key of the plan the next drain ran, the last time this one ran (Engine._predicted)
     _graph: DrainGraph | None = None
 
     @property
@@ -169,6 +180,16 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     plan.label = " + ".join(s.name for s in steps)
     plan.n_extern = sum(1 for s in steps if s.kind is StepKind.EXTERN)
     plan.waits = any(s.kind is StepKind.COLLECTIVE for s in steps) or None   # a Schedule at its first launch
+    slots = sorted({nodes[i].tpos if kind == "leaf" else base[kind] + i for st in steps for kind, i in st.slots})
+    plan.bind_all = gather(slots)
+    order = [i for st in steps for i in st.scalars]
+    plan.scalars_all = gather([scalar_tape[i] for i in order])
+    # their metadata words: a float scalar's a float64, any other's an int64 (as HostMeta writes them)
+    kinds = [n.dtype.is_float for n in nodes if n.op is Op.SCALAR]
+    plan.scalar_words = struct.Struct("=" + "".join("d" if kinds[i] else "q" for i in order)).pack
+    # a random stream's seed and offset change every drain (and a replay edits them in place);
+    # a collective's launch waits on what is in flight
+    plan.reusable = plan.waits is None and not any(st.rng_words for st in steps)
     return plan
 
 

@@ -216,6 +216,7 @@ class CpuBackend(Backend):
     ``autotune.after()``-th run, and the winner bound to the plan's step."""
 
     name = "c"
+    reuses_launches = True
 
     def __init__(self, pool):
         self.pool = pool

@@ -134,6 +134,7 @@ class Engine:
         # every rank must run (lazyfuse.distributed); held until a drain consumes the queue
         self.pinned: list = []
         self.misses = MissLog()  # the last plan-cache misses, explained on demand (lf.explain, LAZYFUSE_DEBUG)
+        self.last_plan = None    # the plan the last drain ran (``_predicted``)
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
@@ -361,8 +362,13 @@ class Engine:
         leaf_first = self.leaf_first
         live = tuple([(s.current.tpos, None if s.buffer is None else leaf_first.get(id(s.buffer), -1))
                       for s in roots])
-        key = PlanKey((tuple(self.descs), live))
-        plan = self.plans.get(key)
+        descs = tuple(self.descs)
+        plan = self._predicted(descs, live)
+        if plan is not None:
+            key = plan.key
+        else:
+            key = PlanKey((descs, live))
+            plan = self.plans.get(key)
         if plan is None:
             if self.device.capturing:
                 # the build path compiles, autotunes and allocates scratch buffers: never inside a capture
@@ -377,7 +383,7 @@ class Engine:
             plan, build = self._build(key, roots)
         else:
             build = None
-            self.plans.move_to_end(key)
+            self.plans.move_to_end(plan.key)   # (the cached key itself: found by identity, not compared again)
         execute(self, plan, roots, build)
         if drain_hook is not None:
             drain_hook(self.device, plan, build is not None)
@@ -389,6 +395,25 @@ class Engine:
         else:
             self.stats.fusion_cache_hits += 1
         self.device.capture_tracking.ran(key, plan, self.device.capturing)
+        last = self.last_plan
+        if last is not None and last.follower is not plan.key:
+            last.follower = plan.key
+        self.last_plan = plan
+
+    def _predicted(self, descs: tuple, live: tuple):
+        """The cached plan whose key is ``(descs, live)`` when it is the plan that followed the
+        last drain's plan the last time that one ran, else None: a steady state repeats its
+        drains in order (a training step's forward, backward, optimizer), so its plan is found
+        by one comparison, without hashing the key (~100 ns a node). Evicted, or reset by a
+        capture (``reset_path_state``), the plan is not in the cache: not predicted."""
+        last = self.last_plan
+        key = None if last is None else last.follower
+        if key is None:
+            return None
+        parts = key.parts
+        if parts[1] != live or parts[0] != descs:   # (tuples of other lengths differ at once)
+            return None
+        return self.plans.get(key)   # (the key itself: found by identity)
 
     def _build(self, key, roots) -> tuple:
         """The plan for ``key`` (a capture's reset one, else a new one: runtime/build.py), and the

@@ -7,12 +7,14 @@ needed it: the rest stays pending for the next drain.
 """
 from __future__ import annotations
 
+import struct
+
 from ..errors import DeviceError
 from ..ir.node import Node, Op
 from .backend import StepKind
 from .build import trace
 from .collectives import Schedule, settle
-from .pool import DATA, META, SCRATCH
+from .pool import DATA, META, SCRATCH, size_class
 
 KERNEL = StepKind.KERNEL   # (a hot-path alias: an Enum member read costs ~150 ns on Python 3.11)
 
@@ -36,17 +38,24 @@ def execute(engine, plan, roots, build) -> None:
 
 
 def allocate(engine, plan, roots, cause) -> tuple:
-    """The buffers of the roots not yet realized and of the plan's temporaries, from the pool."""
+    """The buffers of the roots not yet realized and of the plan's temporaries, from the pool:
+    those its kept blocks serve taken in one go (``MemoryPool.take_kept``), the rest one by one."""
     pool = engine.pool
     label = plan.label
+    specs = plan.allocations
+    if specs is None:   # (the same for every drain of the plan's key, which says which roots have buffers)
+        specs = plan.allocations = [(dt, n, (DATA, size_class(max(n, 1) * dt.itemsize))) for dt, n in
+                                    [(s.dtype, s.numel) for s in roots if s.buffer is None] + plan.temps]
+    kept = iter(pool.take_kept(specs))   # (a Buffer is true, a block not kept None)
     root_bufs = []
     try:
         for s in roots:
             buf = s.buffer
             if buf is None:
-                buf = pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
+                buf = next(kept) or pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
             root_bufs.append(buf)
-        temps = [pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause) for dt, n in plan.temps]
+        temps = [next(kept) or pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause)
+                 for dt, n in plan.temps]
     except DeviceError as e:
         # out of memory: the value that asked (every root, for an intermediate) can never be
         # computed, so it fails on its reads; the rest stays pending for the next drain
@@ -92,13 +101,22 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
     waits = plan.waits
     if waits is True:
         waits = plan.waits = Schedule(plan.steps, [st.bind(bound) for st in plan.steps])
-    calls = []
+    memo, blocks = LaunchMemo.find(device, plan, root_bufs, metas, bound)
+    calls = [] if memo is None else memo.calls
     try:
         with device.launching():
-            for at, (step, meta) in enumerate(zip(plan.steps, metas)):
-                if step.kind is KERNEL or step.scalars:
-                    meta.write(step.header, step.bind_scalars(tape))
-                calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
+            if memo is None:
+                plan.written = None   # (until all are written)
+                for at, (step, meta) in enumerate(zip(plan.steps, metas)):
+                    if step.kind is KERNEL or step.scalars:
+                        meta.write(step.header, step.bind_scalars(tape))
+                    calls.append(device.call(step, step.bind(bound), meta, waits and waits.wrapper(at, calls)))
+                if metas is plan.metas:
+                    plan.written = scalar_words(plan, tape)
+                if blocks is not None:
+                    LaunchMemo.keep(plan, root_bufs, metas, blocks, calls)
+            else:
+                memo.write_scalars(plan, metas, tape)
             for at, call in enumerate(calls):
                 call()
                 done += 1
@@ -114,6 +132,73 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
         raise
     finally:
         realize(engine.stats, plan, roots, root_bufs, done, lost)
+
+
+class LaunchMemo:
+    """The calls a steady-state drain of a plan made, kept for the next drain that binds the same
+    pool blocks with the same launch metadata: making them again (each step's buffers gathered,
+    its call looked up) costs more than some of the launches. Kept on the block of the plan's
+    first root, so it lives no longer than that block (a root alternates between two blocks
+    while the caller holds the previous result: each keeps its own memo).
+
+    Only where the backend says a call binds nothing but blocks and metadata
+    (``Backend.reuses_launches``), for plans without random streams or collectives
+    (``CompiledPlan.reusable``), on the steady-state path (its metadata the plan's), tuned (its
+    kernels final), outside a capture (whose run records every call it makes), and on pool
+    blocks only: imported memory is never memoized
+    (the memo would keep it alive). The runtime scalars are written again only when they changed.
+    """
+
+    __slots__ = ("plan", "metas", "blocks", "calls")
+
+    def __init__(self, plan, metas, blocks, calls):
+        self.plan, self.metas, self.blocks, self.calls = plan, metas, blocks, calls
+
+    @staticmethod
+    def find(device, plan, root_bufs, metas, bound) -> tuple:
+        """``(memo, blocks)``: the memo that applies to this drain, else None and the blocks the
+        drain binds (None where no memo may be kept)."""
+        if (not plan.reusable or metas is not plan.metas or device.capturing or plan.untuned is not None
+                or not device.backend.reuses_launches):   # (the build path's metadata is scratch: never reused)
+            return None, None
+        try:
+            blocks = tuple([b.block for b in plan.bind_all(bound)])
+            memo = root_bufs[0].block.views.get(("launches", id(plan)))
+        except AttributeError:   # an imported buffer (ExternalBuffer) has no block
+            return None, None
+        # (blocks compare by identity; the memo holds the plan, so its id is not reused meanwhile)
+        if memo is not None and memo.plan is plan and memo.metas is metas and memo.blocks == blocks:
+            return memo, blocks
+        return None, blocks
+
+    @staticmethod
+    def keep(plan, root_bufs, metas, blocks, calls) -> None:
+        views = root_bufs[0].block.views
+        if len(views) >= 16:   # (as the block's other memos: a block many plans use stays small)
+            views.clear()
+        views[("launches", id(plan))] = LaunchMemo(plan, metas, blocks, calls)
+
+    @staticmethod
+    def write_scalars(plan, metas, tape) -> None:
+        """Write the runtime scalars where one differs from those last written to the plan's
+        metadata (``plan.written``: whichever memo's drain, or the calls' maker, wrote them),
+        compared as the words they are written as (0.0 and -0.0 compare equal as floats)."""
+        words = scalar_words(plan, tape)
+        if words is None or words != plan.written:
+            plan.written = None
+            for step, meta in zip(plan.steps, metas):
+                if step.scalars:
+                    meta.write(step.header, step.bind_scalars(tape))
+            plan.written = words
+
+
+def scalar_words(plan, tape):
+    """The metadata words of the plan's runtime scalars on this tape, or None where a value is
+    not of its scalar's kind (then they are written, never compared)."""
+    try:
+        return plan.scalar_words(*plan.scalars_all(tape))
+    except struct.error:
+        return None
 
 
 def ran(step: int, done: int, lost) -> bool:

@@ -190,6 +190,35 @@ class MemoryPool:
                               f"({self.live_bytes} bytes live); drop or reuse tensors, or work in smaller "
                               f"pieces ({str(e).splitlines()[0][:200]})") from None
 
+    def take_kept(self, specs) -> list:
+        """For each of ``specs`` — (dtype, numel, (usage, size class)), a plan's new outputs and
+        temporaries — a Buffer on a kept block, or None where none is kept, in one go: the steady
+        state's drain, whose requests the blocks its last drain freed serve. Only outside a
+        capture's prepared pool (whose requests ``alloc`` checks): there all None. The caller
+        requests each None itself."""
+        out = []
+        with self.lock:
+            if self.private is not None:
+                return [None] * len(specs)
+            cached = self.cached
+            taken = 0
+            for dtype, numel, key in specs:
+                free = cached.get(key)
+                if free:
+                    block = free.pop()
+                    block.epoch = 0
+                    taken += block.nbytes
+                    out.append(Buffer(self, block, dtype, numel))
+                else:
+                    out.append(None)
+            if taken:
+                self.cached_bytes -= taken
+                self.stats.pooled_allocations += len(out) - out.count(None)
+                live = self.live_bytes = self.live_bytes + taken
+                if live > self.peak_live_bytes:
+                    self.peak_live_bytes = live
+        return out
+
     def buffer(self, dtype, numel: int, usage: str = DATA, requester: str = "?", cause=None) -> Buffer:
         block = self.alloc(max(numel, 1) * dtype.itemsize, usage, requester, cause)
         return Buffer(self, block, dtype, numel)

@@ -1,0 +1,172 @@
+"""The steady-state drain's two shortcuts (runtime/execute.py). It launches the calls its plan's
+last drain made on the same pool blocks (LaunchMemo) instead of making them again, writing the
+runtime scalars again where one changed; and it takes its buffers from the pool's kept blocks
+in one go (MemoryPool.take_kept). Every drain still computes what the program says (torch
+float64 is the reference), counts its launches and allocations, and a capture still records
+every launch."""
+import numpy as np
+import pytest
+import torch
+
+import lazyfuse as lf
+from lazyfuse.testing import pool_info
+
+CPU = lf.device("cpu")
+
+
+@pytest.fixture
+def made(monkeypatch):
+    """The launches whose calls are made (``Device.call``), one entry per call, by step name."""
+    real, names = CPU.call, []
+
+    def call(step, bufs, meta, wrap=None):
+        names.append(step.name)
+        return real(step, bufs, meta, wrap)
+    monkeypatch.setattr(CPU, "call", call)
+    return names
+
+
+def program(x, w, s):
+    # a matmul (a library call) and a kernel that reads it, with the runtime scalar s in it
+    return lf.matmul(x, w) + 1.0 / (x[:, :128] * s)
+
+
+def reference(x, w, s):
+    x, w = x.double(), w.double()
+    return x @ w + 1.0 / (x[:, :128] * s)
+
+
+def test_a_steady_state_drain_reuses_the_last_calls_and_writes_changed_scalars(made):
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.rand(64, 256, generator=g) + 0.5 for _ in range(8)]
+    w = torch.randn(256, 128, generator=g) / 16
+    x, lw = lf.tensor(xs[0]), lf.tensor(w)
+    # the same plan every drain (a scalar's value is not in the key); 0.0 then -0.0 compare equal
+    # but give +inf then -inf: a skipped write would show as the wrong sign
+    scales = [2.0, 2.0, 0.5, 0.0, -0.0, -0.0, 3.0, 3.0]
+    per_drain, launched = [], []
+    for xi, s in zip(xs, scales):
+        x.copy_(xi)                      # inputs refreshed in place: the same buffers every drain
+        before, start = lf.stats(CPU), len(made)
+        out = program(x, lw, s)
+        np.testing.assert_allclose(out.numpy(), reference(xi, w, s).numpy(), rtol=1e-5, atol=1e-5)
+        per_drain.append(len(made) - start)
+        launched.append((lf.stats(CPU) - before).kernels_launched)
+    assert per_drain[0] >= 2 and launched[1:] == launched[:-1] == [launched[0]] * 7, (per_drain, launched)
+    # the root alternates between at most two blocks (the drain's output while the last is held),
+    # each with its memo: from then on no call is made again
+    assert per_drain[-4:] == [0, 0, 0, 0], per_drain
+
+
+def test_other_buffers_make_new_calls(made):
+    g = torch.Generator().manual_seed(1)
+    w = lf.tensor(torch.randn(256, 128, generator=g) / 16)
+    x = lf.tensor(torch.rand(64, 256, generator=g) + 0.5)
+    for _ in range(4):
+        program(x, w, 2.0).numpy()
+    start = len(made)
+    other = torch.rand(64, 256, generator=g) + 0.5
+    out = program(lf.tensor(other), w, 2.0)   # a new input buffer: the calls bind it
+    np.testing.assert_allclose(out.numpy(), reference(other, w.torch(), 2.0).numpy(), rtol=1e-5, atol=1e-5)
+    assert len(made) > start
+
+
+def test_a_capture_after_reused_drains_records_every_launch(made):
+    g = torch.Generator().manual_seed(2)
+    w_t = torch.randn(256, 128, generator=g) / 16
+    x, w = lf.tensor(torch.rand(64, 256, generator=g) + 0.5), lf.tensor(w_t)
+    for _ in range(4):
+        program(x, w, 2.0).numpy()
+    graph = lf.capture(CPU, lambda: program(x, w, 2.0))
+    assert graph.is_hardware and graph.num_launches >= 2
+    new = torch.rand(64, 256, generator=g) + 0.5
+    x.copy_(new)
+    np.testing.assert_allclose(graph.replay().numpy(), reference(new, w_t, 2.0).numpy(), rtol=1e-5, atol=1e-5)
+    out = program(x, w, 2.0)   # and the lazy path after the capture
+    np.testing.assert_allclose(out.numpy(), reference(new, w_t, 2.0).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_memos_of_two_blocks_share_the_plans_metadata(made):
+    """While the caller holds each result, the output alternates between two blocks, each with
+    its memo; the scalars in the plan's one metadata are the last drain's, whichever memo ran."""
+    g = torch.Generator().manual_seed(3)
+    w_t = torch.randn(256, 128, generator=g) / 16
+    x_t = torch.rand(64, 256, generator=g) + 0.5
+    x, w = lf.tensor(x_t), lf.tensor(w_t)
+    held = []
+    for s in (2.0, 3.0, 2.0, 3.0, 2.0, 5.0, 2.0):
+        held.append(program(x, w, s))
+        np.testing.assert_allclose(held[-1].numpy(), reference(x_t, w_t, s).numpy(), rtol=1e-5, atol=1e-5)
+        held = held[-1:]   # the previous result lives while the next drain runs
+
+
+def test_a_steady_state_drain_takes_its_buffers_from_kept_blocks():
+    g = torch.Generator().manual_seed(4)
+    w_t = torch.randn(256, 128, generator=g) / 16
+    x_t = torch.rand(64, 256, generator=g) + 0.5
+    x, w = lf.tensor(x_t), lf.tensor(w_t)
+    for _ in range(3):
+        program(x, w, 2.0).numpy()
+    plan = next(reversed(CPU.engine.plans.values()))
+    n_buffers = 1 + len(plan.temps)   # its output, then its temporaries (the matmul's product)
+    assert n_buffers >= 2
+    CPU.pool.empty_cache()   # no block kept from other work: what each drain finds is its own
+    idle = pool_info(CPU)
+
+    def drain(s):
+        before = lf.stats(CPU)
+        out = program(x, w, s)
+        np.testing.assert_allclose(out.numpy(), reference(x_t, w_t, s).numpy(), rtol=1e-5, atol=1e-5)
+        used = lf.stats(CPU) - before
+        return out, (used.fresh_allocations, used.pooled_allocations)
+
+    first, counts = drain(2.0)
+    assert counts == (n_buffers, 0)
+    # the result held: the next output needs a block of its own, the temporaries are kept ones
+    second, counts = drain(3.0)
+    assert counts == (1, n_buffers - 1)
+    del first
+    third, counts = drain(5.0)   # now the first's block is kept too
+    assert counts == (0, n_buffers)
+    np.testing.assert_allclose(second.numpy(), reference(x_t, w_t, 3.0).numpy(), rtol=1e-5, atol=1e-5)
+    del second, third
+    after = pool_info(CPU)   # every block back: none lost or counted twice
+    assert after["live_bytes"] == idle["live_bytes"]
+
+
+def test_a_predicted_plan_is_taken_only_for_its_own_key():
+    """A drain first tries the plan that followed the last drain's plan last time (compared, not
+    hashed): drains alternating between programs hit their own plans, and a program whose key
+    differs from the predicted one only in its live results, or in one op, gets its own plan."""
+    x_t = torch.rand(6, 7, generator=torch.Generator().manual_seed(5)) + 0.5
+    x = lf.tensor(x_t)
+
+    def one(kind):
+        y = x * 2.0
+        z = (y + 1.0) if kind != "other op" else (y - 1.0)
+        if kind == "both live":
+            return z.numpy(), y.numpy()   # (one drain: y is still alive at z's)
+        del y   # dropped before the drain: the same descriptors, one live result less
+        return z.numpy(), None
+
+    for kind in ("z live", "both live"):   # build both plans
+        one(kind)
+    before = lf.stats(CPU)
+    for kind in ("z live", "both live") * 3:   # alternating: each predicted from the other
+        z, y = one(kind)
+        np.testing.assert_allclose(z, (x_t.double() * 2 + 1).numpy(), rtol=1e-6)
+        if y is not None:
+            np.testing.assert_allclose(y, (x_t.double() * 2).numpy(), rtol=1e-6)
+    used = lf.stats(CPU) - before
+    assert (used.fusion_cache_hits, used.fusion_cache_misses) == (6, 0)
+    # after "both live" the prediction is "z live": the same descriptors with one more live
+    # result are not its key (one drain computes both, with their own plan)
+    before = lf.stats(CPU)
+    z, y = one("both live")
+    np.testing.assert_allclose(y, (x_t.double() * 2).numpy(), rtol=1e-6)
+    assert (lf.stats(CPU) - before).fusion_cache_hits == 1
+    # an op that differs gets a plan of its own
+    before = lf.stats(CPU)
+    z, _ = one("other op")
+    np.testing.assert_allclose(z, (x_t.double() * 2 - 1).numpy(), rtol=1e-6)
+    assert (lf.stats(CPU) - before).fusion_cache_misses == 1
