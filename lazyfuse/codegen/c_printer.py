@@ -827,6 +827,8 @@ C_OPS.update({
     Op.GELU: _float32_or_64("lf_geluf({x})", "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))"),
     Op.SILU: _float32_or_64("lf_siluf({x})", "({x} / (1.0 + exp(-{x})))"),
     Op.ERF: _float32_or_64("lf_erff({x})", "erf({x})"),
+    Op.GELU_GRAD: _float32_or_64("lf_gelu_gradf({x})", "(0.5 * (1.0 + erf({x} * 0.70710678118654752440)) + "
+                                 "{x} * exp(-0.5 * {x} * {x}) * 0.39894228040143267794)"),
     Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),
