@@ -218,6 +218,10 @@ class CPrinter(Printer):
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
     def cast(self, x: str, src, dst) -> str:
+        if src.is_bool and dst.is_float:
+            # a select, not a conversion of the byte: gcc 12 vectorises no loop that converts a
+            # compare of 64-bit integers' byte to float (cross-entropy's one-hot of its targets)
+            return f"({x} ? 1.0 : 0.0)" if COMPUTE[dst.name] == "double" else f"({x} ? 1.0f : 0.0f)"
         if src.is_int and dst.is_float:
             # an integer zero is +0.0, but under -fno-trapping-math gcc folds (float)(int)f into
             # truncf(f), which keeps the sign (-0.5 -> int 0 -> -0.0); `+ 0` it drops, this it keeps
