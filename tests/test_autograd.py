@@ -345,6 +345,27 @@ def test_backward_is_lazy_and_gelu_backward_fuses_into_one_kernel():
     np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_the_gelu_derivative_op_and_its_own_gradient_match_torch(device):
+    """gelu's backward is one op, ``Op.GELU_GRAD`` (Phi(x) + x*phi(x) in one C function), equal to
+    torch's ``gelu_backward`` in float64 (nan at +-inf as torch); differentiated again where
+    autograd records it, it gives torch's double backward, phi(x) * (2 - x^2)."""
+    from lazyfuse.autograd.rules import _gelu_grad
+    xs = np.concatenate([np.random.default_rng(4).standard_normal(60) * 4,
+                         [0.0, -0.7518, 14.4, -14.4, 20.0, -20.0, np.inf, -np.inf]]).astype(np.float32)
+    x = lf.tensor(xs, device=lf.device(device), requires_grad=True)
+    t = torch.tensor(xs.astype(np.float64), requires_grad=True)
+    d, ref = _gelu_grad(x), torch.ops.aten.gelu_backward(torch.ones_like(t), t)
+    np.testing.assert_allclose(d.numpy(), ref.detach().numpy(), rtol=1e-6, atol=2e-7)
+    if device == "cpu":   # one exp and one polynomial per element, as gelu itself costs
+        (src,) = [st.source for st in next(reversed(x.device.engine.plans.values())).steps]
+        assert "lf_gelu_gradf(" in src and "lf_geluf(" not in src and "lf_expf(" not in src
+    finite = slice(0, -2)   # (the second derivative at +-inf is nan in both; its gradient below is not compared)
+    d[finite].sum().backward()
+    ref[finite].sum().backward()
+    np.testing.assert_allclose(x.grad.numpy()[finite], t.grad.numpy()[finite], rtol=1e-5, atol=1e-6)
+
+
 def test_gradients_through_the_triton_kernels_on_the_interpreter():
     dev = lf.device("interpreter")
     rng = np.random.default_rng(0)

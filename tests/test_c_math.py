@@ -24,6 +24,7 @@ HEADER = Path(__file__).resolve().parents[1] / "lazyfuse" / "codegen" / "c_math.
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno",
           "-fno-trapping-math", "-fPIC", "-shared"]
 FUNCS = ["exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu"]
+HARNESS = FUNCS + ["gelu_grad"]   # gelu's derivative: its own accuracy test (an absolute bound)
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -75,7 +76,7 @@ def _harness_source():
     """C source and, per function, the line of its simd loop."""
     lines = [f'#include "{HEADER.name}"']
     loop_lines = {}
-    for name in FUNCS:
+    for name in HARNESS:
         lines.append(f"void apply_{name}(const float* x, float* y, long n) {{")
         lines.append("#pragma omp simd")
         lines.append(f"    for (long i = 0; i < n; i++) y[i] = lf_{name}f(x[i]);")
@@ -100,7 +101,7 @@ def _compile(tmp, extra=()):
 def lib(tmp_path_factory):
     so_file, _, _ = _compile(tmp_path_factory.mktemp("c_math"))
     dll = ctypes.CDLL(str(so_file))
-    for name in FUNCS:
+    for name in HARNESS:
         fn = getattr(dll, f"apply_{name}")
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
         fn.restype = None
@@ -291,3 +292,32 @@ def test_all_loops_vectorized(tmp_path):
         vectorized.add(int(m.group(1)))
     missing = [name for name, line in loop_lines.items() if line not in vectorized]
     assert not missing, f"not vectorized: {missing}\n{report}"
+
+
+def _gelu_grad64(t):
+    """d/dx gelu in float64 through erfc: Phi(x) + x phi(x) with no 1 + erf cancellation."""
+    return 0.5 * torch.special.erfc(-t * (1.0 / math.sqrt(2.0))) + t * torch.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
+
+
+# |error| <= ABS + REL * |value|: relative in the tails (2.4e-7 measured), absolute about its root
+# at x = -0.7518, where Phi(x) and x phi(x) cancel (4.8e-8 measured there; 1.4e-7 at most overall)
+GELU_GRAD_ABS, GELU_GRAD_REL = 6e-8, 3e-7
+
+
+def test_gelu_grad_accuracy(lib):
+    """lf_gelu_gradf: torch's classes (nan at nan and +-inf, 1 and -0 far out) and a relative
+    error bound down the far negative tail, absolute about the root."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([_specials(), _uniform(rng, -10, 10), _uniform(rng, -1, 1), _uniform(rng, -20, -5)])
+    y = _run(lib, "gelu_grad", x).astype(np.float64)
+    ref = _gelu_grad64(torch.from_numpy(x.astype(np.float64))).numpy()
+    with np.errstate(invalid="ignore"):
+        torch32 = torch.ops.aten.gelu_backward(torch.ones(x.size), torch.from_numpy(x)).numpy()
+    assert np.array_equal(np.isnan(y), np.isnan(torch32))      # nan at nan and at +-inf, as torch
+    fin = np.isfinite(x)
+    assert (np.abs(y - ref) - GELU_GRAD_REL * np.abs(ref))[fin].max() <= GELU_GRAD_ABS
+    tail = fin & (x < -3) & (np.abs(ref) > FLT_MIN)    # values down to 1e-38: relative there
+    assert (np.abs(y - ref)[tail] / np.abs(ref[tail])).max() <= GELU_GRAD_REL
+    one = lambda v: _run(lib, "gelu_grad", np.array([v], dtype=np.float32))[0]  # noqa: E731
+    assert one(0.0) == 0.5 and one(30.0) == 1.0
+    assert one(-30.0) == 0 and np.signbit(one(-30.0))

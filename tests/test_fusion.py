@@ -168,6 +168,21 @@ def test_reshape_of_a_contiguous_intermediate_is_index_arithmetic():
     assert d.kernels_launched == 1
 
 
+def test_a_head_merge_divides_only_the_head_offset():
+    """Attention's head merge, ``(B, H, T, D).transpose(1, 2).reshape(B, T, H*D)``: the flat offset
+    ``H*D*T*b + H*D*t + c`` over D is ``H*T*b + H*t + c // D`` exactly, so the kernel divides the
+    channel alone (``c / D``, ``c % D``) and not the whole offset (a division chain per element,
+    which kept the nanoGPT backward's q/k/v gradient copies from vectorising)."""
+    a = data(2, 4, 8, 16)
+    x = lf.tensor(a)
+    out, d = drained(lambda: ((x * 2).transpose(1, 2).reshape(2, 8, 64) + 1).numpy())
+    np.testing.assert_allclose(out, (a * 2).transpose(0, 2, 1, 3).reshape(2, 8, 64) + 1, rtol=1e-6)
+    assert d.kernels_launched == 1
+    (src,) = kernel_sources(last_plan())
+    divided = re.findall(r"\(\(([^()]+)\) [/%] \d+\)", src)
+    assert divided and all(re.fullmatch(r"\w+", base) for base in divided), src
+
+
 # -- elision and sharing ----------------------------------------------------------------------------
 def test_a_dropped_result_launches_nothing_and_counts_as_elided():
     x = lf.tensor(data(8))

@@ -125,3 +125,44 @@ def test_a_drain_with_a_tuned_library_matmul_is_described(monkeypatch, tmp_path)
     plan = next(p for p in CPU.engine.plans.values() if step in p.steps)
     assert f"{step.name} (matmul) config onednn" in describe_plan(plan, True)
     assert "onednn" in [k.config for k in Explanation.from_plan(plan).kernels]
+
+
+
+def split(qkv, i):
+    """Head tensor ``i`` (q, k, v) of a (2, 24, 3*4*8) qkv buffer: (2, 4, 24, 8), strided."""
+    return qkv[..., 32 * i:32 * (i + 1)].reshape(2, 24, 4, 8).transpose(1, 2)
+
+
+HEAD_MATMULS = {   # nanoGPT's attention matmuls and its backward's transposed operands
+    "q @ k^T": lambda qkv, att: split(qkv, 0) @ split(qkv, 1).transpose(-2, -1),   # the right one column-major
+    "att @ v": lambda qkv, att: att @ split(qkv, 2),                               # contiguous @ strided heads
+    "att^T @ q": lambda qkv, att: att.transpose(-2, -1) @ split(qkv, 0),            # batch dims that merge
+}
+
+
+@pytest.mark.parametrize("layout", HEAD_MATMULS)
+def test_a_matmul_over_heads_is_one_bmm_on_fresh_operands(monkeypatch, layout):
+    """A matmul whose operands share batch dims runs as one ``bmm``; strided heads are copied into
+    scratch (in their own orientation) at every launch, though the call and its scratch are made
+    once for its buffers: a drain and each replay of a captured graph see the current values."""
+    monkeypatch.setattr(ops, "INLINE_MATMUL", 0)      # a library call, however small
+    bmms = []
+    monkeypatch.setattr(cpu, "_bmm", lambda *args: bmms.append(1) or torch_bmm(*args))
+    rng = np.random.default_rng(3)
+    fn = HEAD_MATMULS[layout]
+    values = [(rng.standard_normal((2, 24, 96)).astype(np.float32), rng.standard_normal((2, 4, 24, 24)).astype(np.float32))
+              for _ in range(3)]
+    ref = [fn(torch.from_numpy(q).double(), torch.from_numpy(a).double()) * 2 for q, a in values]
+    qkv, att = lf.tensor(values[0][0]), lf.tensor(values[0][1])
+    for _ in range(2):                    # the build path, then the steady state (the call reused)
+        out, _ = step_of(lambda: fn(qkv, att) * 2)
+        np.testing.assert_allclose(out.numpy(), ref[0].numpy(), rtol=1e-5, atol=1e-5)
+    assert len(bmms) == 2
+    graph = lf.capture(CPU, lambda: fn(qkv, att) * 2)
+    for (q, a), expected in zip(values[1:], ref[1:]):
+        qkv.copy_(q)
+        att.copy_(a)
+        np.testing.assert_allclose(graph.replay().numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+torch_bmm = cpu._bmm

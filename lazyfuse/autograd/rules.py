@@ -35,12 +35,10 @@ def _sign(x):
 
 
 def _gelu_grad(x):
-    """d/dx x*Phi(x) = Phi(x) + x*phi(x). There is no erf op: Phi(x) = gelu(x)/x, exact to rounding
-    (gelu is x*Phi(x)), with Phi(0) = 1/2."""
-    from ..ops import where
-    cdf = where(x == 0, 0.5, x.gelu() / where(x == 0, 1.0, x))
-    pdf = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
-    return cdf + x * pdf
+    """d/dx x*Phi(x) = Phi(x) + x*phi(x), one op (``Op.GELU_GRAD``: the C kernel shares gelu's erfc
+    and exp(-x^2/2) between the terms)."""
+    from ..ops import elementwise
+    return elementwise(Op.GELU_GRAD, x)
 
 
 def _unary(op, x, out):
@@ -58,6 +56,7 @@ def _unary(op, x, out):
         Op.SIGMOID: lambda g: g * out * (1.0 - out),
         Op.RELU: lambda g: g * (out > 0).to(out.dtype),
         Op.GELU: lambda g: g * _gelu_grad(x),
+        Op.GELU_GRAD: lambda g: g * (x * x * -0.5).exp() * (2.0 - x * x) * (1.0 / math.sqrt(2.0 * math.pi)),
         Op.SILU: lambda g: g * _silu_grad(x),
         Op.RECIPROCAL: lambda g: -(g * out * out),
         Op.CAST: lambda g: g,

@@ -336,6 +336,44 @@ static inline float lf_geluf(float x)
     return x != x || x == 0.0f ? x : r;   /* nan, and the sign of zero */
 }
 
+/* d/dx gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi): lf_geluf's
+ * erfc(t) gives Phi (1 - erfc(t)/2 for x >= 0, erfc(t)/2 below) and its
+ * exp(-x^2/2) * 2^64 gives phi, so the derivative costs one exp and one
+ * polynomial, as gelu does (the composition Phi = gelu(x)/x plus its own exp
+ * and a division cost gelu's backward 1.6x gelu).  Both terms are scaled
+ * back from 2^64 last, so they are normal wherever the result is.  Beyond
+ * |x| = 14.5 it is 1 (x > 0) or -0 (x < 0), as in float; nan at +-inf, as
+ * torch's 0.5 (1 + erf(x/sqrt2)) + x phi(x) gives. */
+static inline float lf_gelu_gradf(float x)
+{
+    float ax = fabsf(x);
+    float axc = ax < 14.5f ? ax : 14.5f;
+    float hi, lo;
+    lf__sqr2(axc, &hi, &lo);
+    float e2 = lf__exp_core64(-0.5f * hi, 0.5f * lo);   /* exp(-x^2/2) * 2^64 */
+    float d = axc * 0.707106781186547524f + 1.0f;
+    float v = 1.0f / d;
+    float u = v - 0.5f;
+    float p = -6.776236296e-01f;                        /* lf_geluf's P(u) */
+    p = p * u + 7.767965794e-01f;
+    p = p * u + 9.350130707e-02f;
+    p = p * u - 6.364834905e-01f;
+    p = p * u + 4.964570403e-01f;
+    p = p * u - 7.524619251e-02f;
+    p = p * u - 3.073405921e-01f;
+    p = p * u + 4.062010050e-01f;
+    p = p * u - 1.112166122e-01f;
+    p = p * u - 3.822234869e-01f;
+    p = p * u + 4.753613770e-01f;
+    p = p * u + 8.551671505e-01f;
+    float h = (0.5f * ((e2 * p) / d)) * 0x1p-64f;     /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
+    float xpdf = (x * e2 * 0.398942280401432678f) * 0x1p-64f;
+    float r = (x >= 0.0f ? 1.0f - h : h) + xpdf;
+    float far = x > 0.0f ? 1.0f : -0.0f;
+    r = ax < 14.5f ? r : far;
+    return x != x || ax == INFINITY ? NAN : r;   /* inf * phi(inf) is nan, as in torch */
+}
+
 /* ------------------------------------------------------------------ */
 /* sin, cos                                                            */
 /* ------------------------------------------------------------------ */

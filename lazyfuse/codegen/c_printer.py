@@ -218,6 +218,10 @@ class CPrinter(Printer):
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
     def cast(self, x: str, src, dst) -> str:
+        if src.is_bool and dst.is_float:
+            # a select, not a conversion of the byte: gcc 12 vectorises no loop that converts a
+            # compare of 64-bit integers' byte to float (cross-entropy's one-hot of its targets)
+            return f"({x} ? 1.0 : 0.0)" if COMPUTE[dst.name] == "double" else f"({x} ? 1.0f : 0.0f)"
         if src.is_int and dst.is_float:
             # an integer zero is +0.0, but under -fno-trapping-math gcc folds (float)(int)f into
             # truncf(f), which keeps the sign (-0.5 -> int 0 -> -0.0); `+ 0` it drops, this it keeps
@@ -827,6 +831,8 @@ C_OPS.update({
     Op.GELU: _float32_or_64("lf_geluf({x})", "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))"),
     Op.SILU: _float32_or_64("lf_siluf({x})", "({x} / (1.0 + exp(-{x})))"),
     Op.ERF: _float32_or_64("lf_erff({x})", "erf({x})"),
+    Op.GELU_GRAD: _float32_or_64("lf_gelu_gradf({x})", "(0.5 * (1.0 + erf({x} * 0.70710678118654752440)) + "
+                                 "{x} * exp(-0.5 * {x} * {x}) * 0.39894228040143267794)"),
     Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..ir.node import Op
 from .kernel import Apply, Expr, IndexValue, Kernel, Load, Random, children, walk
 
-TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU, Op.POW})
+TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.GELU_GRAD, Op.SILU, Op.POW})
 # the row buffers live on each thread's stack: 64 KiB is 16k float32 values (a 4096-wide row of
 # softmax needs 16 KiB), far below any OpenMP worker's stack, and stays in L2 across the passes
 ROW_BUFFER_BYTES = 1 << 16

@@ -221,3 +221,8 @@ def lf_silu(x):
 @triton.jit
 def lf_gelu(x):
     return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def lf_gelu_grad(x):
+    return 0.5 * (1.0 + tl.math.erf(x * 0.7071067811865476)) + x * tl.exp(-0.5 * x * x) * 0.3989422804014327

@@ -705,6 +705,7 @@ TRITON_OPS.update({
     Op.TANH: lambda a, e: f"{'lf_tanh64' if src_dtype(e).name == 'float64' else 'lf_tanh32'}({a[0]})",
     Op.SIGMOID: _call("lf_sigmoid"),
     Op.GELU: _call("lf_gelu"),
+    Op.GELU_GRAD: _call("lf_gelu_grad"),
     Op.SILU: _call("lf_silu"),
     Op.ERF: _call("tl.erf"),
     Op.FLOOR: _call("tl.floor"),

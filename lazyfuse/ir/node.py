@@ -54,6 +54,8 @@ class Op(enum.Enum):
     TRUNC = ("trunc", Kind.ELEMENTWISE)
     ROUND = ("round", Kind.ELEMENTWISE)
     ERF = ("erf", Kind.ELEMENTWISE)
+    # d/dx gelu(x), Phi(x) + x*phi(x): one op for the backward (autograd.rules._gelu_grad)
+    GELU_GRAD = ("gelu_grad", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
     # elementwise, binary
     ADD = ("add", Kind.ELEMENTWISE)

@@ -153,7 +153,41 @@ def matmul_call(step, library, bufs):
     a, b, out = [typed_view(buf, v) for buf, v in zip(bufs, _library_views(step.kernel, library))]
     if library == "onednn":
         return functools.partial(_onednn_matmul, _onednn_linear(), a, b, out)
+    if a.dim() >= 4 and a.shape[:-2] == b.shape[:-2] == out.shape[:-2]:
+        return batched_matmul(a, b, out)
     return functools.partial(torch.matmul, a, b, out=out)
+
+
+def batched_matmul(a, b, out):
+    """The call computing a matmul over batch dims that both operands have (attention's heads) as
+    one ``bmm``: each operand a (batch, r, c) view where its batch dims merge, else a copy into
+    scratch made once for the call, in the operand's own orientation. ``torch.matmul`` copies a
+    column-major matrix (``k.transpose(-2, -1)``, a head of the qkv buffer) into a row-major
+    one, 5x a plain copy, and allocates its copies anew per call: the nanoGPT step's q @ k^T took
+    156 us at one thread, this 119 us (the scratch is the size of the copies it saves)."""
+    (A, copy_a), (B, copy_b) = _as_batch(a), _as_batch(b)
+    copies = tuple((dst, src) for dst, src in (copy_a, copy_b) if dst is not None)
+    return functools.partial(_bmm, copies, A, B, out.view(-1, *out.shape[-2:]))
+
+
+def _bmm(copies, a, b, out):
+    for dst, src in copies:
+        dst.copy_(src)
+    torch.bmm(a, b, out=out)
+
+
+def _as_batch(x):
+    """``(operand, (copy destination, source) or (None, None))`` for ``batched_matmul``."""
+    r, c = x.shape[-2:]
+    try:
+        return x.view(-1, r, c), (None, None)
+    except RuntimeError:   # batch dims that do not merge (a head's stride is not the next dim's)
+        pass
+    if x.stride(-2) == 1 and x.stride(-1) != 1:   # column-major: kept so
+        scratch = torch.empty(*x.shape[:-2], c, r, dtype=x.dtype, device=x.device)
+        return scratch.view(-1, c, r).transpose(1, 2), (scratch, x.transpose(-1, -2))
+    scratch = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return scratch.view(-1, r, c), (scratch, x)
 
 
 def _onednn_matmul(linear, a, w, out):
@@ -186,15 +220,23 @@ def matmul_signature(step, dtypes) -> str:
     return "|".join(parts)
 
 
-def _check_range(index, dim, size, low):
-    if index.numel() and (int(index.min()) < low or int(index.max()) >= size):
+def _check_range(index, dim, size, low) -> int:
+    """The least index, once every index is checked to lie in [low, size): one ``aminmax``, since
+    each small torch op after a large matmul costs tens of us (caches refilled; the nanoGPT
+    step's position gather took 200 us of CPU in a replay with the five ops it had)."""
+    if not index.numel():
+        return 0
+    lo, hi = (int(v) for v in torch.aminmax(index))
+    if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
         raise ShapeError(f"index {bad} is out of range for dim {dim} of size {size}")
+    return lo
 
 
 def _gather(x, index, out, dim, size):
-    _check_range(index, dim, size, -size)
-    torch.index_select(x, dim, torch.where(index < 0, index + size, index), out=out)
+    if _check_range(index, dim, size, -size) < 0:
+        index = torch.where(index < 0, index + size, index)
+    torch.index_select(x, dim, index, out=out)
 
 
 def _index_add(x, index, out, dim, size):
