@@ -9,11 +9,15 @@ source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 NaN and inf must behave as in torch, so the flags never assume finite math:
 ``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
 
-Every parallel region of a kernel asks for ``num_threads(lf_num_threads)``: one process-wide
-variable, defined by a library of its own that is loaded (``RTLD_GLOBAL``) before any kernel
-library, whose reference to it the loader resolves there (``thread_count``). The thread budget
-(``runtime/threads.py``) writes it. OpenMP's own thread count (``omp_set_num_threads``) is left
-alone: torch's CPU ops run on the same libgomp and read it as torch's setting.
+Every parallel region of a kernel asks for ``num_threads(lf_threads())``: a launch's own count
+where its launcher set one (``lf_launch_threads``, per OS thread), else ``lf_num_threads``, one
+process-wide variable. Both are defined by a library of their own that is loaded
+(``RTLD_GLOBAL``) before any kernel library, whose references to them the loader resolves there
+(``thread_count``, ``launch_on``). The thread budget (``runtime/threads.py``) writes the
+process-wide count; ``lf_launch_on`` runs one kernel on a count of its own (a tuned config's,
+``CConfig.threads``), so a serial candidate is the same compiled function launched another way,
+never a second compile. OpenMP's own thread count (``omp_set_num_threads``) is left alone:
+torch's CPU ops run on the same libgomp and read it as torch's setting.
 """
 from __future__ import annotations
 
@@ -329,13 +333,24 @@ def compile_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_THREAD_COUNT_SOURCE = "int lf_num_threads = 1;\n"
+_THREAD_COUNT_SOURCE = r"""
+#include <stdint.h>
+int lf_num_threads = 1;          /* the thread budget's count */
+__thread int lf_launch_threads;  /* this OS thread's launch's own count; 0: lf_num_threads */
+typedef void (*lf_kernel)(char **, const int64_t *);
+void lf_launch_on(int64_t threads, lf_kernel f, char **args, const int64_t *meta) {
+    int saved = lf_launch_threads;
+    lf_launch_threads = (int)threads;
+    f(args, meta);
+    lf_launch_threads = saved;
+}
+"""
 
 
 @functools.lru_cache(maxsize=None)
 def _thread_count_library() -> ctypes.CDLL:
-    """The library defining ``lf_num_threads``, loaded once and kept (never in ``_loaded``, so
-    never unloaded while a kernel may read it)."""
+    """The library defining ``lf_num_threads``, ``lf_launch_threads`` and ``lf_launch_on``,
+    loaded once and kept (never in ``_loaded``, so never unloaded while a kernel may read it)."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
@@ -348,9 +363,20 @@ def thread_count() -> ctypes.c_int:
     return ctypes.c_int.in_dll(_thread_count_library(), "lf_num_threads")
 
 
+@functools.lru_cache(maxsize=None)
+def launch_on():
+    """``lf_launch_on(threads, kernel, args, meta)``: ``kernel`` run with its parallel regions on
+    ``threads`` threads (the thread that calls it only; a region's count is read by the thread
+    that opens it), then that thread's count as it was."""
+    fn = _thread_count_library().lf_launch_on
+    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = None
+    return fn
+
+
 def _dlopen(so: Path, shared: bool = False) -> ctypes.CDLL:
-    """Load a library: a kernel library after the thread-count one, since its reference to
-    ``lf_num_threads`` is resolved when it loads; ``shared``: that one, its symbols global."""
+    """Load a library: a kernel library after the thread-count one, since its references to
+    ``lf_num_threads`` and ``lf_launch_threads`` are resolved when it loads; ``shared``: that one, its symbols global."""
     if shared:
         return ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
     _thread_count_library()
