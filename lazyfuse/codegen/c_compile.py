@@ -192,9 +192,12 @@ def build(source: str, what: str = "kernel", stats=None) -> ctypes.CDLL:
         return lib
 
 
-# the fewest functions a compiler process is given: below that, starting another process costs
-# more than the part it would take off the others
+# what a compiler process is given at least: ``MIN_PART`` functions, or ``MIN_PART_CHARS`` of
+# source, whichever makes more parts. Below both, starting another process (~50 ms, most of it
+# the prelude) costs more than the part it would take off the others; a few large kernels (an
+# optimizer's foreach over every parameter, ~60 KB) are seconds of compiling, worth a core each.
 MIN_PART = 16
+MIN_PART_CHARS = 12_000
 SYMBOL_SLOT = "lf_kernel"   # the name a kernel's source is written with before it is named by its hash
 
 
@@ -213,9 +216,9 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
 
     A symbol compiled before, in this process or one that shares the disk cache, is loaded from
     the library that holds it and never compiled again; the missing ones are compiled in one go,
-    a few libraries of at least ``MIN_PART`` functions each by parallel compiler processes
-    (``build_many``): a compiler process costs ~50 ms to start and parse the prelude, as much as
-    one small kernel. A library that fails is rebuilt function by function, so one bad kernel
+    a few libraries of at least ``MIN_PART`` functions or ``MIN_PART_CHARS`` of source each by
+    parallel compiler processes (``build_many``): a compiler process costs ~50 ms to start and
+    parse the prelude, as much as one small kernel. A library that fails is rebuilt function by function, so one bad kernel
     costs only its own error."""
     out = {}
     missing = []
@@ -230,7 +233,8 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
-    n_parts = max(1, min(compile_jobs(), len(missing) // MIN_PART))
+    chars = sum(len(sources[s]) for s in missing)
+    n_parts = max(1, min(compile_jobs(), len(missing), max(len(missing) // MIN_PART, chars // MIN_PART_CHARS)))
     parts = balanced_parts(missing, n_parts, lambda s: len(sources[s]))
     texts = [prelude + "\n\n".join(sources[s] for s in part) + "\n" for part in parts]
     label = what[missing[0]] if len(missing) == 1 else f"{len(missing)} kernels"
