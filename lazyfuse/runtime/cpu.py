@@ -209,6 +209,14 @@ def _index_add(x, index, out, dim, size):
 
 MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every reduction variant
 
+# The least work (c_parallel units, one core) at which tuning builds a reduction's loop variants
+# (REDUCTION_VARIANTS): 8 times the parallel threshold, ~70 us of one core. Below it the kernel
+# runs in tens of microseconds whatever its loop order, so a variant could save a few
+# microseconds a launch, while each one costs the build 50-400 ms of compiler time (a cold
+# 0.41M GPT step: ~60 of them, half the step's compiling); such a kernel is tuned over its
+# thread counts only (the default and SERIAL, one compiled function).
+VARIANT_WORK_FACTOR = 8
+
 
 class CpuBackend(Backend):
     """C kernels: a plan's new kernels compiled in one go (one function per code, found compiled
@@ -252,11 +260,14 @@ class CpuBackend(Backend):
         return out
 
     def tuned_candidates(self, kernel) -> list:
-        """``candidates`` less the tiles that cannot differ at ``kernel``'s size class: a tile of
-        ``lanes`` outputs at least the tiled extent's class is one block for every size of the
-        class, so all such tiles run the same loops (the wider only clear a larger stack array);
-        the first of them in the list stays (the default, where it is one)."""
+        """``candidates`` less the loop variants of a reduction too small for them to matter
+        (``VARIANT_WORK_FACTOR``), and less the tiles that cannot differ at ``kernel``'s size
+        class: a tile of ``lanes`` outputs at least the tiled extent's class is one block for
+        every size of the class, so all such tiles run the same loops (the wider only clear a
+        larger stack array); the first of them in the list stays (the default, where it is one)."""
         cands = self.candidates(kernel)
+        if kernel.stages and c_parallel.work(kernel) < VARIANT_WORK_FACTOR * c_parallel.threshold():
+            return [c for c in cands if dataclasses.replace(c, threads=0) == CConfig()]
         if not kernel.outer or not kernel.stages:
             return cands
         extent = autotune.size_class(kernel.outer[-1].extent)
