@@ -84,6 +84,9 @@ def test_a_small_reduction_is_tuned_over_its_thread_counts_only(tuning):
     real = c_compile.build_functions
     tuning.setattr(c_compile, "build_functions", lambda sources, *a, **k: built.append(len(sources)) or
                    real(sources, *a, **k))
+    printed = []
+    real_print = cpu_module.print_c
+    tuning.setattr(cpu_module, "print_c", lambda kernel, cfg: printed.append(cfg) or real_print(kernel, cfg))
     # (~60k units: a parallel region at this threshold, less than the variants ask for)
     tuning.setenv("LAZYFUSE_PARALLEL_THRESHOLD", "20000")
     np.testing.assert_allclose(x.sum(0).numpy(), want, rtol=1e-5, atol=1e-5)
@@ -91,7 +94,8 @@ def test_a_small_reduction_is_tuned_over_its_thread_counts_only(tuning):
     tuned = [c.label() for c in CPU.backend.tuned_candidates(kernel)]
     assert tuned == ["threads=all,strategy=auto,tile=16,unroll=8,lanes=1024",
                      "threads=1,strategy=auto,tile=16,unroll=8,lanes=1024"]
-    assert len(CPU.backend.candidates(kernel)) > len(tuned) and built == [1]
+    assert built == [1] and printed == [cpu_module.CConfig()]   # the variants are not even printed
+    assert len(CPU.backend.candidates(kernel)) > len(tuned)
     # with the bar at 0 the same kernel is tuned over its variants too
     tuning.setattr(cpu_module, "VARIANT_WORK_FACTOR", 0)
     assert len(CPU.backend.tuned_candidates(kernel)) > len(tuned)
@@ -152,6 +156,7 @@ def test_tuning_copies_only_the_buffers_a_kernel_writes(tuning):
 
 
 def test_a_tuned_build_prints_each_candidate_once(tuning):
+    tuning.setattr(cpu_module, "VARIANT_WORK_FACTOR", 0)   # (a small kernel: tuned over every variant)
     x, want = _column_sum()
     printed = []
     real = cpu_module.print_c

@@ -265,9 +265,11 @@ class CpuBackend(Backend):
         class: a tile of ``lanes`` outputs at least the tiled extent's class is one block for
         every size of the class, so all such tiles run the same loops (the wider only clear a
         larger stack array); the first of them in the list stays (the default, where it is one)."""
-        cands = self.candidates(kernel)
         if kernel.stages and c_parallel.work(kernel) < VARIANT_WORK_FACTOR * c_parallel.threshold():
-            return [c for c in cands if dataclasses.replace(c, threads=0) == CConfig()]
+            # (from the unprinted configs: the variants are never printed, and the default and its
+            # serial launch never share a thread count, so ``candidates`` would keep both)
+            return [c for c in self.configs(kernel) if dataclasses.replace(c, threads=0) == CConfig()]
+        cands = self.candidates(kernel)
         if not kernel.outer or not kernel.stages:
             return cands
         extent = autotune.size_class(kernel.outer[-1].extent)
@@ -286,9 +288,10 @@ class CpuBackend(Backend):
             # one renamed copy for every config: its cost estimate (c_parallel.work) is made once
             hit = self._sources[id(kernel)] = (kernel, threshold, rename(kernel, c_compile.SYMBOL_SLOT), {})
         printed = hit[3]
-        if cfg not in printed:
-            printed[cfg] = print_c(hit[2], cfg)
-        return printed[cfg]
+        code = dataclasses.replace(cfg, threads=0)   # (a thread count is set at launch, not printed)
+        if code not in printed:
+            printed[code] = print_c(hit[2], code)
+        return printed[code]
 
     def build(self, plan, steps, candidates, stats) -> dict:
         """Every candidate of every kernel, each a function named by its code's hash: the ones no
