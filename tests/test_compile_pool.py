@@ -55,6 +55,18 @@ def test_a_batch_with_a_bad_kernel_names_it_and_builds_the_others(fresh_cache, m
     assert c_compile.compiler_runs == runs and all(callable(f) for f in again.values())   # each found compiled
 
 
+def test_a_few_large_kernels_compile_in_parallel_parts(fresh_cache, monkeypatch):
+    """Fewer than ``MIN_PART`` functions, but more than ``MIN_PART_CHARS`` of source: one part per
+    core, balanced by size (an optimizer's one large foreach no longer holds the others back)."""
+    monkeypatch.setattr(c_compile, "compile_jobs", lambda: 2)
+    body = lambda k: " ".join(f"((float *)args[0])[{j}] = {k + j}.0f;" for j in range(c_compile.MIN_PART_CHARS // 20))  # noqa: E731
+    named = dict(c_compile.named(_kernel(c_compile.SYMBOL_SLOT, body(k)), cpu.PRELUDE) for k in range(3))
+    assert len(named) == 3 and sum(map(len, named.values())) > 2 * c_compile.MIN_PART_CHARS
+    runs = c_compile.compiler_runs
+    got = c_compile.build_functions(named, cpu.PRELUDE, {s: "large" for s in named})
+    assert c_compile.compiler_runs - runs == 2 and all(callable(f) for f in got.values())
+
+
 def distinct_kernels(x, n):
     """``n`` reductions of ``x`` whose code differs (a different unary op or reduction each)."""
     ops = [lambda v: v.exp(), lambda v: v.tanh(), lambda v: v.sin(), lambda v: v.cos(), lambda v: v.abs(),

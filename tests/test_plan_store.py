@@ -84,6 +84,23 @@ def test_a_stored_plan_computes_what_the_planned_one_did(store):
     assert len(list((store / "plans").glob("*.pkl"))) == 1
 
 
+def test_a_stored_plan_keeps_a_kernels_launch_thread_count(store, monkeypatch):
+    """A kernel bound to ``SERIAL`` (the default's function, launched on one thread) comes back
+    from the store launched the same way."""
+    from lazyfuse.codegen.c_printer import SERIAL
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE_FORCE", "1")   # every parallel kernel: its SERIAL launch
+    a = np.random.default_rng(2).standard_normal((512, 512)).astype(np.float32)
+    want = ((torch.from_numpy(a).double() * 2 + 1).tanh() * torch.from_numpy(a).double().exp()).sum(-1).numpy()
+    np.testing.assert_allclose(chain(a).numpy(), want, rtol=2e-5, atol=2e-5)
+    forget()
+    before = lf.stats(CPU)
+    np.testing.assert_allclose(chain(a).numpy(), want, rtol=2e-5, atol=2e-5)
+    assert (lf.stats(CPU) - before).plans_loaded == 1
+    (step,) = [st for st in CPU.engine.plans[next(reversed(CPU.engine.plans))].steps if st.kind == "kernel"]
+    assert step.config.threads == SERIAL["threads"] and step.compiled.func is c_compile.launch_on()
+    assert step.compiled.args[0] == 1
+
+
 def test_a_record_whose_library_is_gone_plans_again(store):
     a = np.ones((3, 8), np.float32)
     chain(a).numpy()

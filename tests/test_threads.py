@@ -1,6 +1,7 @@
 """The C kernels' thread count follows the cores other processes leave free (runtime/threads.py)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -235,3 +236,72 @@ def test_torch_calls_in_a_drain_see_the_budget_and_torch_its_own_count_after(mon
     got = lf.extern(probe, lf.tensor(x) + 1).numpy()
     assert seen[-1] == 1 and torch.get_num_threads() == before   # (the earlier calls: its shape, on torch's meta device)
     np.testing.assert_array_equal(got, (x + 1) * 2)
+
+
+# -- a launch's own thread count: the serial candidate is the default's function ------------------
+PROBE = """
+void lf_kernel(char **args, const int64_t *meta) {
+    int32_t *out = (int32_t *)args[0];
+    #pragma omp parallel num_threads(lf_threads())
+    { if (omp_get_thread_num() == 0) out[0] = omp_get_num_threads(); }
+}
+"""
+
+
+@pytest.fixture
+def probe_launch():
+    """``launch(cfg, batched)``: the team size a parallel region of a kernel bound with config
+    ``cfg`` opens, launched as a drain does (``CpuBackend.thunk``) or, ``batched``, as a replay's
+    launch list does (``CpuBackend.batch``), with the budget's count set to 3."""
+    from types import SimpleNamespace
+
+    from lazyfuse.codegen import c_compile
+    from lazyfuse.codegen.c_printer import PRELUDE
+    from lazyfuse.runtime.backend import StepKind
+    dev = lf.device("cpu")
+    if dev.threads is None:
+        pytest.skip("no C compiler: the interpreter runs the cpu device")
+    symbol, source = c_compile.named(PROBE, PRELUDE)
+    fn = c_compile.build_functions({symbol: source}, PRELUDE, {symbol: "probe"})[symbol]
+    count = c_compile.thread_count()
+    saved, count.value = count.value, 3
+
+    def launch(cfg, batched=False):
+        outs = [np.zeros(1, np.int32) for _ in range(2)]
+        step = SimpleNamespace(kind=StepKind.KERNEL, compiled=dev.backend.bind(None, cfg, fn), source=source)
+        calls = [dev.backend.thunk(step, [SimpleNamespace(ptr=o.ctypes.data)], SimpleNamespace(launches={}, ptr=0))
+                 for o in outs]
+        for call in dev.backend.batch(calls) if batched else calls:
+            call()
+        assert outs[0][0] == outs[1][0]
+        return int(outs[0][0])
+    yield launch
+    count.value = saved
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_launch_runs_on_its_configs_thread_count_and_then_the_budgets(probe_launch, batched):
+    from lazyfuse.codegen.c_printer import SERIAL, CConfig
+    assert probe_launch(CConfig(), batched) == 3
+    assert probe_launch(CConfig(**SERIAL), batched) == 1
+    assert probe_launch(CConfig(threads=2), batched) == 2
+    assert probe_launch(CConfig(), batched) == 3   # the launch's own count ended with it
+
+
+def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch, tmp_path):
+    """Tuning a parallel pointwise kernel times the default and the serial launch of one compiled
+    function: one source reaches the compiler for the two, and both are timed."""
+    from lazyfuse.codegen import c_compile
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    built = []
+    real = c_compile.build_functions
+    monkeypatch.setattr(c_compile, "build_functions", lambda sources, *a, **k: built.append(len(sources)) or
+                        real(sources, *a, **k))
+    x = np.linspace(-2, 2, 1 << 18, dtype=np.float32)
+    got = (lf.tensor(x) * 3 + 1).tanh().numpy()
+    np.testing.assert_allclose(got, np.tanh(x.astype(np.float64) * 3 + 1), rtol=1e-6, atol=1e-6)
+    assert built == [1]
+    (entry,) = [json.loads(p.read_text()) for p in (tmp_path / "autotune").glob("*.json")]
+    assert sorted(entry["timings_us"]) == sorted(["threads=all,strategy=auto,tile=16,unroll=8,lanes=1024",
+                                                  "threads=1,strategy=auto,tile=16,unroll=8,lanes=1024"])

@@ -1,7 +1,8 @@
 """What tuning on the build path costs (issue 15), and that it stays honest: timing stops early only
 for a candidate clearly slower than the best, tiles that cannot differ at a size class are built
 and timed once, each candidate stays reachable by ``LAZYFUSE_AUTOTUNE_FORCE``, only the buffers a
-kernel writes are copied for tuning, and a drain's new kernels compile in parts of equal size."""
+kernel writes are copied for tuning, a small reduction builds no loop variants, and a drain's new
+kernels compile in parts of equal size."""
 from __future__ import annotations
 
 import time
@@ -75,7 +76,33 @@ def _column_sum():
     return lf.tensor(a), a.astype(np.float64).sum(0)
 
 
+def test_a_small_reduction_is_tuned_over_its_thread_counts_only(tuning):
+    """A reduction of less work than ``VARIANT_WORK_FACTOR`` parallel thresholds builds and times
+    no loop variant: the default and its serial launch (one compiled function), nothing else."""
+    x, want = _column_sum()
+    built = []
+    real = c_compile.build_functions
+    tuning.setattr(c_compile, "build_functions", lambda sources, *a, **k: built.append(len(sources)) or
+                   real(sources, *a, **k))
+    printed = []
+    real_print = cpu_module.print_c
+    tuning.setattr(cpu_module, "print_c", lambda kernel, cfg: printed.append(cfg) or real_print(kernel, cfg))
+    # (~60k units: a parallel region at this threshold, less than the variants ask for)
+    tuning.setenv("LAZYFUSE_PARALLEL_THRESHOLD", "20000")
+    np.testing.assert_allclose(x.sum(0).numpy(), want, rtol=1e-5, atol=1e-5)
+    kernel = _last_kernel_step().kernel
+    tuned = [c.label() for c in CPU.backend.tuned_candidates(kernel)]
+    assert tuned == ["threads=all,strategy=auto,tile=16,unroll=8,lanes=1024",
+                     "threads=1,strategy=auto,tile=16,unroll=8,lanes=1024"]
+    assert built == [1] and printed == [cpu_module.CConfig()]   # the variants are not even printed
+    assert len(CPU.backend.candidates(kernel)) > len(tuned)
+    # with the bar at 0 the same kernel is tuned over its variants too
+    tuning.setattr(cpu_module, "VARIANT_WORK_FACTOR", 0)
+    assert len(CPU.backend.tuned_candidates(kernel)) > len(tuned)
+
+
 def test_tiles_that_cannot_differ_at_the_size_class_are_tuned_once(tuning):
+    tuning.setattr(cpu_module, "VARIANT_WORK_FACTOR", 0)   # (a small kernel: tuned over every variant)
     x, want = _column_sum()
     timed = []
     real = autotune.benchmark
@@ -129,6 +156,7 @@ def test_tuning_copies_only_the_buffers_a_kernel_writes(tuning):
 
 
 def test_a_tuned_build_prints_each_candidate_once(tuning):
+    tuning.setattr(cpu_module, "VARIANT_WORK_FACTOR", 0)   # (a small kernel: tuned over every variant)
     x, want = _column_sum()
     printed = []
     real = cpu_module.print_c

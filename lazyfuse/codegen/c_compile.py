@@ -9,11 +9,15 @@ source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 NaN and inf must behave as in torch, so the flags never assume finite math:
 ``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
 
-Every parallel region of a kernel asks for ``num_threads(lf_num_threads)``: one process-wide
-variable, defined by a library of its own that is loaded (``RTLD_GLOBAL``) before any kernel
-library, whose reference to it the loader resolves there (``thread_count``). The thread budget
-(``runtime/threads.py``) writes it. OpenMP's own thread count (``omp_set_num_threads``) is left
-alone: torch's CPU ops run on the same libgomp and read it as torch's setting.
+Every parallel region of a kernel asks for ``num_threads(lf_threads())``: a launch's own count
+where its launcher set one (``lf_launch_threads``, per OS thread), else ``lf_num_threads``, one
+process-wide variable. Both are defined by a library of their own that is loaded
+(``RTLD_GLOBAL``) before any kernel library, whose references to them the loader resolves there
+(``thread_count``, ``launch_on``). The thread budget (``runtime/threads.py``) writes the
+process-wide count; ``lf_launch_on`` runs one kernel on a count of its own (a tuned config's,
+``CConfig.threads``), so a serial candidate is the same compiled function launched another way,
+never a second compile. OpenMP's own thread count (``omp_set_num_threads``) is left alone:
+torch's CPU ops run on the same libgomp and read it as torch's setting.
 """
 from __future__ import annotations
 
@@ -188,9 +192,12 @@ def build(source: str, what: str = "kernel", stats=None) -> ctypes.CDLL:
         return lib
 
 
-# the fewest functions a compiler process is given: below that, starting another process costs
-# more than the part it would take off the others
+# what a compiler process is given at least: ``MIN_PART`` functions, or ``MIN_PART_CHARS`` of
+# source, whichever makes more parts. Below both, starting another process (~50 ms, most of it
+# the prelude) costs more than the part it would take off the others; a few large kernels (an
+# optimizer's foreach over every parameter, ~60 KB) are seconds of compiling, worth a core each.
 MIN_PART = 16
+MIN_PART_CHARS = 12_000
 SYMBOL_SLOT = "lf_kernel"   # the name a kernel's source is written with before it is named by its hash
 
 
@@ -209,9 +216,9 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
 
     A symbol compiled before, in this process or one that shares the disk cache, is loaded from
     the library that holds it and never compiled again; the missing ones are compiled in one go,
-    a few libraries of at least ``MIN_PART`` functions each by parallel compiler processes
-    (``build_many``): a compiler process costs ~50 ms to start and parse the prelude, as much as
-    one small kernel. A library that fails is rebuilt function by function, so one bad kernel
+    a few libraries of at least ``MIN_PART`` functions or ``MIN_PART_CHARS`` of source each by
+    parallel compiler processes (``build_many``): a compiler process costs ~50 ms to start and
+    parse the prelude, as much as one small kernel. A library that fails is rebuilt function by function, so one bad kernel
     costs only its own error."""
     out = {}
     missing = []
@@ -226,7 +233,8 @@ def build_functions(sources: dict, prelude: str, what: dict, stats=None) -> dict
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
-    n_parts = max(1, min(compile_jobs(), len(missing) // MIN_PART))
+    chars = sum(len(sources[s]) for s in missing)
+    n_parts = max(1, min(compile_jobs(), len(missing), max(len(missing) // MIN_PART, chars // MIN_PART_CHARS)))
     parts = balanced_parts(missing, n_parts, lambda s: len(sources[s]))
     texts = [prelude + "\n\n".join(sources[s] for s in part) + "\n" for part in parts]
     label = what[missing[0]] if len(missing) == 1 else f"{len(missing)} kernels"
@@ -329,13 +337,24 @@ def compile_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_THREAD_COUNT_SOURCE = "int lf_num_threads = 1;\n"
+_THREAD_COUNT_SOURCE = r"""
+#include <stdint.h>
+int lf_num_threads = 1;          /* the thread budget's count */
+__thread int lf_launch_threads;  /* this OS thread's launch's own count; 0: lf_num_threads */
+typedef void (*lf_kernel)(char **, const int64_t *);
+void lf_launch_on(int64_t threads, lf_kernel f, char **args, const int64_t *meta) {
+    int saved = lf_launch_threads;
+    lf_launch_threads = (int)threads;
+    f(args, meta);
+    lf_launch_threads = saved;
+}
+"""
 
 
 @functools.lru_cache(maxsize=None)
 def _thread_count_library() -> ctypes.CDLL:
-    """The library defining ``lf_num_threads``, loaded once and kept (never in ``_loaded``, so
-    never unloaded while a kernel may read it)."""
+    """The library defining ``lf_num_threads``, ``lf_launch_threads`` and ``lf_launch_on``,
+    loaded once and kept (never in ``_loaded``, so never unloaded while a kernel may read it)."""
     cc = compiler()
     if cc is None:
         raise CompileError("no C compiler found (set LAZYFUSE_CC, or install gcc)")
@@ -348,9 +367,20 @@ def thread_count() -> ctypes.c_int:
     return ctypes.c_int.in_dll(_thread_count_library(), "lf_num_threads")
 
 
+@functools.lru_cache(maxsize=None)
+def launch_on():
+    """``lf_launch_on(threads, kernel, args, meta)``: ``kernel`` run with its parallel regions on
+    ``threads`` threads (the thread that calls it only; a region's count is read by the thread
+    that opens it), then that thread's count as it was."""
+    fn = _thread_count_library().lf_launch_on
+    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = None
+    return fn
+
+
 def _dlopen(so: Path, shared: bool = False) -> ctypes.CDLL:
-    """Load a library: a kernel library after the thread-count one, since its reference to
-    ``lf_num_threads`` is resolved when it loads; ``shared``: that one, its symbols global."""
+    """Load a library: a kernel library after the thread-count one, since its references to
+    ``lf_num_threads`` and ``lf_launch_threads`` are resolved when it loads; ``shared``: that one, its symbols global."""
     if shared:
         return ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
     _thread_count_library()

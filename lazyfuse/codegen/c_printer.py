@@ -60,6 +60,8 @@ PRELUDE = r"""
 #include <math.h>
 #include <omp.h>
 extern int lf_num_threads;   /* the thread budget's count (codegen/c_compile.py, runtime/threads.py) */
+extern __thread int lf_launch_threads;   /* a launch's own count, 0: the budget's (c_compile.launch_on) */
+static inline int lf_threads(void) { return lf_launch_threads ? lf_launch_threads : lf_num_threads; }
 /* Every array a kernel declares on its stack is aligned explicitly (see local_array). */
 #define LF_ALIGNED __attribute__((aligned(64)))
 """ + (Path(__file__).with_name("c_math.h").read_text() if Path(__file__).with_name("c_math.h").exists() else "") + r"""
@@ -148,7 +150,7 @@ static inline void lf_sum16x16(const float p[16][16], float *out) {
 
 @dataclass(frozen=True)
 class CConfig:
-    threads: int = 0          # 0: the thread budget's count (runtime/threads.py)
+    threads: int = 0          # 0: the thread budget's count (runtime/threads.py); set at launch, not printed
     strategy: str = "auto"    # reductions: rows | split | tile (auto picks by shape)
     tile: int = 16            # ``rows``: outputs per block (whose epilogue runs as one SIMD loop)
     unroll: int = 8           # ``rows``, single-sum kernels: outputs reduced together per pass
@@ -161,7 +163,8 @@ class CConfig:
 
 
 # The C tuning space (CpuBackend.candidates): after the default ``CConfig()``, a kernel whose
-# loops get a parallel region also tries ``SERIAL``, and a reduction tries each of these.
+# loops get a parallel region also tries ``SERIAL`` (the default's own function, launched on one
+# thread: no second compile), and a reduction tries each of these.
 SERIAL = dict(threads=1)
 REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strategy="tile"),
                       dict(strategy="rows", unroll=4, tree=False),
@@ -280,8 +283,9 @@ class CPrinter(Printer):
 
     def _parallel(self, k: Kernel):
         """The ``num_threads`` clause of ``k``'s parallel loop, None for no parallel region."""
-        # a count of the config, else the budget's (never OpenMP's own count: that is torch's)
-        nt = f" num_threads({self.cfg.threads or 'lf_num_threads'})"
+        # the launch's count, else the budget's (never OpenMP's own count: that is torch's); a
+        # config's ``threads`` is a launch setting (CpuBackend.bind), not code
+        nt = " num_threads(lf_threads())"
         # too little work for threads: no parallel region at all (even a disabled one costs ~1 us)
         return nt if c_parallel.parallel(k) else None
 

@@ -251,6 +251,14 @@ def _index_add(x, index, out, dim, size):
 
 MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every reduction variant
 
+# The least work (c_parallel units, one core) at which tuning builds a reduction's loop variants
+# (REDUCTION_VARIANTS): 8 times the parallel threshold, ~70 us of one core. Below it the kernel
+# runs in tens of microseconds whatever its loop order, so a variant could save a few
+# microseconds a launch, while each one costs the build 50-400 ms of compiler time (a cold
+# 0.41M GPT step: ~60 of them, half the step's compiling); such a kernel is tuned over its
+# thread counts only (the default and SERIAL, one compiled function).
+VARIANT_WORK_FACTOR = 8
+
 
 class CpuBackend(Backend):
     """C kernels: a plan's new kernels compiled in one go (one function per code, found compiled
@@ -284,20 +292,26 @@ class CpuBackend(Backend):
         return configs
 
     def candidates(self, kernel) -> list:
-        """``configs`` deduplicated by source: what tuning benchmarks."""
+        """``configs`` deduplicated by what runs (the source and the launch's thread count):
+        what tuning benchmarks."""
         out, seen = [], set()
         for cfg in self.configs(kernel):
-            src = self.source(kernel, cfg)
-            if src not in seen:
-                seen.add(src)
+            runs = (self.source(kernel, cfg), cfg.threads)
+            if runs not in seen:
+                seen.add(runs)
                 out.append(cfg)
         return out
 
     def tuned_candidates(self, kernel) -> list:
-        """``candidates`` less the tiles that cannot differ at ``kernel``'s size class: a tile of
-        ``lanes`` outputs at least the tiled extent's class is one block for every size of the
-        class, so all such tiles run the same loops (the wider only clear a larger stack array);
-        the first of them in the list stays (the default, where it is one)."""
+        """``candidates`` less the loop variants of a reduction too small for them to matter
+        (``VARIANT_WORK_FACTOR``), and less the tiles that cannot differ at ``kernel``'s size
+        class: a tile of ``lanes`` outputs at least the tiled extent's class is one block for
+        every size of the class, so all such tiles run the same loops (the wider only clear a
+        larger stack array); the first of them in the list stays (the default, where it is one)."""
+        if kernel.stages and c_parallel.work(kernel) < VARIANT_WORK_FACTOR * c_parallel.threshold():
+            # (from the unprinted configs: the variants are never printed, and the default and its
+            # serial launch never share a thread count, so ``candidates`` would keep both)
+            return [c for c in self.configs(kernel) if dataclasses.replace(c, threads=0) == CConfig()]
         cands = self.candidates(kernel)
         if not kernel.outer or not kernel.stages:
             return cands
@@ -317,13 +331,15 @@ class CpuBackend(Backend):
             # one renamed copy for every config: its cost estimate (c_parallel.work) is made once
             hit = self._sources[id(kernel)] = (kernel, threshold, rename(kernel, c_compile.SYMBOL_SLOT), {})
         printed = hit[3]
-        if cfg not in printed:
-            printed[cfg] = print_c(hit[2], cfg)
-        return printed[cfg]
+        code = dataclasses.replace(cfg, threads=0)   # (a thread count is set at launch, not printed)
+        if code not in printed:
+            printed[code] = print_c(hit[2], code)
+        return printed[code]
 
     def build(self, plan, steps, candidates, stats) -> dict:
         """Every candidate of every kernel, each a function named by its code's hash: the ones no
-        library holds yet compiled in one go (``c_compile.build_functions``)."""
+        library holds yet compiled in one go (``c_compile.build_functions``), once for all the
+        candidates that differ only in their launch's thread count."""
         sources, what, symbols = {}, {}, {}
         for st in steps:
             symbols[st.name] = []
@@ -349,7 +365,15 @@ class CpuBackend(Backend):
 
     def launcher(self, step, cfg, compiled, args):
         argv, meta = args
-        return functools.partial(compiled, argv, meta.ptr)
+        return functools.partial(self.bind(step, cfg, compiled), argv, meta.ptr)
+
+    def bind(self, step, cfg, compiled):
+        """``compiled`` launched on ``cfg``'s thread count: the function itself for the budget's
+        count, else a call of ``lf_launch_on`` with the count and the function bound (``thunk``
+        adds the arguments and the metadata)."""
+        if not cfg.threads:
+            return compiled
+        return functools.partial(c_compile.launch_on(), cfg.threads, compiled)
 
     def cached_library(self, step, bufs) -> bool:
         """The library matmul ``step`` takes at its build: the cached winner (True), else the
@@ -401,8 +425,9 @@ class CpuBackend(Backend):
     def stored_step(self, step):
         if step.kind is not StepKind.KERNEL:
             return ("library", step.config)
-        library = c_compile.library_of(step.compiled)
-        return None if library is None else ("kernel", library, step.compiled.__name__)
+        fn = kernel_function(step.compiled)
+        library = c_compile.library_of(fn)
+        return None if library is None else ("kernel", library, fn.__name__)
 
     def restore_step(self, step, record) -> bool:
         if record[0] == "library":
@@ -413,7 +438,7 @@ class CpuBackend(Backend):
         if lib is None:
             return False
         try:
-            step.compiled = c_compile.function(lib, name)
+            step.compiled = self.bind(step, step.config, c_compile.function(lib, name))
         except AttributeError:
             return False
         return True
@@ -429,10 +454,11 @@ class CpuBackend(Backend):
         ptrs = tuple([b.ptr for b in bufs])
         launches = meta.launches
         call = launches.get(ptrs)
-        if call is not None and call.func is step.compiled:   # (tuning may have bound another function)
+        if call is not None and call.compiled is step.compiled:   # (tuning may have bound another function)
             return call
         argv = (ctypes.c_void_p * len(bufs))(*ptrs)
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
+        call.compiled = step.compiled   # (``bind``'s: the function, or lf_launch_on with it)
         call.argv = argv   # the array the address points into (addresses only: it keeps no memory alive)
         call.source = step.source   # for uses_threads (a reference: no cost per drain)
         if len(launches) >= 4:
@@ -449,7 +475,7 @@ class CpuBackend(Backend):
 
     def batch(self, thunks) -> list:
         """A recorded launch list made cheaper to replay: each run of consecutive C kernels
-        becomes one call into a C loop over (function, arguments, metadata) triples, so a
+        becomes one call into a C loop over (function, arguments, metadata, threads) words, so a
         replay pays Python's call overhead once per run instead of once per kernel."""
         out, run = [], []
         for t in thunks:
@@ -464,6 +490,22 @@ class CpuBackend(Backend):
 
 def rename(kernel, name):
     return dataclasses.replace(kernel, name=name)
+
+
+def kernel_function(compiled):
+    """The C function of what ``CpuBackend.bind`` made (the function, or ``lf_launch_on`` with a
+    thread count and the function bound)."""
+    return compiled.args[1] if isinstance(compiled, functools.partial) else compiled
+
+
+def launch_words(call) -> list:
+    """A C kernel launch (``CpuBackend.thunk``'s call) as the runner's four words: the function,
+    the arguments' and the metadata's addresses, and the thread count (0: the budget's)."""
+    if call.func is c_compile.launch_on():
+        threads, fn, argv, meta = call.args
+    else:
+        fn, threads, (argv, meta) = call.func, 0, call.args
+    return [ctypes.cast(fn, ctypes.c_void_p).value, argv, meta, threads]
 
 
 _OMP_THREADS = """
@@ -495,12 +537,16 @@ def thread_count_setter():
 _RUNNER = """
 #include <stdint.h>
 typedef void (*lf_kernel)(char **, const int64_t *);
-/* list: n, then n (function, arguments, metadata) triples */
+extern __thread int lf_launch_threads;   /* (codegen/c_compile.py) */
+/* list: n, then n (function, arguments, metadata, thread count or 0) quadruples */
 void lf_run_launches(const int64_t *list) {
+    int saved = lf_launch_threads;
     for (int64_t i = 0; i < list[0]; i++) {
-        const int64_t *l = list + 1 + 3 * i;
+        const int64_t *l = list + 1 + 4 * i;
+        lf_launch_threads = (int)l[3];
         ((lf_kernel)(intptr_t)l[0])((char **)(intptr_t)l[1], (const int64_t *)(intptr_t)l[2]);
     }
+    lf_launch_threads = saved;
 }
 """
 
@@ -515,7 +561,7 @@ def _run_of(thunks) -> list:
     runner.restype = None
     words = [len(thunks)]
     for t in thunks:
-        words += [ctypes.cast(t.func, ctypes.c_void_p).value, t.args[0], t.args[1]]
+        words += launch_words(t)
     packed = (ctypes.c_int64 * len(words))(*words)
     call = functools.partial(runner, ctypes.addressof(packed))
     call.keepalive = (packed, thunks)   # the list and the argument arrays its words point into
