@@ -57,8 +57,12 @@ CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", 
                                       "_native_batch_norm_legit_no_training"})
 _SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
 _SLOTS = tuple((_SLOT, i) for i in range(16))
-_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format,
-                    torch.layout, type(Ellipsis)})
+_PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout,
+                    type(Ellipsis)})
+# floats and bools are tagged in a spec: 2 == 2.0 == True in Python, and a spec is a cache key, but
+# torch.pow(int_tensor, 2) is int64 where torch.pow(int_tensor, 2.0) is float32
+_TYPED = {float: "__float__", bool: "__bool__"}
+_TYPED_TAGS = frozenset(_TYPED.values())
 
 
 class _Opaque:
@@ -188,6 +192,8 @@ def flatten(args, kwargs):
             tensors.append(a)
         elif kind in _PLAIN:
             spec_args.append(a)
+        elif kind is float or kind is bool:
+            spec_args.append((_TYPED[kind], a))
         else:
             spec_args.append(_spec_of(a, tensors))
     spec_args = tuple(spec_args)
@@ -203,12 +209,18 @@ def _spec_of(a, tensors: list):
         return (_SLOT, len(tensors) - 1)
     if kind in _PLAIN:
         return a
+    if kind is float or kind is bool:
+        return (_TYPED[kind], a)
     if kind is list or kind is tuple or isinstance(a, (list, tuple)):
         items = tuple([_spec_of(x, tensors) for x in a])
         return ("__list__", items) if isinstance(a, list) else ("__tuple__", items)
     if isinstance(a, dt.DType):
         return a.torch
-    if isinstance(a, (bool, int, float, str)):
+    if isinstance(a, bool):   # (subclasses: numpy's bool is not one, an IntEnum is an int)
+        return (_TYPED[bool], bool(a))
+    if isinstance(a, float):
+        return (_TYPED[float], float(a))
+    if isinstance(a, (int, str)):
         return a
     if isinstance(a, slice):   # (slices hash only from Python 3.12)
         return ("__slice__", (a.start, a.stop, a.step))
@@ -229,6 +241,8 @@ def _value_of(a, tensors):
     if isinstance(a, tuple):   # (below the top level, every tuple of a spec is a tag)
         if a[0] == _SLOT:
             return tensors[a[1]]
+        if a[0] in _TYPED_TAGS:
+            return a[1]
         items = [_value_of(x, tensors) for x in a[1]]
         return items if a[0] == "__list__" else slice(*items) if a[0] == "__slice__" else tuple(items)
     if isinstance(a, _Opaque):
@@ -241,10 +255,12 @@ def binder(spec):
     sits at the top level of the positional arguments (``cumsum(x, 1)``), the arguments are a
     template with the tensors put in place, no tree walk per launch."""
     args, kwargs = spec
-    if any(isinstance(a, tuple) and a[0] != _SLOT for a in args) or any(isinstance(v, tuple) for _, v in kwargs):
+    slot = lambda a: isinstance(a, tuple) and a[0] == _SLOT  # noqa: E731
+    constant = lambda a: not isinstance(a, tuple) or a[0] in _TYPED_TAGS  # noqa: E731
+    if not all(slot(a) or constant(a) for a in args) or not all(constant(v) for _, v in kwargs):
         return functools.partial(rebuild, spec)   # tensors nested in lists: walk the tree
-    template = [None if isinstance(a, tuple) else _value_of(a, ()) for a in args]
-    slots = [(p, a[1]) for p, a in enumerate(args) if isinstance(a, tuple)]
+    template = [None if slot(a) else _value_of(a, ()) for a in args]
+    slots = [(p, a[1]) for p, a in enumerate(args) if slot(a)]
     fixed = {k: _value_of(v, ()) for k, v in kwargs}
 
     def bind(tensors):
