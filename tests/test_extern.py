@@ -344,3 +344,28 @@ def test_calls_that_differ_only_by_an_int_a_float_or_a_bool_are_not_one_signatur
     y = lf.tensor([[0.5, 1.5]])
     torch.testing.assert_close(lf.extern(torch.nn.functional.pad, y, [1, 1], value=1.0).torch(),
                                torch.nn.functional.pad(y.torch(), [1, 1], value=1.0))
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_intermediates_of_a_chain_of_externs_share_buffers_and_keep_their_values(device):
+    # temporaries whose lifetimes do not overlap share a buffer (ir.planner._share_temps): an
+    # (m, n) intermediate's buffer is taken by a later (m, 1) one and the other way round, so a
+    # shared buffer must be as large as its largest node, at every size the plan is reused at
+    dev = lf.device(device)
+
+    def chain(x):
+        a = lf.extern(torch.cumsum, x, 1)            # (m, n)
+        b = lf.extern(torch.sum, a, 1, keepdim=True)  # (m, 1), while a is live
+        c = lf.extern(torch.cumsum, b, 0)            # (m, 1), in a's buffer
+        d = lf.extern(torch.mul, x, c)               # (m, n), in b's
+        return lf.extern(torch.flip, d, [1])
+
+    def reference(xt):
+        return torch.flip(xt * torch.cumsum(torch.cumsum(xt, 1).sum(1, keepdim=True), 0), [1])
+
+    for shape in ((40, 24), (24, 40), (40, 24)):   # (a size class holds 64 float64 elements)
+        xt = _x(*shape, seed=sum(shape), dtype=torch.float64)
+        got = chain(lf.tensor(xt, device=dev))
+        torch.testing.assert_close(got.torch(), reference(xt))
+        plan = next(reversed(dev.engine.plans.values()))
+        assert plan.n_extern == 5 and len(plan.temps) == 2   # four intermediates in two buffers
