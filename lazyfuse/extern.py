@@ -432,6 +432,42 @@ def _name(fn) -> str:
 
 
 # -- recording ----------------------------------------------------------------------------------
+# (fn, device, argument signature) -> (Recipe or NEEDS_DATA, spec): the recording's fast path for
+# calls whose arguments are tensors and plain values at the top level (``cumsum(x, 1)``), which
+# skips building the spec and the recipe's key anew at each call
+_by_signature: dict = {}
+
+
+def _top_level_signature(fn, args):
+    """``(key, tensors, device)`` of a call whose positional arguments are lazyfuse Tensors and
+    plain values only, or None (nested or other arguments: the spec's walk). The key holds each
+    tensor as (view, dtype, storage shape) — a 3-tuple — and each value as the spec does (floats
+    and bools tagged, 2-tuples): no value of one kind equals one of the other."""
+    key = [fn]
+    tensors = []
+    dev = None
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            st = a._storage
+            key.append((a._view, st.dtype, st.shape))
+            tensors.append(a)
+            if dev is None:
+                dev = a.device
+            elif a.device is not dev:
+                return None   # (the spec's path raises the mixed-devices error)
+        elif kind in _PLAIN:
+            key.append(a)
+        elif kind is float or kind is bool:
+            key.append((_TYPED[kind], a))
+        else:
+            return None
+    if dev is None:
+        return None
+    key.append(dev)
+    return tuple(key), tensors, dev
+
+
 def extern(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` for any torch function, on lazyfuse tensors, recorded lazily.
 
@@ -441,12 +477,21 @@ def extern(fn, *args, **kwargs):
     next drain that needs a result, as one launch between kernels (``lf.stats().extern_launches``);
     ``fn`` must not write its inputs. Functions whose result size depends on the data run at
     once instead (a drain)."""
-    spec, tensors = flatten(args, kwargs)
-    if not tensors:
-        raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
-                         "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
-    dev = common_device(tensors)
-    found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
+    signature = None if kwargs else _top_level_signature(fn, args)
+    known = _by_signature.get(signature[0]) if signature is not None else None
+    if known is not None:
+        (found, spec), tensors, dev = known, signature[1], signature[2]
+    else:
+        spec, tensors = flatten(args, kwargs)
+        if not tensors:
+            raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
+                             "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
+        dev = common_device(tensors)
+        found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
+        if signature is not None:
+            if len(_by_signature) >= _RECIPES_MAX:
+                _by_signature.clear()
+            _by_signature[signature[0]] = (found, spec)
     if found is NEEDS_DATA:
         return run_eagerly(fn, spec, tensors, dev, _name(fn))
     grad = _any_requires_grad(tensors) and autograd.is_grad_enabled()
