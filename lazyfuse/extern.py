@@ -57,8 +57,12 @@ CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", 
                                       "_native_batch_norm_legit_no_training"})
 _SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
 _SLOTS = tuple((_SLOT, i) for i in range(16))
-_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format,
-                    torch.layout, type(Ellipsis)})
+_PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout,
+                    type(Ellipsis)})
+# floats and bools are tagged in a spec: 2 == 2.0 == True in Python, and a spec is a cache key, but
+# torch.pow(int_tensor, 2) is int64 where torch.pow(int_tensor, 2.0) is float32
+_TYPED = {float: "__float__", bool: "__bool__"}
+_TYPED_TAGS = frozenset(_TYPED.values())
 
 
 class _Opaque:
@@ -188,6 +192,8 @@ def flatten(args, kwargs):
             tensors.append(a)
         elif kind in _PLAIN:
             spec_args.append(a)
+        elif kind is float or kind is bool:
+            spec_args.append((_TYPED[kind], a))
         else:
             spec_args.append(_spec_of(a, tensors))
     spec_args = tuple(spec_args)
@@ -203,12 +209,18 @@ def _spec_of(a, tensors: list):
         return (_SLOT, len(tensors) - 1)
     if kind in _PLAIN:
         return a
+    if kind is float or kind is bool:
+        return (_TYPED[kind], a)
     if kind is list or kind is tuple or isinstance(a, (list, tuple)):
         items = tuple([_spec_of(x, tensors) for x in a])
         return ("__list__", items) if isinstance(a, list) else ("__tuple__", items)
     if isinstance(a, dt.DType):
         return a.torch
-    if isinstance(a, (bool, int, float, str)):
+    if isinstance(a, bool):   # (subclasses: numpy's bool is not one, an IntEnum is an int)
+        return (_TYPED[bool], bool(a))
+    if isinstance(a, float):
+        return (_TYPED[float], float(a))
+    if isinstance(a, (int, str)):
         return a
     if isinstance(a, slice):   # (slices hash only from Python 3.12)
         return ("__slice__", (a.start, a.stop, a.step))
@@ -229,6 +241,8 @@ def _value_of(a, tensors):
     if isinstance(a, tuple):   # (below the top level, every tuple of a spec is a tag)
         if a[0] == _SLOT:
             return tensors[a[1]]
+        if a[0] in _TYPED_TAGS:
+            return a[1]
         items = [_value_of(x, tensors) for x in a[1]]
         return items if a[0] == "__list__" else slice(*items) if a[0] == "__slice__" else tuple(items)
     if isinstance(a, _Opaque):
@@ -241,10 +255,12 @@ def binder(spec):
     sits at the top level of the positional arguments (``cumsum(x, 1)``), the arguments are a
     template with the tensors put in place, no tree walk per launch."""
     args, kwargs = spec
-    if any(isinstance(a, tuple) and a[0] != _SLOT for a in args) or any(isinstance(v, tuple) for _, v in kwargs):
+    slot = lambda a: isinstance(a, tuple) and a[0] == _SLOT  # noqa: E731
+    constant = lambda a: not isinstance(a, tuple) or a[0] in _TYPED_TAGS  # noqa: E731
+    if not all(slot(a) or constant(a) for a in args) or not all(constant(v) for _, v in kwargs):
         return functools.partial(rebuild, spec)   # tensors nested in lists: walk the tree
-    template = [None if isinstance(a, tuple) else _value_of(a, ()) for a in args]
-    slots = [(p, a[1]) for p, a in enumerate(args) if isinstance(a, tuple)]
+    template = [None if slot(a) else _value_of(a, ()) for a in args]
+    slots = [(p, a[1]) for p, a in enumerate(args) if slot(a)]
     fixed = {k: _value_of(v, ()) for k, v in kwargs}
 
     def bind(tensors):
@@ -416,6 +432,42 @@ def _name(fn) -> str:
 
 
 # -- recording ----------------------------------------------------------------------------------
+# (fn, device, argument signature) -> (Recipe or NEEDS_DATA, spec): the recording's fast path for
+# calls whose arguments are tensors and plain values at the top level (``cumsum(x, 1)``), which
+# skips building the spec and the recipe's key anew at each call
+_by_signature: dict = {}
+
+
+def _top_level_signature(fn, args):
+    """``(key, tensors, device)`` of a call whose positional arguments are lazyfuse Tensors and
+    plain values only, or None (nested or other arguments: the spec's walk). The key holds each
+    tensor as (view, dtype, storage shape) — a 3-tuple — and each value as the spec does (floats
+    and bools tagged, 2-tuples): no value of one kind equals one of the other."""
+    key = [fn]
+    tensors = []
+    dev = None
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            st = a._storage
+            key.append((a._view, st.dtype, st.shape))
+            tensors.append(a)
+            if dev is None:
+                dev = a.device
+            elif a.device is not dev:
+                return None   # (the spec's path raises the mixed-devices error)
+        elif kind in _PLAIN:
+            key.append(a)
+        elif kind is float or kind is bool:
+            key.append((_TYPED[kind], a))
+        else:
+            return None
+    if dev is None:
+        return None
+    key.append(dev)
+    return tuple(key), tensors, dev
+
+
 def extern(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` for any torch function, on lazyfuse tensors, recorded lazily.
 
@@ -425,12 +477,21 @@ def extern(fn, *args, **kwargs):
     next drain that needs a result, as one launch between kernels (``lf.stats().extern_launches``);
     ``fn`` must not write its inputs. Functions whose result size depends on the data run at
     once instead (a drain)."""
-    spec, tensors = flatten(args, kwargs)
-    if not tensors:
-        raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
-                         "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
-    dev = common_device(tensors)
-    found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
+    signature = None if kwargs else _top_level_signature(fn, args)
+    known = _by_signature.get(signature[0]) if signature is not None else None
+    if known is not None:
+        (found, spec), tensors, dev = known, signature[1], signature[2]
+    else:
+        spec, tensors = flatten(args, kwargs)
+        if not tensors:
+            raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
+                             "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
+        dev = common_device(tensors)
+        found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
+        if signature is not None:
+            if len(_by_signature) >= _RECIPES_MAX:
+                _by_signature.clear()
+            _by_signature[signature[0]] = (found, spec)
     if found is NEEDS_DATA:
         return run_eagerly(fn, spec, tensors, dev, _name(fn))
     grad = _any_requires_grad(tensors) and autograd.is_grad_enabled()

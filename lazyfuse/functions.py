@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import autograd, ops
 from .errors import DTypeError, ShapeError
 from .ir.node import Op
-from .ir.shapes import normalize_dim
+from .ir.shapes import normalize_dim, prod
 from .runtime.device import all_devices, device as get_device
 from .tensor import Tensor
 
@@ -46,8 +46,17 @@ def minimum(a, b):
     return ops.elementwise(Op.MINIMUM, a, b)
 
 
+# A CAT kernel computes every piece at every output element and selects one (the operands of a
+# select are all computed), so it costs pieces x elements: it is the form of the small cats,
+# where one launch instead of one per piece is the win (a stack of 28 scalars); a large cat is
+# one in-place write per piece into a new storage, each a kernel that reads its piece once.
+CAT_SELECTS = 1 << 16
+
+
 def cat(tensors, dim=0):
-    """Concatenate along ``dim``: each piece is an in-place write into a slice of one new storage."""
+    """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
+    arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
+    all the pending pieces. A large one writes each piece into a slice of one new storage."""
     tensors = list(tensors)
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise DTypeError("cat needs a non-empty sequence of Tensors")
@@ -65,15 +74,20 @@ def cat(tensors, dim=0):
             raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {d}")
     dims, zeros, scalars = ops.operand_dtypes(tensors)
     from .ir.dtypes import result_type
+    from .ir.node import Node
+    from .tensor import result_tensor
     dtype = result_type(dims + zeros, [], [])
     shape = ref.shape[:d] + (sum(t.shape[d] for t in tensors),) + ref.shape[d + 1:]
+    pieces = [t for t in tensors if t.shape[d]]   # (empty pieces hold no element)
+    if 0 < len(pieces) * prod(shape) <= CAT_SELECTS:
+        srcs = tuple([ops.operand_node(dev.engine, t, dtype, t.shape) for t in pieces])
+        return result_tensor(dev, Node(Op.CAT, srcs, dtype, shape, d))
     from .creation import full
     out = full(shape, 0, dtype=dtype, device=dev)
     start = 0
-    for t in tensors:
+    for t in pieces:
         n = t.shape[d]
-        if n:
-            out._with_view(out._view.slice(d, start, start + n, 1)).copy_(t)
+        out._with_view(out._view.slice(d, start, start + n, 1)).copy_(t)
         start += n
     return out
 

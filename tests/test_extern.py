@@ -325,3 +325,47 @@ def test_batch_norm_externs_in_eval_mode_give_torch_cpus_empty_statistics(fn, ha
     if has_training:   # training by keyword
         got = lf.extern(fn, lf.tensor(xt), *[lf.tensor(a) for a in (w, b, rm, rv)], training=False, momentum=0.1, eps=1e-5)
         assert got[1].shape == (0,) and got[2].shape == (0,)
+
+
+def test_calls_that_differ_only_by_an_int_a_float_or_a_bool_are_not_one_signature():
+    # 2 == 2.0 == True in Python: a signature keyed on the values alone took torch.pow(x, 2.0)
+    # for torch.pow(x, 2) (an int64 result where torch's is float32), at the top level and nested
+    xt = torch.tensor([1, 2, 3])
+    x = lf.tensor(xt)
+    for args in ((2,), (2.0,), (True,)):
+        for fn in (torch.pow, lambda t, e: torch.pow(t, [e][0])):
+            got, want = lf.extern(fn, x, *args), fn(xt, *args)
+            assert got.dtype.torch == want.dtype, (args, fn)
+            torch.testing.assert_close(got.torch(), want)
+    for exponent in (2, 2.0):   # by keyword
+        got, want = lf.extern(torch.pow, x, exponent=exponent), torch.pow(xt, exponent=exponent)
+        assert got.dtype.torch == want.dtype
+        torch.testing.assert_close(got.torch(), want)
+    y = lf.tensor([[0.5, 1.5]])
+    torch.testing.assert_close(lf.extern(torch.nn.functional.pad, y, [1, 1], value=1.0).torch(),
+                               torch.nn.functional.pad(y.torch(), [1, 1], value=1.0))
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_intermediates_of_a_chain_of_externs_share_buffers_and_keep_their_values(device):
+    # temporaries whose lifetimes do not overlap share a buffer (ir.planner._share_temps): an
+    # (m, n) intermediate's buffer is taken by a later (m, 1) one and the other way round, so a
+    # shared buffer must be as large as its largest node, at every size the plan is reused at
+    dev = lf.device(device)
+
+    def chain(x):
+        a = lf.extern(torch.cumsum, x, 1)            # (m, n)
+        b = lf.extern(torch.sum, a, 1, keepdim=True)  # (m, 1), while a is live
+        c = lf.extern(torch.cumsum, b, 0)            # (m, 1), in a's buffer
+        d = lf.extern(torch.mul, x, c)               # (m, n), in b's
+        return lf.extern(torch.flip, d, [1])
+
+    def reference(xt):
+        return torch.flip(xt * torch.cumsum(torch.cumsum(xt, 1).sum(1, keepdim=True), 0), [1])
+
+    for shape in ((40, 24), (24, 40), (40, 24)):   # (a size class holds 64 float64 elements)
+        xt = _x(*shape, seed=sum(shape), dtype=torch.float64)
+        got = chain(lf.tensor(xt, device=dev))
+        torch.testing.assert_close(got.torch(), reference(xt))
+        plan = next(reversed(dev.engine.plans.values()))
+        assert plan.n_extern == 5 and len(plan.temps) == 2   # four intermediates in two buffers

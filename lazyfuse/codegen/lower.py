@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..ir.dtypes import bool_, int64
 from ..ir.node import Kind, Op
 from ..ir.shapes import contiguous_strides
 from . import index as ix
@@ -136,6 +137,8 @@ class Lowering:
             if src.op is Op.SCALAR:
                 return self.scalar(si)
             return self.ev(si, ix.unravel(flat, src.shape))
+        if n.op is Op.CAT:
+            return self.concatenation(n, idx)
         if n.kind is Kind.ELEMENTWISE:
             return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype)
         flat = ix.linear(idx, contiguous_strides(n.shape))
@@ -150,6 +153,26 @@ class Lowering:
         if n.kind is Kind.SCAN:
             return self.scan(i, idx)
         raise AssertionError(f"cannot lower {n} inside a kernel")
+
+    def concatenation(self, n, idx):
+        """``CAT`` at ``idx``: the source whose slice of dim ``n.arg`` holds the index, selected
+        by comparisons of the index with the slices' ends. Every source is read at its own index
+        modulo its size along the dim, so the reads of the sources not selected stay in bounds
+        (a kernel computes every operand of a select)."""
+        d = n.arg
+        j = idx[d]
+        value, start = None, n.shape[d]
+        for src in reversed(n.srcs):
+            size = src.shape[d]
+            start -= size
+            at = ix.mod(j + Affine((-start) % size, ()), size)   # (j - start) mod size, from a non-negative form
+            piece = self.ev(self.pos[id(src)], idx[:d] + (at,) + idx[d + 1:])
+            if value is None:
+                value = piece
+            else:
+                inside = Apply(Op.LT, (IndexValue(j, int64), IndexValue(Affine(start + size, ()), int64)), bool_)
+                value = Apply(Op.WHERE, (inside, piece, value), n.dtype)
+        return value
 
     def canonical(self, shape) -> tuple:
         """The index at which a reduction of this kernel is read: its row, reduced dims at 0."""

@@ -4,7 +4,7 @@ Nodes are compared by identity; a node's ``srcs`` are the values it reads, in pr
 order. Shapes of an elementwise node's sources equal its own — broadcasting is recorded as
 an explicit ``VIEW`` (an expand), so the planner and the code generators never re-derive it —
 except runtime ``SCALAR`` sources (0-d), which broadcast by definition: a scalar has the same
-value at every index.
+value at every index, and ``CAT``'s, which differ along its dim.
 """
 from __future__ import annotations
 
@@ -78,6 +78,10 @@ class Op(enum.Enum):
     XOR = ("xor", Kind.ELEMENTWISE)
     # elementwise, ternary
     WHERE = ("where", Kind.ELEMENTWISE)
+    # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
+    # element is read from the source whose slice holds it (index arithmetic, one select per
+    # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
+    CAT = ("cat", Kind.ELEMENTWISE)
     # reductions over ``arg`` (a sorted tuple of axes); the result keeps the axes with size 1
     SUM = ("sum", Kind.REDUCE)
     MAX = ("max", Kind.REDUCE)
@@ -123,7 +127,7 @@ class Op(enum.Enum):
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE,
-    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE}
+    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.CAT}
 
 
 class Node:

@@ -320,6 +320,46 @@ def _assign_slots(g: DrainGraph, groups, must) -> tuple[dict, int]:
     return slots, n_temps
 
 
+def _share_temps(g: DrainGraph, groups, slots, n_temps: int) -> tuple[dict, int]:
+    """Temporaries whose lifetimes do not overlap share one buffer of their dtype: a chain of
+    library calls (externs, matmuls) binds two intermediate buffers, not one per call, and its
+    drain takes two from the pool. A temporary lives from the first kernel (in ``groups``'
+    order) that stores it to the last that reads or stores it, so a kernel never reads one
+    temporary and writes another in the same buffer. Shared by dtype, whatever the sizes: a
+    plan is reused at other sizes of its structure (``at_sizes``), and a shared slot's buffer
+    is as large as its largest node (runtime.build.assemble)."""
+    if n_temps < 2:
+        return slots, n_temps
+    first, last = {}, {}
+    for p, grp in enumerate(groups):
+        for i in (*grp.outputs, *grp.inputs):
+            slot = slots.get(i)
+            if slot is not None and slot[0] == "temp":
+                first.setdefault(slot[1], p)
+                last[slot[1]] = p
+    dtype = {slot[1]: g.nodes[i].dtype for i, slot in slots.items() if slot[0] == "temp"}
+    starts, ends = {}, {}     # position -> the temporaries first / last used there
+    for t in sorted(first):
+        starts.setdefault(first[t], []).append(t)
+        ends.setdefault(last[t], []).append(t)
+    buffer_of = {}            # temporary -> the shared slot it takes
+    free = {}                 # dtype -> shared slots no live temporary holds
+    n_shared = 0
+    for p in range(len(groups)):
+        for t in ends.get(p - 1, ()):
+            free.setdefault(dtype[t], []).append(buffer_of[t])
+        for t in starts.get(p, ()):
+            kept = free.get(dtype[t])
+            if kept:
+                buffer_of[t] = kept.pop()
+            else:
+                buffer_of[t] = n_shared
+                n_shared += 1
+    if n_shared == n_temps:   # none shared: the planner's own numbering
+        return slots, n_temps
+    return {i: ("temp", buffer_of[slot[1]]) if slot[0] == "temp" else slot for i, slot in slots.items()}, n_shared
+
+
 def _versions(g: DrainGraph, slots) -> list:
     """For each physical buffer, its versions in write order (lists of node indices).
 
@@ -404,7 +444,11 @@ def plan(g: DrainGraph, forced: dict | None = None, matmul_template=frozenset())
         fix = _repairs(g, groups, slots)
         if not fix:
             groups = _merge_extern_siblings(g, _merge_foreach(g, _merge_pointwise(g, groups, slots), slots))
-            return Plan(_order(g, groups, slots), slots, n_temps)
+            ordered = _order(g, groups, slots)
+            if not any(g.nodes[grp.output].op is Op.COLLECTIVE for grp in ordered):
+                # (a collective runs asynchronously: its buffers stay its own until it is waited for)
+                slots, n_temps = _share_temps(g, ordered, slots, n_temps)
+            return Plan(ordered, slots, n_temps)
         for i, why in fix.items():
             forced.setdefault(i, why)
     raise AssertionError("fusion planner did not converge")  # each round forces one more node: unreachable

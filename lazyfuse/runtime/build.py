@@ -164,8 +164,11 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     sketch = GraphSketch.of(nodes, targets)
     temps = [None] * planned.n_temps
     for i, slot in planned.slots.items():
-        if slot[0] == "temp":
-            temps[slot[1]] = (nodes[i].dtype, prod(nodes[i].shape))
+        if slot[0] == "temp":   # (temporaries of one dtype may share a slot: its largest sizes it)
+            held = temps[slot[1]]
+            numel = prod(nodes[i].shape)
+            if held is None or held[1] < numel:
+                temps[slot[1]] = (nodes[i].dtype, numel)
     n_ops = sum(1 for n in nodes if n.is_pending and n.kind is not Kind.VIEW)
     step_of = {o: j for j, st in enumerate(steps) for o in st.group.outputs}
     # where the steady state finds what this drain binds: every node of the trace is on the

@@ -55,7 +55,7 @@ def library_thunk(step, bufs, gather=None, meta=None):
     """A library call (matmul, gather, collective, extern) on torch views of the bound buffers: no copies.
     ``gather`` replaces the host-checked gather (a GPU checks its indices on the device)."""
     if step.kind is MATMUL:
-        return memo_on_blocks(step, step.config, bufs, lambda: matmul_call(step, step.config, bufs))
+        return memo_on_blocks(step, step.config, bufs, matmul_call, step, step.config, bufs)
     if step.kind is EXTERN:   # an ExternLaunch: its own views, every output it binds
         return extern_thunk(step.kernel.arg, bufs, meta)
     args = [typed_view(b, v) for b, v in zip(bufs, _library_views(step.kernel, None))]
@@ -70,26 +70,34 @@ def library_thunk(step, bufs, gather=None, meta=None):
 def extern_thunk(launch, bufs, meta):
     """The launch of an extern step on ``bufs``; a random call reads its seed and stream offset
     from the metadata, so it is made anew each drain."""
-    make = lambda: launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)  # noqa: E731
-    return make() if launch.random else memo_on_blocks(launch, None, bufs, make)
+    if launch.random:
+        return _extern_call(launch, bufs, meta)
+    return memo_on_blocks(launch, None, bufs, _extern_call, launch, bufs, meta)
 
 
-def memo_on_blocks(owner, variant, bufs, make):
-    """``make()``, the library call of ``owner`` (a matmul step, an extern launch) in ``variant``
-    (a matmul's library) on ``bufs``, kept on its last buffer's pool block: a steady state binds
-    the same blocks drain after drain, and then the call made for them last time (torch views,
-    arguments, ``out=``) is the call to make now — building it costs more than the launch itself
-    at small sizes."""
+def _extern_call(launch, bufs, meta):
+    return launch.thunk([typed_view(b, v) for b, v in zip(bufs, launch.views)], meta)
+
+
+def memo_on_blocks(owner, variant, bufs, make, *args):
+    """``make(*args)``, the library call of ``owner`` (a matmul step, an extern launch) in
+    ``variant`` (a matmul's library) on ``bufs``, kept on its last buffer's pool block: a steady
+    state binds the same blocks drain after drain, and then the call made for them last time
+    (torch views, arguments, ``out=``) is the call to make now — building it costs more than the
+    launch itself at small sizes. (``make`` and its arguments, not a closure: this runs per
+    launch, and a closure made per launch costs as much as the lookup.)"""
     blocks = tuple([getattr(b, "block", None) for b in bufs])
     memo_block = blocks[-1]
     if memo_block is None:
-        return make()
-    key = ("launch", id(owner))   # (the entry holds the owner: its id is not reused meanwhile)
+        return make(*args)
+    # (an int, never a typed view's (dtype, View) key; the entry holds the owner, so its id is
+    # not reused meanwhile)
+    key = id(owner)
     memo = memo_block.views.get(key)
     # (blocks compare by identity: a Block defines no equality)
     if memo is not None and memo[0] is owner and memo[1] == variant and memo[2] == blocks:
         return memo[3]
-    thunk = make()
+    thunk = make(*args)
     if None not in blocks:   # (imported memory is never memoized: the memo would keep it alive)
         if len(memo_block.views) >= 16:
             memo_block.views.clear()
