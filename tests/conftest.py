@@ -27,3 +27,32 @@ def last_candidate_wins(monkeypatch):
         return 1.0 / len(timed)
     monkeypatch.setattr(autotune, "benchmark", last_wins)
     return timed
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """What a new process with an empty cache folder starts with: no C library or Triton module
+    loaded, no plan (or plan structure) cached on the cpu and interpreter engines, nothing pending
+    from an earlier test (it would join the first drain). The next new kernel compiles."""
+    from collections import OrderedDict
+
+    import lazyfuse as lf
+    from lazyfuse.codegen import c_compile
+    from lazyfuse.runtime import triton_devices
+
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(c_compile, "_loaded", c_compile.LibraryCache())
+    monkeypatch.setattr(c_compile, "_holder", {})
+    monkeypatch.setattr(triton_devices, "_loaded", OrderedDict())
+    engines = [lf.device(kind).engine for kind in ("cpu", "interpreter")]
+
+    def forget_plans():
+        for engine in engines:
+            for cache in (engine.plans, engine.structures, engine.planned):
+                cache.clear()
+
+    for kind in ("cpu", "interpreter"):
+        lf.sync(lf.device(kind))
+    forget_plans()
+    yield tmp_path
+    forget_plans()

@@ -16,17 +16,6 @@ def _kernel(name, body="(void)args; (void)meta;"):
     return f"void {name}(char **args, const long *meta) {{ {body} }}\n"
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty disk cache, and this process's memory of compiled kernels forgotten."""
-    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(c_compile, "_loaded", c_compile.LibraryCache())
-    monkeypatch.setattr(c_compile, "_holder", {})
-    CPU.engine.plans.clear()
-    yield tmp_path
-    CPU.engine.plans.clear()
-
-
 def forget_process():
     """What a second process sharing the disk cache starts with: nothing loaded, no plan."""
     c_compile._loaded = c_compile.LibraryCache()

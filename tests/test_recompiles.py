@@ -20,17 +20,6 @@ from lazyfuse.runtime import engine
 CPU = lf.device("cpu")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty cache folder and no library or plan in memory: the next new kernel compiles."""
-    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(c_compile, "_loaded", c_compile.LibraryCache())
-    lf.sync(CPU)   # no work left pending by an earlier test joins the first drain here
-    CPU.engine.plans.clear()
-    yield tmp_path
-    CPU.engine.plans.clear()
-
-
 def run(x):
     return ((x * 2 + 1).tanh() * x.exp()).sum(-1)
 

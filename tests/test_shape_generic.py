@@ -31,21 +31,6 @@ from programs_cases import CASES, inline_matmul_threshold, run_case
 CPU = lf.device("cpu")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty cache folder, no C library or Triton module loaded, no plan cached."""
-    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(c_compile, "_loaded", c_compile.LibraryCache())
-    monkeypatch.setattr(triton_devices, "_loaded", OrderedDict())
-    devices = [lf.device("cpu"), lf.device("interpreter")]
-    for dev in devices:
-        lf.sync(dev)
-        dev.engine.plans.clear()
-    yield tmp_path
-    for dev in devices:
-        dev.engine.plans.clear()
-
-
 def program(lib, x, w):
     """A fused chain into a row reduction, a softmax and a column reduction: three kernels."""
     y = ((x * 2 + 1).tanh() * x.exp()).sum(-1, keepdim=True)

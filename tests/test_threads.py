@@ -288,11 +288,10 @@ def test_a_launch_runs_on_its_configs_thread_count_and_then_the_budgets(probe_la
     assert probe_launch(CConfig(), batched) == 3   # the launch's own count ended with it
 
 
-def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch, tmp_path):
+def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch, fresh_cache):
     """Tuning a parallel pointwise kernel times the default and the serial launch of one compiled
     function: one source reaches the compiler for the two, and both are timed."""
     from lazyfuse.codegen import c_compile
-    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
     built = []
     real = c_compile.build_functions
@@ -302,6 +301,6 @@ def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch
     got = (lf.tensor(x) * 3 + 1).tanh().numpy()
     np.testing.assert_allclose(got, np.tanh(x.astype(np.float64) * 3 + 1), rtol=1e-6, atol=1e-6)
     assert built == [1]
-    (entry,) = [json.loads(p.read_text()) for p in (tmp_path / "autotune").glob("*.json")]
+    (entry,) = [json.loads(p.read_text()) for p in (fresh_cache / "autotune").glob("*.json")]
     assert sorted(entry["timings_us"]) == sorted(["threads=all,strategy=auto,tile=16,unroll=8,lanes=1024",
                                                   "threads=1,strategy=auto,tile=16,unroll=8,lanes=1024"])
