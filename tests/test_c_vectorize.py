@@ -63,3 +63,19 @@ def test_a_one_hot_of_int64_targets_vectorises(tmp_path):
     (src,) = sources
     assert "? 1.0f : 0.0f" in src
     assert unvectorised_loops(src, tmp_path) == [], src
+
+
+def test_maximum_minimum_and_clamp_vectorise_and_propagate_nan(tmp_path):
+    """A float maximum/minimum prints its select and its NaN test as two statements: written as one
+    condition (``a != a || a > b ? a : b``), gcc 12 under -fno-trapping-math made two branches per
+    element and vectorised nothing (a clamp of 2^20 floats: 4 ms against 0.11 ms). NaN still
+    propagates from either operand, as torch's does."""
+    xs = np.array([-2.0, -0.25, 0.0, 0.75, 3.0, np.nan, -np.inf, np.inf] * 4, dtype=np.float32)
+    ys = np.roll(xs, 3)
+    x, y = lf.tensor(xs), lf.tensor(ys)
+    out, sources = kernel_sources(lambda: lf.minimum(lf.maximum(x, y).clamp(-0.5, 0.5), y * 2).numpy())
+    xt, yt = torch.from_numpy(xs).double(), torch.from_numpy(ys).double()
+    want = torch.minimum(torch.maximum(xt, yt).clamp(-0.5, 0.5), yt * 2).numpy()
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+    (src,) = sources
+    assert unvectorised_loops(src, tmp_path) == [], src
