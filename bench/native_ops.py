@@ -1,0 +1,108 @@
+"""Native ops against their torch eager call at 2^20 elements: issue 18's bar that a native
+(fused, generated) op is never slower than torch's own kernel for it.
+
+Each op runs on a realized (1024, 1024) float32 input (a second one for binary ops, a bool mask
+for ``masked_fill``/``where``): *lazyfuse* records the op and drains it with its result held (the
+plan cached: the steady state), *torch* calls the same op eagerly. Both are called round-robin
+(``timeit_interleaved``) with the same thread count, and the page lists each ratio and the ops
+where lazyfuse was slower.
+
+    python -m bench.native_ops [--smoke] [--out DIR]
+"""
+import argparse
+
+import numpy as np
+import torch
+
+import lazyfuse as lf
+from bench.common import configure, heading, machine, match_threads, publish, timeit_interleaved
+
+SHAPE = (1024, 1024)   # 2^20 elements
+
+# name -> f(lib, x, y, mask): the same call on lazyfuse and on torch (lazyfuse answers to torch's names)
+UNARY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "erfc", "log1p", "expm1", "log2", "exp2",
+         "sin", "cos", "abs", "neg", "floor", "ceil", "round", "trunc", "frac", "sign", "square", "reciprocal",
+         "isnan", "isfinite", "nan_to_num"]
+ACTIVATIONS = ["relu", "gelu", "silu", "elu", "selu", "celu", "softplus", "hardtanh", "hardswish",
+               "hardsigmoid", "mish", "logsigmoid", "leaky_relu", "relu6"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "fmod", "remainder", "copysign",
+          "logaddexp", "pow"]
+OPS = {name: (lambda n: lambda lib, x, y, m: getattr(lib, n)(x))(name) for name in UNARY}
+OPS.update({name: (lambda n: lambda lib, x, y, m: getattr(lib.nn.functional, n)(x))(name) for name in ACTIVATIONS})
+OPS.update({name: (lambda n: lambda lib, x, y, m: getattr(lib, n)(x, y))(name) for name in BINARY})
+OPS.update({
+    "clamp": lambda lib, x, y, m: lib.clamp(x, -0.5, 0.5),
+    "lerp": lambda lib, x, y, m: lib.lerp(x, y, 0.3),
+    "addcmul": lambda lib, x, y, m: lib.addcmul(x, x, y, value=0.5),
+    "addcdiv": lambda lib, x, y, m: lib.addcdiv(x, x, y, value=0.5),
+    "where": lambda lib, x, y, m: lib.where(m, x, y),
+    "masked_fill": lambda lib, x, y, m: x.masked_fill(m, 0.0),
+    "tril": lambda lib, x, y, m: lib.tril(x),
+    "flip": lambda lib, x, y, m: lib.flip(x, (1,)),
+    "sum(-1)": lambda lib, x, y, m: x.sum(-1),
+    "sum(0)": lambda lib, x, y, m: x.sum(0),
+    "mean(-1)": lambda lib, x, y, m: x.mean(-1),
+    "amax(-1)": lambda lib, x, y, m: x.amax(-1),
+    "prod(-1)": lambda lib, x, y, m: x.prod(-1),
+    "var(-1)": lambda lib, x, y, m: x.var(-1),
+    "logsumexp(-1)": lambda lib, x, y, m: lib.logsumexp(x, -1),
+    "softmax(-1)": lambda lib, x, y, m: x.softmax(-1),
+    "log_softmax(-1)": lambda lib, x, y, m: x.log_softmax(-1),
+    "cumsum(-1)": lambda lib, x, y, m: x.cumsum(-1),
+    "cumsum(0)": lambda lib, x, y, m: x.cumsum(0),
+    "any(-1)": lambda lib, x, y, m: m.any(-1),
+    "layer_norm": lambda lib, x, y, m: lib.nn.functional.layer_norm(x, (SHAPE[-1],)),
+})
+SMOKE_OPS = ["exp", "add", "sum(-1)"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--smoke", action="store_true", help="three ops, a few calls: checks the script, no results")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    configure(args.out, smoke=args.smoke)
+    match_threads()
+    dev = lf.device("cpu")
+    rng = np.random.default_rng(0)
+    # positive y keeps div/fmod/pow/log finite; x spans both signs
+    x_np = rng.standard_normal(SHAPE).astype(np.float32)
+    y_np = (rng.random(SHAPE) + 0.5).astype(np.float32)
+    m_np = rng.random(SHAPE) < 0.5
+    xt, yt, mt = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.from_numpy(m_np)
+    x, y, m = (lf.tensor(a, device=dev) for a in (x_np, y_np, m_np))
+    rows = []
+    for name in (SMOKE_OPS if args.smoke else OPS):
+        op = OPS[name]
+        want = op(torch, xt.double(), yt.double(), mt)
+        got = op(lf, x, y, m)
+        err = float(np.nanmax(np.abs(got.numpy().astype(np.float64) - want.numpy())) if want.dtype != torch.bool
+                    else (got.numpy() != want.numpy()).sum())
+
+        def lazy(op=op):
+            out = op(lf, x, y, m)
+            lf.sync(dev)
+            return out
+
+        t = timeit_interleaved({"lazyfuse": lazy, "torch": lambda op=op: op(torch, xt, yt, mt)},
+                               reps=20, warmup=3, min_time=0.3)
+        rows.append({"op": name, "lazyfuse_us": t["lazyfuse"] * 1e6, "torch_us": t["torch"] * 1e6,
+                     "speedup": t["torch"] / t["lazyfuse"], "max_err": err})
+    info = machine()
+    slower = [r["op"] for r in rows if r["speedup"] < 1.0]
+    lines = heading("native ops vs torch eager at 2^20 elements", info, "torch") + [
+        "Each op on realized (1024, 1024) float32 inputs; lazyfuse: recorded and drained (plan cached), "
+        "torch: the eager call; medians, called round-robin. max err: against float64 torch "
+        "(bool results: elements that differ).", "",
+        "| op | lazyfuse us | torch eager us | torch / lazyfuse | max err |", "|---|---|---|---|---|"]
+    lines += [f"| {r['op']} | {r['lazyfuse_us']:.0f} | {r['torch_us']:.0f} | {r['speedup']:.2f}x | {r['max_err']:.1e} |"
+              for r in rows]
+    lines += ["", f"Slower than torch eager: {', '.join(slower) if slower else 'none'} "
+              f"({len(rows) - len(slower)} of {len(rows)} ops at least torch's speed)."]
+    publish("native_ops", {"machine": info, "ops": rows, "slower": slower}, lines,
+            {r["op"]: r["speedup"] for r in rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
