@@ -41,6 +41,20 @@ def inline_matmul_threshold(macs: int):
         lf_ops.INLINE_MATMUL = old
 
 
+def drained_plans(program):
+    """``program()``'s result, and the plans of the drains it and one last ``lf.sync`` ran (the
+    engine's ``drain_hook`` sees each)."""
+    from lazyfuse.runtime import engine
+    plans, old = [], engine.drain_hook
+    engine.drain_hook = lambda device, plan, build: plans.append(plan)
+    try:
+        out = program()
+        lf.sync()
+    finally:
+        engine.drain_hook = old
+    return out, plans
+
+
 def _nn(lib):
     return lib.nn.functional
 

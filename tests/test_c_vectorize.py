@@ -11,21 +11,14 @@ import torch
 import lazyfuse as lf
 from lazyfuse.codegen import c_compile
 from lazyfuse.codegen.c_printer import PRELUDE
+from programs_cases import drained_plans
 
 CPU = lf.device("cpu")
 
 
 def kernel_sources(program):
     """The C source of each kernel of the plan ``program`` drains (its result, then the sources)."""
-    from lazyfuse.runtime import engine
-    plans = []
-    old = engine.drain_hook
-    engine.drain_hook = lambda device, plan, build: plans.append(plan)
-    try:
-        out = program()
-        lf.sync()
-    finally:
-        engine.drain_hook = old
+    out, plans = drained_plans(program)
     return out, [st.source for plan in plans for st in plan.steps if st.kind == "kernel"]
 
 

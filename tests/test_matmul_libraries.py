@@ -10,7 +10,8 @@ import torch
 import lazyfuse as lf
 from lazyfuse import ops
 from lazyfuse.codegen import autotune
-from lazyfuse.runtime import cpu, engine
+from lazyfuse.runtime import cpu
+from programs_cases import drained_plans
 
 CPU = lf.device("cpu")
 ONEDNN = cpu._onednn_linear() is not None
@@ -70,14 +71,7 @@ def test_every_library_computes_the_matmul(monkeypatch, tmp_path, layout, librar
 
 def step_of(program):
     """The (only) matmul step of the plan ``program`` drains, and its bound buffers' dtypes."""
-    plans = []
-    old = engine.drain_hook
-    engine.drain_hook = lambda device, plan, build: plans.append(plan)
-    try:
-        out = program()
-        lf.sync()
-    finally:
-        engine.drain_hook = old
+    out, plans = drained_plans(program)
     steps = [st for plan in plans for st in plan.steps if st.kind == "matmul"]
     assert len(steps) == 1
     return out, steps[0]

@@ -305,14 +305,14 @@ static inline float lf_erff(float x)
  * exp(-x^2/2)*2^64 lets gcc evaluate the exp on both sides of it, and the
  * clamped side underflows through denormals on every element (a microcode
  * assist per lane: 2.5x slower loops on Zen 1). */
-static inline float lf_geluf(float x)
+/* erfc(t) * 2^64 at t = axc/sqrt2 (axc = |x| clamped to 14.5, where exp(-14.5^2/2)*2^64 is
+ * normal), and exp(-x^2/2) * 2^64 in *e2 (scaled so the far tail keeps full precision): what
+ * lf_geluf and lf_gelu_gradf share. */
+static inline float lf__erfc64(float axc, float *e2)
 {
-    float ax = fabsf(x);
-    float axc = ax < 14.5f ? ax : 14.5f;            /* exp(-14.5^2/2)*2^64 is normal */
     float hi, lo;
     lf__sqr2(axc, &hi, &lo);                        /* x^2 = hi + lo */
-    /* exp(-x^2/2) * 2^64 (scaled so the far tail keeps full precision) */
-    float e2 = lf__exp_core64(-0.5f * hi, 0.5f * lo);
+    *e2 = lf__exp_core64(-0.5f * hi, 0.5f * lo);
     float d = axc * 0.707106781186547524f + 1.0f;   /* 1 + t, t = |x|/sqrt2 <= 10.25 */
     float v = 1.0f / d;
     float u = v - 0.5f;
@@ -329,7 +329,15 @@ static inline float lf_geluf(float x)
     p = p * u - 3.822234869e-01f;
     p = p * u + 4.753613770e-01f;
     p = p * u + 8.551671505e-01f;
-    float q = (0.5f * x) * ((e2 * p) / d) * 0x1p-64f;     /* 0.5 x erfc(|x|/sqrt2) */
+    return (*e2 * p) / d;
+}
+
+static inline float lf_geluf(float x)
+{
+    float ax = fabsf(x);
+    float axc = ax < 14.5f ? ax : 14.5f;
+    float e2;
+    float q = (0.5f * x) * lf__erfc64(axc, &e2) * 0x1p-64f;     /* 0.5 x erfc(|x|/sqrt2) */
     float r = x >= 0.0f ? x - q : q;
     float far = x >= 0.0f ? x : (x == -INFINITY ? NAN : -0.0f);
     r = ax < 14.5f ? r : far;
@@ -348,25 +356,8 @@ static inline float lf_gelu_gradf(float x)
 {
     float ax = fabsf(x);
     float axc = ax < 14.5f ? ax : 14.5f;
-    float hi, lo;
-    lf__sqr2(axc, &hi, &lo);
-    float e2 = lf__exp_core64(-0.5f * hi, 0.5f * lo);   /* exp(-x^2/2) * 2^64 */
-    float d = axc * 0.707106781186547524f + 1.0f;
-    float v = 1.0f / d;
-    float u = v - 0.5f;
-    float p = -6.776236296e-01f;                        /* lf_geluf's P(u) */
-    p = p * u + 7.767965794e-01f;
-    p = p * u + 9.350130707e-02f;
-    p = p * u - 6.364834905e-01f;
-    p = p * u + 4.964570403e-01f;
-    p = p * u - 7.524619251e-02f;
-    p = p * u - 3.073405921e-01f;
-    p = p * u + 4.062010050e-01f;
-    p = p * u - 1.112166122e-01f;
-    p = p * u - 3.822234869e-01f;
-    p = p * u + 4.753613770e-01f;
-    p = p * u + 8.551671505e-01f;
-    float h = (0.5f * ((e2 * p) / d)) * 0x1p-64f;     /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
+    float e2;                                            /* exp(-x^2/2) * 2^64 */
+    float h = (0.5f * lf__erfc64(axc, &e2)) * 0x1p-64f;  /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
     float xpdf = (x * e2 * 0.398942280401432678f) * 0x1p-64f;
     float r = (x >= 0.0f ? 1.0f - h : h) + xpdf;
     float far = x > 0.0f ? 1.0f : -0.0f;
