@@ -54,6 +54,24 @@ def scalar_value(value, dtype: dt.DType):
     return value
 
 
+# torch's CPU add and sub of a float16/bfloat16 tensor and a Python number round the number to the
+# tensor's dtype first (float16(0.001) - 0.001 is 0 there), where mul and div compute with the
+# number as it is, in float32; lazyfuse's kernels compute half types in float32, so these ops' scalars
+# are rounded at recording (tests/test_semantics.py).
+SCALAR_ROUNDED_OPS = frozenset({Op.ADD, Op.SUB})
+_HALF_TYPES = frozenset({dt.float16, dt.bfloat16})
+
+
+@functools.lru_cache(maxsize=1024)
+def _rounded(value: float, dtype: dt.DType) -> float:
+    return torch.tensor(value, dtype=torch.float64).to(dtype.torch).item()
+
+
+def rounded_scalar(value, dtype: dt.DType):
+    """``value`` rounded to ``dtype`` as torch's cast rounds it (inf beyond its range)."""
+    return _rounded(float(value), dtype) if not isinstance(value, bool) else value
+
+
 def scalar_node(value, dtype: dt.DType) -> Node:
     return Node(Op.SCALAR, (), dtype, (), scalar_value(value, dtype))
 
@@ -106,6 +124,7 @@ def binary_method(op: Op, reflected: bool = False):
     """
     SCALAR = Op.SCALAR
     out_bool = op in COMPARE
+    rounds = op in SCALAR_ROUNDED_OPS   # (a number meeting a half-type tensor: rounded_scalar)
     fast_dtypes = frozenset(d for d in dt.ALL if not (d.is_bool or (op is Op.DIV and not d.is_float)))
 
     def method(a, b):
@@ -116,7 +135,8 @@ def binary_method(op: Op, reflected: bool = False):
             shape = a._view.shape
             x = st.current if a._view is st.view else a._read()
             if tb is float and ct.is_float or tb is int and -_I64 <= b < _I64:   # else: refused below
-                other = Node(SCALAR, (), ct, (), float(b) if ct.is_float else b)   # broadcasts as is
+                value = (rounded_scalar(b, ct) if rounds and ct in _HALF_TYPES else float(b)) if ct.is_float else b
+                other = Node(SCALAR, (), ct, (), value)   # broadcasts as is
             elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct:
                 bs = b._storage
                 other = bs.current if b._view is bs.view else b._read()
@@ -215,6 +235,8 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
         raise DTypeError(f"{op.label} needs at least one Tensor operand")
     engine = dev.engine
     ct, shape, odt = _elementwise_types(op, tuple([_operand_signature(a) for a in args]), out_dtype, compute_dtype)
+    if op in SCALAR_ROUNDED_OPS and ct in _HALF_TYPES:
+        args = tuple([rounded_scalar(a, ct) if is_scalar(a) else a for a in args])
     srcs = tuple([operand_node(engine, a, ct, shape) for a in args])
     out = _t.result_tensor(dev, Node(op, srcs, odt, shape))
     if autograd.recording(*args):

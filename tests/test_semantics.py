@@ -274,3 +274,21 @@ def test_integer_index_out_of_range_raises(i):
         lf.zeros(3, 4)[i]
     with pytest.raises(lf.ShapeError):
         lf.tensor(1.0)[0]                             # a 0-d tensor has no dim to index
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_half_type_arithmetic_with_a_python_number_rounds_as_torch_does(device, dtype):
+    """torch's add and sub round a Python number to the half-type tensor's dtype first
+    (float16(0.001) - 0.001 is exactly 0), where mul and div compute with the number as it is; a
+    differential run found lazyfuse's sub_ giving 4e-7 there (and a remainder by it -0.0, not nan)."""
+    values = np.array([0.0010004043579101562, 1.0009765625, 3.14, -2.5, 1e-3, 65504.0], dtype=np.float32)
+    tt = torch.from_numpy(values).to(getattr(torch, dtype))
+    x = lf.tensor(tt.float().numpy(), device=device).to(getattr(lf, dtype))
+    for s in (0.001, 1e-4, 0.3, 7):
+        for name, f in [("add", lambda a: a + s), ("sub", lambda a: a - s), ("rsub", lambda a: s - a),
+                        ("mul", lambda a: a * s), ("div", lambda a: a / s), ("sub_", lambda a: a.clone().sub_(s)),
+                        ("add alpha", lambda a: a.add(s, alpha=2))]:
+            got = torch.from_numpy(f(x).float().numpy())
+            want = f(tt).float()
+            assert torch.equal(got, want), (name, s, got, want)
