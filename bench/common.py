@@ -167,9 +167,9 @@ def publish(name: str, payload: dict, lines: list, ratios: dict | None = None) -
         lines = [*lines, "", *noise]
     if _settings["smoke"]:
         lines = [*lines, "", SMOKE_NOTE]
-    # a NaN (a peer that did not run: "nan", "nanx") is "n/a" in tables, null in JSON, and no bar in
-    # the chart; a cell that only starts with the letters (an op named nan_to_num) stays
-    markdown = "\n".join(re.sub(r"(?<=\|) ?nanx?[^|A-Za-z_]*(?=\|)", " n/a ", ln) if ln.startswith("|") else ln
+    # a NaN (a peer that did not run: "nan", "nanx faster") is "n/a" in tables, null in JSON, and no
+    # bar in the chart; a cell that only starts with the letters (an op named nan_to_num) stays
+    markdown = "\n".join(re.sub(r"(?<=\|) ?nan(?![_a-wyz])[^|]*(?=\|)", " n/a ", ln) if ln.startswith("|") else ln
                          for ln in lines).rstrip("\n") + "\n"
     print(markdown)
     folder = _settings["folder"]

@@ -117,7 +117,7 @@ def signature(kernel: Kernel) -> str:
 class Tuner:
     def __init__(self, backend_id: str):
         self.backend_id = backend_id   # device name + toolchain versions
-        self.folder = None
+        self.folders = {}   # LAZYFUSE_CACHE_DIR -> its autotune folder (made once; the knob is read each time)
 
     def key(self, signature: str) -> str:
         from ..version import __version__
@@ -125,9 +125,11 @@ class Tuner:
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
     def _path(self, key: str):
-        if self.folder is None:
-            self.folder = cache_dir("autotune")
-        return self.folder / f"{key}.json"
+        root = config.CACHE_DIR.get()
+        folder = self.folders.get(root)
+        if folder is None:
+            folder = self.folders[root] = cache_dir("autotune")
+        return folder / f"{key}.json"
 
     def entry(self, key: str) -> dict:
         """The stored entry of ``key`` ({} where missing or corrupted)."""
