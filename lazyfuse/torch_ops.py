@@ -775,6 +775,32 @@ FUNCTIONS.update(_native_norm_forms())
 FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})
 FUNCTIONS.update(_stacking_functions())
 
+# Tensor methods of lazyfuse's own (tensor.py) that torch also offers as ``torch.<name>(input, ...)``
+# with the method's arguments: ``lf.exp(x)`` is ``x.exp()``, native and fused, where it used to
+# reach torch's function as an extern (one library call per op, a fusion boundary)
+_NATIVE_METHOD_FUNCTIONS = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+                            "reciprocal", "isnan", "logical_not", "pow", "clamp", "clip", "sum", "mean", "amax",
+                            "amin", "max", "min", "argmax", "argmin", "var", "std", "softmax", "log_softmax")
+
+
+def _method_as_function(name: str):
+    """``lf.<name>(input, ...)``: the Tensor method on a lazyfuse ``input``; anything else (a
+    number first, as in ``torch.pow(2, x)``, or an ``out=`` tensor) is torch's function, an extern."""
+    def function(input, *args, **kwargs):
+        from .tensor import Tensor
+        method = Tensor.__dict__[name]
+        if isinstance(input, Tensor) and "out" not in kwargs:
+            return method(input, *args, **kwargs)
+        import torch
+        from .surface import namespace_function
+        return namespace_function(torch, "lf.", name)(input, *args, **kwargs)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``input.{name}(...)`` (see ``Tensor.{name}``)."
+    return function
+
+
+FUNCTIONS.update({name: _method_as_function(name) for name in _NATIVE_METHOD_FUNCTIONS})
+
 
 def install() -> None:
     """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
