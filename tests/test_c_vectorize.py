@@ -22,16 +22,20 @@ def kernel_sources(program):
     return out, [st.source for plan in plans for st in plan.steps if st.kind == "kernel"]
 
 
+def compiler_report(source, tmp_path, option: str) -> str:
+    """What gcc reports (``option``: an ``-fopt-info-...``) compiling ``source`` with the kernels' flags."""
+    c_file = tmp_path / "kernel.c"
+    c_file.write_text(PRELUDE + "\n" + source)
+    cmd = [c_compile.compiler(), *c_compile.flags(), option, str(c_file), "-o", str(tmp_path / "kernel.so")]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+
+
 def unvectorised_loops(source, tmp_path) -> list:
     """The line numbers of ``source``'s innermost loops that gcc did not vectorise (gcc names a
     vectorised loop by a line of its body)."""
-    c_file = tmp_path / "kernel.c"
-    c_file.write_text(PRELUDE + "\n" + source)
-    cmd = [c_compile.compiler(), *c_compile.flags(), "-fopt-info-vec-optimized", str(c_file),
-           "-o", str(tmp_path / "kernel.so")]
-    report = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+    report = compiler_report(source, tmp_path, "-fopt-info-vec-optimized")
     done = {int(m.group(1)) for m in re.finditer(r"kernel\.c:(\d+):\d+: optimized: loop vectorized", report)}
-    lines = c_file.read_text().splitlines()
+    lines = (tmp_path / "kernel.c").read_text().splitlines()
     missed = []
     for i in range(len(PRELUDE.splitlines()), len(lines)):
         if "for (" not in lines[i]:
@@ -72,3 +76,17 @@ def test_maximum_minimum_and_clamp_vectorise_and_propagate_nan(tmp_path):
     np.testing.assert_array_equal(out, want.astype(np.float32))
     (src,) = sources
     assert unvectorised_loops(src, tmp_path) == [], src
+
+
+def test_a_clamp_by_numbers_tests_its_bounds_for_nan_outside_the_loop(tmp_path):
+    """A clamp's bounds are runtime scalars: the bound is NaN-tested and compared first
+    (``s > x ? s : x``, one vmaxps that passes a NaN x through), so gcc unswitches the loop on the
+    bounds' NaN tests and the vector body is a max and a min (relu6 of 2^20 floats: 0.21 -> 0.09 ms,
+    Zen 4). Its values, bit for bit torch's: tests/test_native_kernels.py."""
+    x = lf.tensor(np.linspace(-8, 8, 64, dtype=np.float32))
+    out, sources = kernel_sources(lambda: lf.nn.functional.relu6(x).numpy())
+    np.testing.assert_array_equal(out, torch.nn.functional.relu6(x.torch()).numpy())
+    (src,) = sources
+    assert unvectorised_loops(src, tmp_path) == [], src
+    report = compiler_report(src, tmp_path, "-fopt-info-loop-optimized")
+    assert report.count("Unswitching loop on condition") >= 2, report

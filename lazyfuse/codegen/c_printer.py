@@ -31,7 +31,7 @@ from ..ir.node import Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
-from .printer_base import Printer, infix_rules, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, src_dtype
 from .row_cache import kept_values
 from .scope import Scope
 
@@ -788,12 +788,17 @@ def _select(cmp: str):
     comparison's select and the NaN test are two statements (a GNU statement expression): written
     as one condition (``a != a || a > b ? a : b``, or nested selects), gcc 12 under
     -fno-trapping-math turns it into two branches per element and vectorises nothing (a clamp of
-    2^20 floats took 4 ms, 35x the two statements' 0.11 ms; tests/test_c_vectorize.py)."""
+    2^20 floats took 4 ms, 35x the two statements' 0.11 ms; tests/test_c_vectorize.py).
+    Where one operand is loop-invariant (a clamp's bound), that one is NaN-tested and compared
+    first (``invariant_first``): ``s > x ? s : x`` is one ``vmaxps`` that passes a NaN ``x``
+    through, and gcc takes the invariant test ``s != s`` out of the loop (the other order costs
+    four mask operations per vector besides: a relu6 of 2^20 floats 0.21 ms against 0.09 ms, Zen 4)."""
     def rule(a, e):
         if not _fl(e):
             return f"({a[0]} {cmp} {a[1]} ? {a[0]} : {a[1]})"
         ctype = "float" if _f32(e) else "double"
-        return f"({{ {ctype} lf_m = {a[0]} {cmp} {a[1]} ? {a[0]} : {a[1]}; {a[0]} != {a[0]} ? {a[0]} : lf_m; }})"
+        t, o = invariant_first(a, e)
+        return f"({{ {ctype} lf_m = {t} {cmp} {o} ? {t} : {o}; {t} != {t} ? {t} : lf_m; }})"
     return rule
 
 

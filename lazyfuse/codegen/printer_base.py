@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..ir.dtypes import float32
 from ..ir.node import Op
+from .kernel import Apply, Scalar
 
 # the ops C and Triton both print as ``(a op b)``
 INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
@@ -28,6 +29,22 @@ def infix_rules() -> dict:
 def src_dtype(e):
     """The dtype of an Apply's first operand (what most rules dispatch on), else its own."""
     return e.srcs[0].dtype if e.srcs else e.dtype
+
+
+def loop_invariant(e) -> bool:
+    """Whether the kernel expression ``e`` is the same at every index: a runtime scalar, or an
+    op on such values only."""
+    return isinstance(e, Scalar) or isinstance(e, Apply) and bool(e.srcs) and all(loop_invariant(s) for s in e.srcs)
+
+
+def invariant_first(a: list, e) -> tuple:
+    """A float maximum/minimum's two operand strings with a loop-invariant one (a clamp's bound)
+    first: both printers select ``t cmp o ? t : o`` with a NaN ``t`` propagated, so the NaN test
+    is the bound's, outside the loop (C), and a value equal to the bound is kept, signed zero
+    included, as torch's clamp keeps it."""
+    if loop_invariant(e.srcs[1]) and not loop_invariant(e.srcs[0]):
+        return a[1], a[0]
+    return a[0], a[1]
 
 
 def starts_high(st) -> bool:

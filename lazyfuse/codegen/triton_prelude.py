@@ -46,6 +46,18 @@ def lf_min2(a, b):
 
 
 @triton.jit
+def lf_neg32(x):
+    # -x as a flip of the sign bit, as torch (and C's -x) negate: NaN's sign flips too (x * -1.0
+    # keeps a NaN's), and -(+0.0) is -0.0 (Triton before 3.4 prints -x as 0 - x: +0.0)
+    return (x.to(tl.float32).to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def lf_neg64(x):
+    return (x.to(tl.float64).to(tl.uint64, bitcast=True) ^ 0x8000000000000000).to(tl.float64, bitcast=True)
+
+
+@triton.jit
 def lf_mix(seed, i):
     z = seed * 0x9E3779B97F4A7C15 + i * 0xD1B54A32D192ED03 + 0x632BE59BD9B4E019
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9

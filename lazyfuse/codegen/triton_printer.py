@@ -52,7 +52,7 @@ from ..ir.node import Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
-from .printer_base import Printer, infix_rules, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, src_dtype
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -683,11 +683,12 @@ TRITON_OPS = infix_rules()
 TRITON_OPS.update({
     Op.ADD: _bool_or("|", TRITON_OPS[Op.ADD]),
     Op.MUL: _bool_or("&", TRITON_OPS[Op.MUL]),
-    Op.MAXIMUM: _bool_or("|", lambda a, e: f"lf_max2({a[0]}, {a[1]})"),
-    Op.MINIMUM: _bool_or("&", lambda a, e: f"lf_min2({a[0]}, {a[1]})"),
+    Op.MAXIMUM: _bool_or("|", lambda a, e: "lf_max2({}, {})".format(*invariant_first(a, e))),
+    Op.MINIMUM: _bool_or("&", lambda a, e: "lf_min2({}, {})".format(*invariant_first(a, e))),
     Op.NOT: lambda a, e: f"({a[0]} == 0)" if src_dtype(e).is_bool else f"(~{a[0]})",
-    # floats times -1.0: Triton before 3.4 prints -x as 0 - x, and 0 - 0.0 is +0.0
-    Op.NEG: lambda a, e: f"({a[0]} * -1.0)" if src_dtype(e).is_float else f"(-{a[0]})",
+    # floats: a flip of the sign bit (triton_prelude.lf_neg32: neither 0 - x nor x * -1.0 is that)
+    Op.NEG: lambda a, e: (f"lf_neg64({a[0]})" if src_dtype(e).name == "float64" else f"lf_neg32({a[0]})")
+        if src_dtype(e).is_float else f"(-{a[0]})",
     Op.ABS: _call("tl.abs"),
     Op.ISNAN: lambda a, e: f"({a[0]} != {a[0]})",
     Op.WHERE: lambda a, e: f"tl.where({a[0]}, {a[1]}, {a[2]})",
