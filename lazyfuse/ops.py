@@ -27,7 +27,7 @@ FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SI
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
 _I64 = 2 ** 63   # Python ints outside [-2^63, 2^63) do not fit a launch's 64-bit scalar word
-BOOL_UNSUPPORTED = {Op.ABS, Op.RELU, Op.FLOORDIV, Op.MOD, Op.POW}  # torch has no bool kernel for these
+BOOL_UNSUPPORTED = {Op.ABS, Op.RELU, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.POW}  # torch has no bool kernel for these
 FLOAT_ONLY = {Op.GELU, Op.GELU_GRAD, Op.SILU}   # torch has no integer or bool kernel (exp, tanh... promote to float32)
 
 

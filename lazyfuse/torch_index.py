@@ -193,15 +193,22 @@ def _narrowed(src, shape):
 
 # -- reversals, diagonals, differences, scatters into views ------------------------------------------
 def flip(x, dims):
-    """``x`` reversed along ``dims``: a gather at a descending ``arange`` per dim (lazyfuse views
-    have no negative strides)."""
-    from .creation import arange
-    from .indexing import index_select as gather_dim
-    for d in sorted({normalize_dim(d, x.ndim) for d in ([dims] if isinstance(dims, int) else dims)}) if x.ndim else ():
-        n = x.shape[d]
-        if n > 1:
-            x = gather_dim(x, d, arange(n - 1, -1, -1, device=x.device))
-    return x if x.ndim else x.clone()
+    """``x`` reversed along ``dims``: a copy (as torch's), one ``FLIP`` node that reads the source
+    at n - 1 - i along each dim (index arithmetic; lazyfuse views have no negative strides)."""
+    from . import autograd
+    from .ir.node import Node
+    from .tensor import result_tensor
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    flipped = tuple(sorted({normalize_dim(d, x.ndim) for d in dims if x.shape[normalize_dim(d, x.ndim)] > 1})) \
+        if x.ndim else ()
+    if not flipped:
+        return x.clone()
+    if autograd.recording(x):
+        with autograd.no_grad():
+            out = flip(x, flipped)
+        return autograd.graph.attach(out, "flip", [(x, lambda g: flip(g, flipped))])
+    src = ops.operand_node(x.device.engine, x, x.dtype, x.shape)
+    return result_tensor(x.device, Node(Op.FLIP, (src,), x.dtype, x.shape, flipped))
 
 
 def fliplr(x):

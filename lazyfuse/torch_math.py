@@ -16,6 +16,7 @@ import math
 
 from . import ops
 from .ir import dtypes as dt
+from .ir.node import Op
 
 _LN2 = math.log(2.0)
 
@@ -277,10 +278,9 @@ def ldexp(x, other):
 
 
 def fmod(x, other):
-    """C's remainder: the sign of the dividend (``remainder`` takes the divisor's)."""
-    r = x % other
-    flip = (r != 0) & ((r < 0) != (x < 0))
-    return ops.where(flip, r - other, r)
+    """C's remainder: the sign of the dividend (``remainder`` takes the divisor's). One op of its
+    own, not ``x % other`` moved back by ``other``: that sum rounds (fmod(-1e-8, 1) gave 0)."""
+    return ops.elementwise(Op.FMOD, x, other)
 
 
 def copysign(x, other):

@@ -116,6 +116,8 @@ def _binary(op, a, b, out):
         return _extreme_grads(op, a, b)
     if op is Op.MOD:
         return (lambda g: g), (lambda g: -(g * (a // b)))
+    if op is Op.FMOD:
+        return (lambda g: g), (lambda g: -(g * (a / b).trunc()))
     return None
 
 

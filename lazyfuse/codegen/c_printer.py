@@ -114,9 +114,28 @@ LF_POW_F(lf_pow, double, sqrt, pow)
     T f = FLOOR(d); return (d - f > (T)0.5) ? f + 1 : f; }
 LF_FLOORDIV_F(lf_floordiv_ff, float, fmodf, floorf, copysignf)
 LF_FLOORDIV_F(lf_floordiv_fd, double, fmod, floor, copysign)
-static inline double lf_fmod_floor(double a, double b) {
-    double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+/* float fmod, exact. With q = trunc((double)a / b), a - q*b is C's fmod(a, b) exactly while
+   |q| < 2^29: the double quotient's error (< |q| 2^-53 < 2^-24) is less than the distance of
+   a/b from the next integer (b - fmod(a, b) is a multiple of b's ulp, >= b 2^-24), so q is the
+   truncated quotient, q*b fits double's 53 bits (29 + 24) and the difference, a float, is
+   exact. That form vectorises (a double division, a truncation, an FMA); the quotient of an
+   infinite or NaN operand, or of b == 0, makes it NaN as fmod's is. A finite quotient of 2^29
+   or more (huge a, tiny b) needs libm's fmod: lf_fmodf_exact, which a pointwise kernel runs
+   instead, all of its loop again, when the fast pass flagged any element
+   (lf__fmod_large; CPrinter._pointwise). */
+static inline double lf__fmod_quotient(float a, float b) { return __builtin_trunc((double)a / (double)b); }
+static inline int lf__fmod_large(double q) { double m = fabs(q); return m >= 0x1p29 && m < INFINITY; }
+static inline float lf__fmodf_q(float a, float b, double q) {
+    float r = (float)(q == 0 ? (double)a : (double)a - q * (double)b);   /* (q == 0: b may be inf) */
+    return r == 0 ? lf__withsign(0.0f, a) : r;                          /* a zero keeps a's sign */
 }
+static inline float lf_fmodf_exact(float a, float b) { return (float)fmod((double)a, (double)b); }
+static inline int64_t lf_fmod_i(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+/* torch's remainder from the fmod m: m + b (in the compute type, as torch adds) where m is not 0
+   and its sign is not b's */
+#define LF_REM_F(NAME, T) static inline T NAME(T m, T b) { return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
+LF_REM_F(lf_remf, float)
+LF_REM_F(lf_rem, double)
 /* out[w] = the sum of p[w][0..15], for 16 rows at once: four rounds of folding pairs of rows
    into one vector (each round halves the lanes per row), instead of 16 horizontal sums. Where
    the compiler lacks __builtin_shufflevector (gcc before 12), or LF_NO_VECTOR_FOLD is defined
@@ -211,13 +230,27 @@ class CPrinter(Printer):
         args = [scope.value(s) for s in e.srcs]
         return self.apply(e, args)
 
+    fast_fmod = False   # the fast pass of a pointwise kernel's float remainders (_pointwise)
+
     def apply(self, e: Apply, a: list) -> str:
+        if e.op in (Op.FMOD, Op.MOD) and _f32(e):
+            return self.float_remainder(e, a)
         if e.op is Op.DIV and self.k.inner_stores and isinstance(e.srcs[1], Acc) and _f32(e):
             # along a row-wise kernel's row (softmax's exp / sum): a multiply by the row's
             # reciprocal, which gcc hoists out of the loop, as torch's softmax computes it;
             # a vector division per element cost softmax 5-12% single-threaded (Zen 4)
             return f"({a[0]} * (1.0f / {a[1]}))"
         return super().apply(e, a)
+
+    def float_remainder(self, e: Apply, a: list) -> str:
+        """fmod (``FMOD``) or torch's remainder (``MOD``) of float32 values: in the fast pass the
+        vectorisable form, which flags a quotient it cannot take in ``lf_large``; else libm's."""
+        if self.fast_fmod:
+            m = (f"({{ double lf_q = lf__fmod_quotient({a[0]}, {a[1]}); lf_large |= lf__fmod_large(lf_q); "
+                 f"lf__fmodf_q({a[0]}, {a[1]}, lf_q); }})")
+        else:
+            m = f"lf_fmodf_exact({a[0]}, {a[1]})"
+        return m if e.op is Op.FMOD else f"lf_remf({m}, {a[1]})"
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
     def cast(self, x: str, src, dst) -> str:
@@ -361,13 +394,44 @@ class CPrinter(Printer):
             scope = _Scope(self, "    ")
             st = self._store(scope)
             return scope.lines + st
+        alias = self._fast_fmod_alias_test()
+        if alias is None:
+            return self._pointwise_loops(par)
+        # the loops with the fast float remainder, which flags a quotient beyond its reach; then,
+        # only where one was flagged, all of them again with libm's. The second pass recomputes
+        # what the first did only if no output is an input: a kernel that writes a buffer it
+        # reads (an in-place fmod_, a result planned into its input's buffer) runs libm's alone
+        self.fast_fmod = True
+        fast = self._pointwise_loops(par, " reduction(|:lf_large)")
+        self.fast_fmod = False
+        return (["    int lf_large = 1;   /* run libm's pass unless the fast one runs and flags nothing */",
+                 f"    if (!({alias})) {{", "    lf_large = 0;"] + fast +
+                ["    }", "    if (lf_large) {"] + self._pointwise_loops(par) + ["    }"])
+
+    def _fast_fmod_alias_test(self):
+        """For a pointwise kernel with a float remainder: the C test that an output buffer is an
+        input's (``0``: none can be), or None where there is no float remainder or an argument
+        is both read and written."""
+        values = [st.value for st in self.k.stores]
+        if not any(isinstance(e, Apply) and e.op in (Op.FMOD, Op.MOD) and _f32(e) for e in walk(values)):
+            return None
+        read = sorted({e.arg for e in walk(values) if isinstance(e, Load)})
+        written = sorted({st.arg for st in self.k.stores})
+        if set(read) & set(written):
+            return None
+        return " || ".join(f"(char *)a{w} == (char *)a{r}" for w in written for r in read) or "0"
+
+    def _pointwise_loops(self, par, clause: str = ""):
+        k = self.k
         n = len(k.outer)
         if par is None:
-            pragma = "#pragma omp simd" if n == 1 else None
+            pragma = f"#pragma omp simd{clause}" if n == 1 else None
         else:
-            pragma = f"#pragma omp parallel for simd schedule(static){par}" if n == 1 else \
-                f"#pragma omp parallel for collapse({n - 1}) schedule(static){par}"
+            pragma = f"#pragma omp parallel for simd schedule(static){par}{clause}" if n == 1 else \
+                f"#pragma omp parallel for collapse({n - 1}) schedule(static){par}{clause}"
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=n > 1)
+        if clause and n > 1:
+            loops = [ln.replace("#pragma omp simd", f"#pragma omp simd{clause}") for ln in loops]
         scope = _Scope(self, indent)
         st = self._store(scope)
         return loops + scope.lines + st + ["    }" for _ in k.outer]
@@ -831,8 +895,10 @@ C_OPS.update({
     Op.WHERE: lambda a, e: f"({a[0]} ? {a[1]} : {a[2]})",
     Op.FLOORDIV: lambda a, e: (f"lf_floordiv_ff({a[0]}, {a[1]})" if _f32(e) else f"lf_floordiv_fd({a[0]}, {a[1]})")
         if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_floordiv_i({a[0]}, {a[1]})",
-    Op.MOD: lambda a, e: f"({COMPUTE[e.dtype.name]})lf_fmod_floor({a[0]}, {a[1]})" if _fl(e) else
+    # (float32 and the half types: CPrinter.float_remainder)
+    Op.MOD: lambda a, e: f"lf_rem(fmod({a[0]}, {a[1]}), {a[1]})" if _fl(e) else
         f"({COMPUTE[e.dtype.name]})lf_mod_i({a[0]}, {a[1]})",
+    Op.FMOD: lambda a, e: f"fmod({a[0]}, {a[1]})" if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_fmod_i({a[0]}, {a[1]})",
     Op.POW: _pow,
     Op.RELU: lambda a, e: f"(({a[0]} != {a[0]} || {a[0]} > 0) ? {a[0]} : 0)" if _fl(e) else
         f"({a[0]} > 0 ? {a[0]} : 0)",

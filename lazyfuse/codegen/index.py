@@ -113,7 +113,9 @@ def mod(a: Affine, m: int) -> Affine:
         inner = kept.terms[0][0]
         if inner.mod is None:
             return Affine(0, ((DivMod(inner.base, inner.div, m), 1),))
-    return Affine(0, ((DivMod(kept, 1, m), 1),))
+    # (with a negative coefficient, a flip's, dropping the multiples of m can leave a form that is
+    # negative at some index, where C's and Triton's % are not Python's: the whole form then)
+    return Affine(0, ((DivMod(kept if kept.min >= 0 else a, 1, m), 1),))
 
 
 def unravel(flat: Affine, shape) -> tuple:

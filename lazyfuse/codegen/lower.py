@@ -139,6 +139,9 @@ class Lowering:
             return self.ev(si, ix.unravel(flat, src.shape))
         if n.op is Op.CAT:
             return self.concatenation(n, idx)
+        if n.op is Op.FLIP:   # the source at n - 1 - i along each flipped dim
+            at = tuple(Affine(s - 1, ()) + a.scale(-1) if d in n.arg else a for d, (a, s) in enumerate(zip(idx, n.shape)))
+            return self.ev(pos[id(n.srcs[0])], at)
         if n.kind is Kind.ELEMENTWISE:
             return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype)
         flat = ix.linear(idx, contiguous_strides(n.shape))

@@ -119,6 +119,16 @@ def lf_mod_i(a, b):
 
 
 @triton.jit
+def lf_fmod_i(a, b):
+    # C's truncated remainder whichever rounding ``%`` has (the interpreter's numpy floors)
+    bad = (b == 0) | (b == -1)
+    bs = tl.where(bad, 1, b)
+    r = a % bs
+    r = tl.where((r != 0) & ((r < 0) != (a < 0)), r - bs, r)
+    return tl.where(bad, 0, r)
+
+
+@triton.jit
 def lf_fmod(a, b):
     # C fmod. This body is the interpreter's (numpy's fmod, exact). Compiled modules rebind the
     # name to libdevice's fmod (runtime.triton_devices.load_kernel): Triton prints float `%` as

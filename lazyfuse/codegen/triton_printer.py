@@ -694,6 +694,7 @@ TRITON_OPS.update({
     Op.WHERE: lambda a, e: f"tl.where({a[0]}, {a[1]}, {a[2]})",
     Op.FLOORDIV: _float_or_int("lf_floordiv_f", "lf_floordiv_i"),
     Op.MOD: _float_or_int("lf_mod_f", "lf_mod_i"),
+    Op.FMOD: _float_or_int("lf_fmod", "lf_fmod_i"),
     Op.POW: _pow,
     Op.RELU: lambda a, e: f"tl.where(({a[0]} != {a[0]}) | ({a[0]} > 0), {a[0]}, 0)",
     Op.RECIPROCAL: lambda a, e: f"(1.0 / {a[0]})",

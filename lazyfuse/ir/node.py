@@ -63,7 +63,8 @@ class Op(enum.Enum):
     MUL = ("mul", Kind.ELEMENTWISE)
     DIV = ("div", Kind.ELEMENTWISE)
     FLOORDIV = ("floordiv", Kind.ELEMENTWISE)
-    MOD = ("mod", Kind.ELEMENTWISE)
+    MOD = ("mod", Kind.ELEMENTWISE)     # the remainder with the divisor's sign (Python's %, torch.remainder)
+    FMOD = ("fmod", Kind.ELEMENTWISE)   # the remainder with the dividend's sign (C's fmod, torch.fmod)
     POW = ("pow", Kind.ELEMENTWISE)
     MAXIMUM = ("maximum", Kind.ELEMENTWISE)
     MINIMUM = ("minimum", Kind.ELEMENTWISE)
@@ -82,6 +83,9 @@ class Op(enum.Enum):
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
     CAT = ("cat", Kind.ELEMENTWISE)
+    # the source reversed along the dims ``arg`` (a sorted tuple): index arithmetic, the source
+    # read at n - 1 - i along each (a copy, as torch.flip's; views have no negative strides)
+    FLIP = ("flip", Kind.ELEMENTWISE)
     # reductions over ``arg`` (a sorted tuple of axes); the result keeps the axes with size 1
     SUM = ("sum", Kind.REDUCE)
     MAX = ("max", Kind.REDUCE)
@@ -126,8 +130,8 @@ class Op(enum.Enum):
 
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
-    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE,
-    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.CAT}
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE,
+    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.CAT, Op.FLIP}
 
 
 class Node:
