@@ -683,8 +683,7 @@ class CPrinter(Printer):
         keeps 8 independent FMA chains in flight, enough for the FMA latency of a 2-pipe core,
         and still fits 16 vector registers (Zen 1: the two 16k-MAC GEMVs of a hidden-64 decode
         step 1.3x and 1.7x faster than with U = 4); autotuning also tries U = 4. A single product
-        (``prod(-1)``) the same way: one output's chain of multiplies is latency-bound (prod of
-        1024 rows of 1024 floats 0.09 ms against torch's 0.06, Zen 4, one thread)."""
+        (``prod(-1)``) takes the same form, each output's multiplies a chain of its own."""
         k = self.k
         st = k.stages[0]
         last = k.outer[-1]
