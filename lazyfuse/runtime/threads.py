@@ -102,6 +102,7 @@ class ThreadBudget:
         self._checked = None                     # when the count was last decided
         self._set_threads(self.limit)            # (no kernel runs on a count nobody chose)
         self._applied = self.limit               # the count last handed to the kernels
+        self._unlowered_at = None                # the decision ``launches`` last applied with nothing to lower
 
     def _limit(self) -> int:
         return max(1, min(len(self.cpus), self._peer_threads()))
@@ -152,6 +153,18 @@ class ThreadBudget:
         if self._applied != n:
             self._set_threads(n)
             self._applied = n
+
+    def launches(self):
+        """``apply``, then ``torch_calls``: the context a drain's launches run in. It runs at
+        every drain, so where the count decided last (``_checked``, a new float at each
+        decision) is still the one applied with nothing to lower, it is a clock read."""
+        checked = self._checked
+        if checked is not None and checked is self._unlowered_at and time.monotonic() - checked < SAMPLE_S:
+            return _UNCHANGED
+        self.apply()
+        context = self.torch_calls()
+        self._unlowered_at = self._checked if context is _UNCHANGED else None
+        return context
 
     def torch_calls(self):
         """The context to run launches in that may include torch's calls, after ``apply``: a
