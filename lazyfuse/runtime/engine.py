@@ -18,7 +18,9 @@ A drain:
 2. forms the structural key from the already-made descriptors plus the live roots (their
    tape positions and which buffers they overwrite): no walk of the graph. The descriptors
    cover every node recorded since the last drain, dropped ones too, so the key fixes the
-   live subgraph; a program that drops other results gets a plan of its own;
+   live subgraph; a program that drops other results gets a plan of its own (rebound from
+   the plan of the program recorded alone, where one is cached: the structure below leaves
+   the nodes no live root reads out, runtime.structure.live_parts);
 3. on a plan-cache miss takes the **build path** (runtime/build.py): trace the live DAG, plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata — or, without planning or compiling, take a cached plan of the same
@@ -50,7 +52,7 @@ from . import plan_store
 from .build import assemble, matmul_template, new_plan, rebind_steps, trace
 from .execute import execute, first_reached
 from .recompile import MissLog
-from .structure import structure_key
+from .structure import live_parts, structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
@@ -249,7 +251,8 @@ class Engine:
     def _consume(self) -> None:
         """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
         self.pending.clear()
-        self.pinned.clear()
+        if self.pinned:
+            self.pinned.clear()
         self.pending_ops = 0
         old, self.tape = self.tape, []
         old.clear()   # nodes still point at it (so it is never reused): emptied, it holds no buffer
@@ -456,7 +459,7 @@ class Engine:
     def _new_plan(self, key, nodes, targets):
         """A plan for a key met for the first time: from a cached plan of its structure at other
         sizes (runtime.structure), else from the plan store (runtime.plan_store), else planned."""
-        structure = PlanKey(structure_key(key.parts))
+        structure = PlanKey(structure_key(live_parts(key.parts, nodes)))
         backend = self.device.backend
         found, origin, stored = self._from_structure(structure, nodes), "rebound", None
         if found is None and plan_store.enabled():

@@ -50,7 +50,11 @@ def allocate(engine, plan, roots, cause) -> tuple:
     if specs is None:   # (the same for every drain of the plan's key, which says which roots have buffers)
         specs = plan.allocations = [(dt, n, (DATA, size_class(max(n, 1) * dt.itemsize))) for dt, n in
                                     [(s.dtype, s.numel) for s in roots if s.buffer is None] + plan.temps]
-    kept = iter(pool.take_kept(specs))   # (a Buffer is true, a block not kept None)
+    kept = pool.take_kept(specs)   # (a Buffer is true, a block not kept None)
+    n = len(roots)
+    if len(specs) - len(plan.temps) == n and None not in kept:   # the steady state: every root new, all kept
+        return kept[:n], kept[n:]
+    kept = iter(kept)
     root_bufs = []
     try:
         for s in roots:
@@ -247,9 +251,8 @@ def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
     if plan.n_extern:
         stats.extern_launches += plan.n_extern if done == len(plan.steps) else \
             sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
-    root_steps = plan.root_steps
-    for k, (s, buf) in enumerate(zip(roots, root_bufs)):
-        if every or ran(root_steps[k], done, lost):
+    for s, buf, step in zip(roots, root_bufs, plan.root_steps):
+        if every or ran(step, done, lost):
             s.buffer = buf
             s.current = Node(BUFFER, (), s.dtype, s.shape, buf)
 
