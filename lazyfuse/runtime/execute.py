@@ -171,7 +171,9 @@ class LaunchMemo:
             return None, None
         try:
             blocks = tuple(map(_block_of, plan.bind_all(bound)))   # (no listcomp frame)
-            memo = root_bufs[0].block.views.get(id(plan))   # (the block's typed views have tuple keys)
+            # (an int key, as the library calls' memos on blocks (runtime/cpu.memo_on_blocks): typed
+            # views have (dtype, View) keys, and each entry holds its owner, so two ids never meet)
+            memo = root_bufs[0].block.views.get(id(plan))
         except AttributeError:   # an imported buffer (ExternalBuffer) has no block
             return None, None
         # (blocks compare by identity; the memo holds the plan, so its id is not reused meanwhile)
