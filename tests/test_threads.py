@@ -307,9 +307,9 @@ def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch
 
 
 def test_a_drains_launch_context_decides_nothing_within_a_window(monkeypatch):
-    """``launches`` (every drain's): in the window of a count applied with nothing to lower it is
-    the unchanged context without deciding or applying again; a new window decides and applies
-    again; while the budget is below torch's count every drain gets the lowering context."""
+    """``launches`` (every drain's): in the window of a count already applied it decides and
+    applies nothing; a new window decides and applies again; while the budget is below torch's
+    count every drain's context lowers torch's count."""
     clock = FakeClock(monkeypatch)
     monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
     monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
@@ -328,7 +328,7 @@ def test_a_drains_launch_context_decides_nothing_within_a_window(monkeypatch):
         with b.launches():
             assert omp == [2]                     # torch's calls among the launches: the budget's count
         assert omp == [4]
-    assert len(applied) == 3 and counts == [4, 2]
+    assert len(applied) == 2 and counts == [4, 2]
     clock.advance(0.5, others_cores=0.0)          # quiet again: applied once, then a clock read
     assert b.launches() is threads._UNCHANGED and b.launches() is threads._UNCHANGED
-    assert len(applied) == 4 and counts == [4, 2, 4]
+    assert len(applied) == 3 and counts == [4, 2, 4]

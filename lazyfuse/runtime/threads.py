@@ -102,8 +102,6 @@ class ThreadBudget:
         self._checked = None                     # when the count was last decided
         self._set_threads(self.limit)            # (no kernel runs on a count nobody chose)
         self._applied = self.limit               # the count last handed to the kernels
-        self._decisions = 0                      # counts the counts decided (``free_cores``)
-        self._unlowered = -1                     # the decision ``launches`` last applied with nothing to lower
 
     def _limit(self) -> int:
         return max(1, min(len(self.cpus), self._peer_threads()))
@@ -116,7 +114,6 @@ class ThreadBudget:
         if self._checked is not None and now - self._checked < SAMPLE_S:
             return self.threads
         self._checked = now
-        self._decisions += 1
         fixed = config.THREADS.get()
         self.fixed = fixed is not None
         if self.fixed:
@@ -158,15 +155,12 @@ class ThreadBudget:
 
     def launches(self):
         """``apply``, then ``torch_calls``: the context a drain's launches run in. It runs at
-        every drain, so while the last decision is in its window and was applied with nothing
-        to lower (``_unlowered``), it is a clock read."""
+        every drain, so within the window of a count already applied it decides and applies
+        nothing: a clock read."""
         checked = self._checked
-        if self._unlowered == self._decisions and checked is not None and time.monotonic() - checked < SAMPLE_S:
-            return _UNCHANGED
-        self.apply()
-        context = self.torch_calls()
-        self._unlowered = self._decisions if context is _UNCHANGED else -1
-        return context
+        if checked is None or time.monotonic() - checked >= SAMPLE_S or self._applied != self.threads:
+            self.apply()
+        return self.torch_calls()
 
     def torch_calls(self):
         """The context to run launches in that may include torch's calls, after ``apply``: a
