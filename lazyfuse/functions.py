@@ -11,8 +11,10 @@ from .tensor import Tensor
 
 def sync(device=None) -> None:
     """Drain pending work: of ``device``, or of every device in use when None."""
-    devices = [get_device(device)] if device is not None else all_devices()
-    for dev in devices:
+    if device is not None:
+        get_device(device).engine.sync("lf.sync")
+        return
+    for dev in all_devices():
         dev.engine.sync("lf.sync")
 
 

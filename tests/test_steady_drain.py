@@ -4,6 +4,9 @@ runtime scalars again where one changed; and it takes its buffers from the pool'
 in one go (MemoryPool.take_kept). Every drain still computes what the program says (torch
 float64 is the reference), counts its launches and allocations, and a capture still records
 every launch."""
+import collections
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -170,3 +173,99 @@ def test_a_predicted_plan_is_taken_only_for_its_own_key():
     z, _ = one("other op")
     np.testing.assert_allclose(z, (x_t.double() * 2 - 1).numpy(), rtol=1e-6)
     assert (lf.stats(CPU) - before).fusion_cache_misses == 1
+
+
+def python_calls(fn) -> collections.Counter:
+    """The Python functions ``fn()`` ran, by qualified name, counted."""
+    calls = collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls[frame.f_code.co_qualname] += 1
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+class CountedPlans(collections.OrderedDict):
+    """The engine's plan cache with its LRU moves visible to ``python_calls``."""
+
+    def move_to_end(self, key, last=True):
+        super().move_to_end(key, last)
+
+
+# the general work the steady state of one op drained alone skips (issue 18's bar, ``out = op(x);
+# lf.sync()``): entering its realized input through _enter/_append, moving its plan to the end of
+# the LRU when it is already there, a new thread-budget decision inside a sampling window
+# (ThreadBudget.apply), the poisoned-value check's len(WeakSet), realize's test per root, and
+# making the launches again (Device.call)
+SKIPPED = ("Engine._enter", "Engine._append", "CountedPlans.move_to_end", "ThreadBudget.apply", "WeakSet.__len__",
+           "ran", "Device.call")
+
+
+@pytest.fixture
+def counted_plans(monkeypatch):
+    monkeypatch.setattr(CPU.engine, "plans", CountedPlans(CPU.engine.plans))
+
+
+@pytest.fixture
+def quiet_budget(monkeypatch):
+    """A fixed thread count (nothing for the launches to lower, whatever the machine's load),
+    decided afresh at the next drain."""
+    monkeypatch.setenv("LAZYFUSE_THREADS", str(CPU.threads.limit))
+    monkeypatch.setattr(CPU.threads, "_checked", None)
+    yield
+    CPU.threads._checked = None   # (the next drain decides again without the knob)
+
+
+def test_a_single_op_drained_again_skips_the_general_work(counted_plans, quiet_budget):
+    x_t = torch.randn(64, 64, generator=torch.Generator().manual_seed(6))
+    x = lf.tensor(x_t)
+    held = []
+
+    def step():
+        held[:] = [-x]   # the last result held across the next drain, as a caller's loop does
+        lf.sync(CPU)
+    for _ in range(3):
+        step()
+    calls = python_calls(step)
+    assert {name: calls[name] for name in SKIPPED} == dict.fromkeys(SKIPPED, 0), calls
+    assert calls["LaunchMemo.find"] == 1 and calls["Engine._drain_locked"] == 1
+    np.testing.assert_array_equal(held[0].numpy(), (-x_t).numpy())
+
+
+def test_a_plan_that_ran_after_another_is_moved_to_the_end_of_the_lru(counted_plans):
+    """The LRU move is skipped only for the key already newest: drains alternating between two
+    programs move each plan, and the cache's order stays the drains' order."""
+    x = lf.tensor(torch.rand(5, 3, generator=torch.Generator().manual_seed(7)))
+    programs = {"a": lambda: (x * 3.0).exp(), "b": lambda: (x * 3.0).sin()}
+    for name in "abab":
+        programs[name]().numpy()
+    plans = CPU.engine.plans
+    newest = list(plans)[-2:]
+    calls = python_calls(lambda: programs["a"]().numpy())
+    assert calls["CountedPlans.move_to_end"] == 1
+    assert list(plans)[-2:] == newest[::-1] and CPU.engine.newest is list(plans)[-1]
+    calls = python_calls(lambda: programs["a"]().numpy())
+    assert calls["CountedPlans.move_to_end"] == 0 and list(plans)[-2:] == newest[::-1]
+
+
+def test_a_realized_input_is_entered_inline_as_append_enters_it():
+    """``record`` enters a realized source itself; ``_enter``/``_append`` enter one met under a
+    view. Both give the same tape entry, descriptor and first-leaf position."""
+    x = lf.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    engine = CPU.engine
+    lf.sync(CPU)
+
+    def entered(make):
+        out = make()
+        entry = (engine.tape[0], engine.descs[0], dict(engine.leaf_first))
+        out.numpy()
+        return entry
+    inline = entered(lambda: x * 2.0)            # x's leaf: a source of the recorded node itself
+    appended = entered(lambda: x.T * 2.0)        # under a view: _enter -> _append
+    assert inline == appended
+    assert inline[1] == (lf.ir.node.Op.BUFFER, lf.float32, (3, 4), 0) and inline[0] is x._storage.buffer

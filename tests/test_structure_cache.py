@@ -57,6 +57,43 @@ def test_a_second_size_plans_from_the_first_sizes_structure(device):
     assert (again.fusion_cache_hits, again.plans_built, again.plans_rebound) == (1, 0, 0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_values_left_unread_cost_a_rebinding_not_a_planning(device, where):
+    """A drain whose tape also holds nodes no live result reads (a value a run left unread, a
+    result dropped before the drain) is another key: it misses the plan cache. Its structure
+    leaves those nodes out (runtime.structure.live_parts), so it finds the plan the program
+    built when recorded alone and rebinds it: no planner, no compiler, the same kernels and
+    values; the next drain with the same leftovers hits its own plan."""
+    dev = lf.device(device)
+    cols = {"cpu": 60, "interpreter": 56}[device]   # a structure no other test of this device built
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((9, cols)).astype(np.float32)
+    w = rng.standard_normal(cols).astype(np.float32)
+    x, lw = lf.tensor(a, device=dev), lf.tensor(w, device=dev)
+    alone = program(lf, x, lw).numpy()
+    want = program(torch, torch.from_numpy(a).double(), torch.from_numpy(w).double()).numpy()
+    np.testing.assert_allclose(alone, want, rtol=2e-5, atol=2e-5)
+
+    def with_leftover():
+        left = (x * 3.0).exp() if where == "before" else None   # recorded, never read
+        out = program(lf, x, lw)
+        if where == "after":
+            left = (lw - 1.0).abs()
+        del left
+        before = lf.stats(dev)
+        got = out.numpy()
+        return got, lf.stats(dev) - before
+
+    got, d = with_leftover()
+    assert (d.fusion_cache_misses, d.plans_built, d.plans_rebound, d.compiler_runs) == (1, 0, 1, 0), d
+    assert (d.kernels_launched, d.ops_elided) == (2, 2), d
+    np.testing.assert_array_equal(got, alone)
+    got, d = with_leftover()
+    assert (d.fusion_cache_hits, d.plans_built, d.plans_rebound) == (1, 0, 0), d
+    np.testing.assert_array_equal(got, alone)
+
+
 def test_a_size_1_dim_is_another_structure():
     dev = lf.device("cpu")
     run(dev, 5, 28)

@@ -304,3 +304,31 @@ def test_the_serial_candidate_is_the_defaults_function_compiled_once(monkeypatch
     (entry,) = [json.loads(p.read_text()) for p in (fresh_cache / "autotune").glob("*.json")]
     assert sorted(entry["timings_us"]) == sorted(["threads=all,strategy=auto,tile=16,unroll=8,lanes=1024",
                                                   "threads=1,strategy=auto,tile=16,unroll=8,lanes=1024"])
+
+
+def test_a_drains_launch_context_decides_nothing_within_a_window(monkeypatch):
+    """``launches`` (every drain's): in the window of a count already applied it decides and
+    applies nothing; a new window decides and applies again; while the budget is below torch's
+    count every drain's context lowers torch's count."""
+    clock = FakeClock(monkeypatch)
+    monkeypatch.delenv("LAZYFUSE_THREADS", raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: [0, 1, 2, 3])
+    omp, counts = [4], []
+    b = threads.ThreadBudget(counts.append, peer_threads=lambda: 4, set_omp=lambda n: omp.__setitem__(0, n))
+    applied = []
+    real_apply = b.apply
+    monkeypatch.setattr(b, "apply", lambda: applied.append(1) or real_apply())
+    assert b.launches() is threads._UNCHANGED and len(applied) == 1
+    clock.advance(threads.SAMPLE_S / 10, others_cores=0.0)
+    for _ in range(3):
+        assert b.launches() is threads._UNCHANGED
+    assert len(applied) == 1                     # the same window: a clock read
+    clock.advance(0.5, others_cores=2.0)          # a new window, two cores busy: a budget of 2
+    for _ in range(2):
+        with b.launches():
+            assert omp == [2]                     # torch's calls among the launches: the budget's count
+        assert omp == [4]
+    assert len(applied) == 2 and counts == [4, 2]
+    clock.advance(0.5, others_cores=0.0)          # quiet again: applied once, then a clock read
+    assert b.launches() is threads._UNCHANGED and b.launches() is threads._UNCHANGED
+    assert len(applied) == 3 and counts == [4, 2, 4]

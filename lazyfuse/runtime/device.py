@@ -275,8 +275,7 @@ class CpuDevice(Device):
         (``runtime/threads.py``)."""
         if self.threads is None:
             return contextlib.nullcontext()
-        self.threads.apply()
-        return self.threads.torch_calls()
+        return self.threads.launches()
 
     def graph_replay(self, graph) -> None:
         if graph.threaded and self.threads is not None:   # serial kernels only: no region to size

@@ -18,7 +18,9 @@ A drain:
 2. forms the structural key from the already-made descriptors plus the live roots (their
    tape positions and which buffers they overwrite): no walk of the graph. The descriptors
    cover every node recorded since the last drain, dropped ones too, so the key fixes the
-   live subgraph; a program that drops other results gets a plan of its own;
+   live subgraph; a program that drops other results gets a plan of its own (rebound from
+   the plan of the program recorded alone, where one is cached: the structure below leaves
+   the nodes no live root reads out, runtime.structure.live_parts);
 3. on a plan-cache miss takes the **build path** (runtime/build.py): trace the live DAG, plan
    (ir.planner), lower (codegen.lower), compile and autotune, launching with throw-away
    scratch metadata — or, without planning or compiling, take a cached plan of the same
@@ -50,7 +52,7 @@ from . import plan_store
 from .build import assemble, matmul_template, new_plan, rebind_steps, trace
 from .execute import execute, first_reached
 from .recompile import MissLog
-from .structure import structure_key
+from .structure import live_parts, structure_key
 
 MAX_PENDING = config.MAX_PENDING.get()
 PLAN_CACHE_SIZE = config.PLAN_CACHE.get()
@@ -135,14 +137,16 @@ class Engine:
         self.pinned: list = []
         self.misses = MissLog()  # the last plan-cache misses, explained on demand (lf.explain, LAZYFUSE_DEBUG)
         self.last_plan = None    # the plan the last drain ran (``_predicted``)
+        self.newest = None       # the key last put at the end of ``plans`` (a drain that ran it again moves nothing)
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, storage: Storage) -> None:
         """Queue a storage whose value is a new pending node; enter the node on the tape.
 
         The hot path of every op: a pending node always has sources, which are usually on
-        the tape already or fresh scalars, so both are entered inline here. (The lock is taken
-        by explicit calls: a ``with`` block costs twice as much, and this runs once per op.)
+        the tape already, fresh scalars or realized inputs, so those are entered inline here.
+        (The lock is taken by explicit calls: a ``with`` block costs twice as much, and this
+        runs once per op.)
         """
         node = storage.current
         lock = self.lock
@@ -151,13 +155,21 @@ class Engine:
             tape = self.tape
             if node.tape is not tape:
                 srcs = node.srcs
+                descs = self.descs
                 for src in srcs:
                     if src.tape is not tape:
-                        if src.op is SCALAR:
+                        op = src.op
+                        if op is SCALAR:
                             src.tape = tape
                             src.tpos = len(tape)
                             tape.append(src.arg)
-                            self.descs.append((SCALAR, src.dtype))
+                            descs.append((SCALAR, src.dtype))
+                        elif op is BUFFER:   # a realized input, entered again at every drain (as _append does)
+                            value = src.arg
+                            pos = src.tpos = len(tape)
+                            src.tape = tape
+                            tape.append(value)
+                            descs.append((BUFFER, src.dtype, src.shape, self.leaf_first.setdefault(id(value), pos)))
                         else:
                             self._enter(src)
                 if len(srcs) == 2:
@@ -169,7 +181,7 @@ class Engine:
                 node.tape = tape
                 node.tpos = len(tape)
                 tape.append(None)
-                self.descs.append((node.op, node.dtype, node.shape, node.arg, at))
+                descs.append((node.op, node.dtype, node.shape, node.arg, at))
             pending = self.pending
             pending.append(_weakref(storage))
             self.pending_ops += 1
@@ -239,7 +251,8 @@ class Engine:
     def _consume(self) -> None:
         """Start a new, empty pending queue and tape (after a drain that ran what was live)."""
         self.pending.clear()
-        self.pinned.clear()
+        if self.pinned:
+            self.pinned.clear()
         self.pending_ops = 0
         old, self.tape = self.tape, []
         old.clear()   # nodes still point at it (so it is never reused): emptied, it holds no buffer
@@ -329,14 +342,21 @@ class Engine:
                 self._draining = False
 
     def _live_roots(self) -> list:
-        roots = []
-        for ref in self.pending:
-            s = ref()
-            if s is not None and s.current.op.pending:
-                roots.append(s)
-        if len(roots) > 1:
-            roots = list(dict.fromkeys(roots))   # a storage written in place is queued once per write
-        if self.poisoned and roots:
+        pending = self.pending
+        if len(pending) == 1:   # (the steady state of a single op's drain: no loop, no dedup)
+            s = pending[0]()
+            roots = [s] if s is not None and s.current.op.pending else []
+        else:
+            roots = []
+            for ref in pending:
+                s = ref()
+                if s is not None and s.current.op.pending:
+                    roots.append(s)
+            if len(roots) > 1:
+                roots = list(dict.fromkeys(roots))   # a storage written in place is queued once per write
+        # (the WeakSet's own set: ``len(WeakSet)`` is Python code; a dead entry it still holds only
+        # makes the check below run for nothing)
+        if roots and self.poisoned.data:
             healthy = []
             for s in roots:
                 err = _failed_input(s.current)
@@ -360,8 +380,12 @@ class Engine:
             self.stats.ops_elided += recorded
             return
         leaf_first = self.leaf_first
-        live = tuple([(s.current.tpos, None if s.buffer is None else leaf_first.get(id(s.buffer), -1))
-                      for s in roots])
+        if len(roots) == 1:
+            s = roots[0]
+            live = ((s.current.tpos, None if s.buffer is None else leaf_first.get(id(s.buffer), -1)),)
+        else:
+            live = tuple([(s.current.tpos, None if s.buffer is None else leaf_first.get(id(s.buffer), -1))
+                          for s in roots])
         descs = tuple(self.descs)
         plan = self._predicted(descs, live)
         if plan is not None:
@@ -369,32 +393,40 @@ class Engine:
         else:
             key = PlanKey((descs, live))
             plan = self.plans.get(key)
+        device = self.device
         if plan is None:
-            if self.device.capturing:
+            if device.capturing:
                 # the build path compiles, autotunes and allocates scratch buffers: never inside a capture
                 from ..errors import CaptureAllocationError
                 need = [(s.numel * s.dtype.itemsize, s.dtype.name) for s in roots if s.buffer is None]
                 size = f"{need[0][0]} bytes ({need[0][1]}) for its first output" if need else "scratch buffers"
                 raise CaptureAllocationError(
                     f"capture needed a fresh allocation of {size}: the capture run met a new fused plan "
-                    f"({len(trace(roots)[0])} nodes) on {self.device.name}, and building it would compile, "
-                    "autotune and allocate mid-capture. " + self.device.capture_tracking.cause(None, True))
-            self.misses.add(self.device.name, key, self.plans)
+                    f"({len(trace(roots)[0])} nodes) on {device.name}, and building it would compile, "
+                    "autotune and allocate mid-capture. " + device.capture_tracking.cause(None, True))
+            self.misses.add(device.name, key, self.plans)
             plan, build = self._build(key, roots)
         else:
             build = None
-            self.plans.move_to_end(plan.key)   # (the cached key itself: found by identity, not compared again)
+            if plan.key is not self.newest:   # (the cached key itself: found by identity, not compared again)
+                self.plans.move_to_end(plan.key)
+                self.newest = plan.key
         execute(self, plan, roots, build)
         if drain_hook is not None:
-            drain_hook(self.device, plan, build is not None)
+            drain_hook(device, plan, build is not None)
         # success: the queue is consumed (on failure it stays, so nothing live is lost)
         self._consume()
-        self.stats.ops_elided += max(0, recorded - plan.n_ops)
+        stats = self.stats
+        elided = recorded - plan.n_ops
+        if elided > 0:
+            stats.ops_elided += elided
         if build is not None:
-            self.stats.fusion_cache_misses += 1
+            stats.fusion_cache_misses += 1
         else:
-            self.stats.fusion_cache_hits += 1
-        self.device.capture_tracking.ran(key, plan, self.device.capturing)
+            stats.fusion_cache_hits += 1
+        tracking = device.capture_tracking
+        if tracking.executed_keys is not None or device.capturing:   # (a capture under way: CaptureTracking.ran)
+            tracking.ran(key, plan, device.capturing)
         last = self.last_plan
         if last is not None and last.follower is not plan.key:
             last.follower = plan.key
@@ -427,7 +459,7 @@ class Engine:
     def _new_plan(self, key, nodes, targets):
         """A plan for a key met for the first time: from a cached plan of its structure at other
         sizes (runtime.structure), else from the plan store (runtime.plan_store), else planned."""
-        structure = PlanKey(structure_key(key.parts))
+        structure = PlanKey(structure_key(live_parts(key.parts, nodes)))
         backend = self.device.backend
         found, origin, stored = self._from_structure(structure, nodes), "rebound", None
         if found is None and plan_store.enabled():
@@ -462,6 +494,7 @@ class Engine:
         planner or the plan store gave also becomes a template of its structure, and one the
         planner built is written to the plan store (``store``)."""
         self.plans[plan.key] = plan
+        self.newest = plan.key
         while len(self.plans) > PLAN_CACHE_SIZE:
             self.plans.popitem(last=False)
             self.stats.plan_cache_evictions += 1

@@ -7,6 +7,7 @@ needed it: the rest stays pending for the next drain.
 """
 from __future__ import annotations
 
+import operator
 import struct
 
 from ..errors import DeviceError
@@ -16,7 +17,10 @@ from .build import trace
 from .collectives import Schedule, settle
 from .pool import DATA, META, SCRATCH, size_class
 
-KERNEL = StepKind.KERNEL   # (a hot-path alias: an Enum member read costs ~150 ns on Python 3.11)
+# (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
+KERNEL = StepKind.KERNEL
+BUFFER = Op.BUFFER
+_block_of = operator.attrgetter("block")
 
 
 def execute(engine, plan, roots, build) -> None:
@@ -46,7 +50,11 @@ def allocate(engine, plan, roots, cause) -> tuple:
     if specs is None:   # (the same for every drain of the plan's key, which says which roots have buffers)
         specs = plan.allocations = [(dt, n, (DATA, size_class(max(n, 1) * dt.itemsize))) for dt, n in
                                     [(s.dtype, s.numel) for s in roots if s.buffer is None] + plan.temps]
-    kept = iter(pool.take_kept(specs))   # (a Buffer is true, a block not kept None)
+    kept = pool.take_kept(specs)   # (a Buffer is true, a block not kept None)
+    n = len(roots)
+    if len(specs) - len(plan.temps) == n and None not in kept:   # the steady state: every root new, all kept
+        return kept[:n], kept[n:]
+    kept = iter(kept)
     root_bufs = []
     try:
         for s in roots:
@@ -55,7 +63,7 @@ def allocate(engine, plan, roots, cause) -> tuple:
                 buf = next(kept) or pool.buffer(s.dtype, s.numel, DATA, f"the output of {label}", cause)
             root_bufs.append(buf)
         temps = [next(kept) or pool.buffer(dt, n, DATA, f"an intermediate of {label}", cause)
-                 for dt, n in plan.temps]
+                 for dt, n in plan.temps] if plan.temps else []
     except DeviceError as e:
         # out of memory: the value that asked (every root, for an intermediate) can never be
         # computed, so it fails on its reads; the rest stays pending for the next drain
@@ -162,8 +170,10 @@ class LaunchMemo:
                 or not device.backend.reuses_launches):   # (the build path's metadata is scratch: never reused)
             return None, None
         try:
-            blocks = tuple([b.block for b in plan.bind_all(bound)])
-            memo = root_bufs[0].block.views.get(("launches", id(plan)))
+            blocks = tuple(map(_block_of, plan.bind_all(bound)))   # (no listcomp frame)
+            # (an int key, as the library calls' memos on blocks (runtime/cpu.memo_on_blocks): typed
+            # views have (dtype, View) keys, and each entry holds its owner, so two ids never meet)
+            memo = root_bufs[0].block.views.get(id(plan))
         except AttributeError:   # an imported buffer (ExternalBuffer) has no block
             return None, None
         # (blocks compare by identity; the memo holds the plan, so its id is not reused meanwhile)
@@ -176,7 +186,7 @@ class LaunchMemo:
         views = root_bufs[0].block.views
         if len(views) >= 16:   # (as the block's other memos: a block many plans use stays small)
             views.clear()
-        views[("launches", id(plan))] = LaunchMemo(plan, metas, blocks, calls)
+        views[id(plan)] = LaunchMemo(plan, metas, blocks, calls)
 
     @staticmethod
     def write_scalars(plan, metas, tape) -> None:
@@ -239,13 +249,14 @@ def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
     even if a later launch failed (or was interrupted), since re-running an in-place write at
     the next drain would apply it twice (a collective that failed at its wait did not run)."""
     stats.kernels_launched += done
+    every = done == len(plan.steps) and not lost   # (the common case: no test per root)
     if plan.n_extern:
         stats.extern_launches += plan.n_extern if done == len(plan.steps) else \
             sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
-    for k, (s, buf) in enumerate(zip(roots, root_bufs)):
-        if ran(plan.root_steps[k], done, lost):
+    for s, buf, step in zip(roots, root_bufs, plan.root_steps):
+        if every or ran(step, done, lost):
             s.buffer = buf
-            s.current = Node(Op.BUFFER, (), s.dtype, s.shape, buf)
+            s.current = Node(BUFFER, (), s.dtype, s.shape, buf)
 
 
 def first_reached(node: Node, hit):

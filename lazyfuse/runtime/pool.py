@@ -201,19 +201,20 @@ class MemoryPool:
             if self.private is not None:
                 return [None] * len(specs)
             cached = self.cached
-            taken = 0
+            taken = served = 0
             for dtype, numel, key in specs:
                 free = cached.get(key)
                 if free:
                     block = free.pop()
                     block.epoch = 0
                     taken += block.nbytes
+                    served += 1
                     out.append(Buffer(self, block, dtype, numel))
                 else:
                     out.append(None)
-            if taken:
+            if served:
                 self.cached_bytes -= taken
-                self.stats.pooled_allocations += len(out) - out.count(None)
+                self.stats.pooled_allocations += served
                 live = self.live_bytes = self.live_bytes + taken
                 if live > self.peak_live_bytes:
                     self.peak_live_bytes = live
@@ -239,22 +240,23 @@ class MemoryPool:
 
     def release(self, block: Block) -> None:
         with self.lock:
-            self.live_bytes -= block.nbytes
-            if block.usage is EXPORTED:
+            nbytes = block.nbytes
+            self.live_bytes -= nbytes
+            usage = block.usage
+            if usage is EXPORTED:
                 return
-            if block.usage is SHARED:
+            if usage is SHARED:
                 # graphs still hold it: only ever reused inside a capture that shares their pool
                 if self.private is not None and self.capturing and block.epoch == self.epoch:
-                    self.private[(DATA, block.nbytes)].append(block)
+                    self.private[(DATA, nbytes)].append(block)
                 return
-            key = (block.usage, block.nbytes)
             # only what was handed out since prepare() is kept for the capture: a block from
             # before (say, held by a lingering traceback) must not make a capture succeed by luck
             if self.private is not None and block.epoch == self.epoch:
-                self.private[key].append(block)
+                self.private[(usage, nbytes)].append(block)
             else:
-                self.cached[key].append(block)
-                self.cached_bytes += block.nbytes
+                self.cached[(usage, nbytes)].append(block)
+                self.cached_bytes += nbytes
 
     # -- capture modes ---------------------------------------------------------------------------
     def prepare(self) -> None:

@@ -56,6 +56,33 @@ def structure_key(parts: tuple) -> tuple:
     return tuple(out), live
 
 
+def live_parts(parts: tuple, nodes) -> tuple:
+    """A plan key's ``parts`` without the descriptors of the nodes no live root reads, their
+    positions renumbered (``nodes``: the drain's trace, each on the tape). Those nodes are
+    values a run left unread or results dropped before the drain: elided, yet in the key,
+    which fixes what was recorded. Without them the key is the one the live program has when
+    recorded alone, so its structure finds the plan that program built (runtime.engine) and
+    leftovers cost a rebinding, not a planning. A buffer leaf's first position (of a leaf on
+    the same buffer) and a root's target are renumbered among the live leaves."""
+    descs, live = parts
+    if len(nodes) == len(descs):   # (the tape holds every traced node: nothing dead)
+        return parts
+    order = sorted([n.tpos for n in nodes])
+    new = {p: i for i, p in enumerate(order)}
+    first = {}   # a buffer's first leaf position on the whole tape -> among the live leaves
+    out = []
+    for p in order:
+        desc = descs[p]
+        op = desc[0]
+        if op is Op.BUFFER:
+            out.append((op, desc[1], desc[2], first.setdefault(desc[3], new[p])))
+        elif op is Op.SCALAR or len(desc) == 3:   # a scalar, an ERROR leaf: no positions
+            out.append(desc)
+        else:
+            out.append((*desc[:4], tuple([new[s] for s in desc[4]])))
+    return tuple(out), tuple([(new[t], b if b is None else first.get(b, -1)) for t, b in live])
+
+
 def _arg(op, arg, size, sizes):
     """An op's attribute with its sizes as symbols: a view (or a write's region) and a gather's
     dim size hold sizes; every other attribute (reduced axes, an extern call, a collective)

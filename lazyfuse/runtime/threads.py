@@ -153,6 +153,15 @@ class ThreadBudget:
             self._set_threads(n)
             self._applied = n
 
+    def launches(self):
+        """``apply``, then ``torch_calls``: the context a drain's launches run in. It runs at
+        every drain, so within the window of a count already applied it decides and applies
+        nothing: a clock read."""
+        checked = self._checked
+        if checked is None or time.monotonic() - checked >= SAMPLE_S or self._applied != self.threads:
+            self.apply()
+        return self.torch_calls()
+
     def torch_calls(self):
         """The context to run launches in that may include torch's calls, after ``apply``: a
         no-op while torch's own count fits the free cores (a quiet machine) or the count is
