@@ -36,6 +36,7 @@ from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
 from . import fallback
+from . import templates
 from .tensor import LazyTensor, element_run, from_lf, lf_device_of
 
 aten = torch.ops.aten
@@ -143,15 +144,17 @@ def _fallback(func, args, kwargs):
 
 def _functional_runner(fn, label):
     """Run a native handler on the lazyfuse Tensors of ``args``. The common call -- positional
-    frontend tensors and Python numbers, no keywords -- converts each argument with one type test;
-    anything else (lists, plain torch tensors, keywords) takes the general conversion."""
+    frontend tensors, Python numbers and lists of sizes, no keywords -- converts each argument with one
+    type test; anything else (lists of tensors, plain torch tensors, keywords) takes the general
+    conversion. Either way the handler may be made again from a template (``templates``)."""
     counts = drains.counters.native
+    call = templates.call   # the handler, or its template (``templates``: the same nodes, made again)
 
     def run(func, args, kwargs):
         if kwargs:
             dev = lf_device_of(args) or lf_device_of(list(kwargs.values()))
             a = [_unwrap(x, dev, func) for x in args]
-            out = fn(*a, **{k: _unwrap(v, dev, func) for k, v in kwargs.items()})
+            out = call(fn, a, {k: _unwrap(v, dev, func) for k, v in kwargs.items()})
         else:
             a = []
             for x in args:
@@ -159,11 +162,13 @@ def _functional_runner(fn, label):
                     a.append(x._lf)
                 elif x.__class__ in _PLAIN:
                     a.append(x)
+                elif x.__class__ is list and not any(isinstance(y, torch.Tensor) for y in x):
+                    a.append(x)   # sizes, dims (view, expand, sum): nothing to convert
                 else:
                     dev = lf_device_of(args)
                     a = [_unwrap(x, dev, func) for x in args]
                     break
-            out = fn(*a)
+            out = call(fn, a)
         if out is NotImplemented:
             return _fallback(func, args, kwargs)
         counts[label] += 1
