@@ -184,3 +184,34 @@ def test_a_handler_that_makes_few_nodes_runs_op_by_op():
     for _ in range(3):
         assert templates.call(small, [lf.ones(2, device=DEV)]).tolist() == [2.0, 2.0]
     assert len(runs) == 3 and small in templates._direct
+
+
+def test_a_recordings_replay_enters_the_tape_op_by_op_recording_makes_and_refuses_to_pass_the_bound(monkeypatch):
+    """``Recording.replay`` (the optimizer's updates) enters its nodes as it makes them, in the
+    recording's order: the same tape as recording the update op by op. Where its writes would pass the
+    pending queue's bound it makes nothing and says so (the optimizer then records op by op)."""
+    from lazyfuse.torch_frontend import recording
+    from lazyfuse.torch_frontend.recording import Recording
+
+    def update(a, b):
+        a.copy_(a * 2 + b.sqrt() * 0.5)
+        b.mul_(0.25)
+
+    def fresh():
+        lf.sync(DEV)
+        return lf.tensor([1.0, 2.0, 3.0], device=DEV), lf.tensor([4.0, 16.0, 64.0], device=DEV)
+
+    a, b = fresh()
+    rec = Recording.of(lambda: update(a, b), [a._storage, b._storage])
+    a, b = fresh()
+    update(a, b)
+    by_ops = tuple(DEV.engine.descs)
+    c, d = fresh()
+    assert rec.replay([c._storage, d._storage]) is True
+    assert tuple(DEV.engine.descs) == by_ops
+    assert c.tolist() == a.tolist() == [3.0, 6.0, 10.0] and d.tolist() == b.tolist() == [1.0, 4.0, 16.0]
+    e, f = fresh()
+    monkeypatch.setattr(recording, "MAX_PENDING", 0)
+    counted = lf.stats(DEV).ops_recorded
+    assert rec.replay([e._storage, f._storage]) is False
+    assert lf.stats(DEV).ops_recorded == counted and e.tolist() == [1.0, 2.0, 3.0] and f.tolist() == [4.0, 16.0, 64.0]

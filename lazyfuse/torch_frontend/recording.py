@@ -18,6 +18,7 @@ draw, which a remade recording would repeat).
 from __future__ import annotations
 
 from ..ir.node import Kind, Node, Op
+from ..runtime.engine import MAX_PENDING
 
 # the nodes a recording cannot hold: leaves other than a Python number (a buffer's data, a random
 # draw: its seed and offset are numbers fixed at recording), and torch function calls (which may draw)
@@ -26,8 +27,8 @@ MADE_FRESH = frozenset(op for op in Op if op.kind is Kind.LEAF and op is not Op.
 
 class Recording:
     """The nodes ``fn`` entered on the tape (in tape order, each source an earlier node or the current
-    value of one of the storages), which of them each written storage took as its new value, and how
-    many ops the engine counted beyond those writes."""
+    value of one of the storages, with where ``fn`` entered such a value), which of them each written
+    storage took as its new value, and how many ops the engine counted beyond those writes."""
 
     __slots__ = ("nodes", "writes", "extra_ops")
 
@@ -59,24 +60,59 @@ class Recording:
                     return None   # data, a random draw or a torch call: made again, it would repeat
                 new[id(n)] = n
                 stack.extend(n.srcs)
-            nodes = sorted(new.values(), key=lambda n: n.tpos)
-            index = {id(n): j for j, n in enumerate(nodes)}
-            # (a source: ``j`` for the recording's own node j, ``~k`` for storage k's value)
-            made = [(n.op, tuple([index[id(s)] if id(s) in index else ~inputs[id(s)] for s in n.srcs]), n.dtype,
-                     n.shape, n.arg) for n in nodes]
+            # in tape order: the nodes, and where ``fn`` entered a storage's value (``(None, k, ...)``: a
+            # replay enters it there, so that it makes the tape op-by-op recording makes)
+            entered = [(n.tpos, k) for k, n in enumerate(before) if n.tape is tape and n.tpos >= start]
+            items = sorted([(n.tpos, n) for n in new.values()] + entered, key=lambda e: e[0])
+            index, made = {}, []
+            for j, (_, item) in enumerate(items):
+                if item.__class__ is int:
+                    made.append((None, item, None, None, None))
+                else:
+                    # (a source: ``j`` for the recording's own entry j, ``~k`` for storage k's value)
+                    made.append((item.op, tuple([index[id(s)] if id(s) in index else ~inputs[id(s)]
+                                                 for s in item.srcs]), item.dtype, item.shape, item.arg))
+                    index[id(item)] = j
             writes = [(k, index[id(storages[k].current)])
                       for k in sorted(written, key=lambda k: storages[k].current.tpos)]
             return Recording(made, writes, engine.stats.ops_recorded - counted - len(writes))
 
-    def replay(self, storages: list) -> None:
+    def replay(self, storages: list) -> bool:
         """Make the recorded nodes again over the storages' current values, and write them (the
-        storages of ``of``'s call, in its order, or others of the same dtypes, shapes and views)."""
+        storages of ``of``'s call, in its order, or others of the same dtypes, shapes and views).
+        Each node is entered on the tape as it is made, in the recording's order (a storage's value
+        where ``fn`` entered it, or else before the first node that reads it): the tape op-by-op
+        recording makes, without a walk from each write to the nodes it reads. False, with nothing made, where the writes
+        would pass the pending queue's bound (the drain it forces between two of them would cut the
+        nodes a later write reads off the tape): the caller records op by op."""
         engine = storages[0].engine
         with engine.lock:
+            if len(engine.pending) + len(self.writes) >= MAX_PENDING:
+                return False
+            tape = engine.tape
+            append, enter = engine._append, engine._enter
             inputs = [s.current for s in storages]
             made = []
             for op, srcs, dtype, shape, arg in self.nodes:
-                made.append(Node(op, tuple([made[j] if j >= 0 else inputs[~j] for j in srcs]), dtype, shape, arg))
+                if op is None:   # storage ``srcs``'s value, entered here
+                    node = inputs[srcs]
+                    if node.tape is not tape:
+                        enter(node)
+                    made.append(node)
+                    continue
+                src_nodes = []
+                for j in srcs:
+                    if j >= 0:
+                        src_nodes.append(made[j])
+                    else:
+                        node = inputs[~j]
+                        if node.tape is not tape:
+                            enter(node)
+                        src_nodes.append(node)
+                node = Node(op, tuple(src_nodes), dtype, shape, arg)
+                append(node)
+                made.append(node)
             for k, j in self.writes:
                 storages[k].update(made[j])
             engine.count_extra_ops(self.extra_ops)
+            return True
