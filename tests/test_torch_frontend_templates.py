@@ -215,3 +215,49 @@ def test_a_recordings_replay_enters_the_tape_op_by_op_recording_makes_and_refuse
     counted = lf.stats(DEV).ops_recorded
     assert rec.replay([e._storage, f._storage]) is False
     assert lf.stats(DEV).ops_recorded == counted and e.tolist() == [1.0, 2.0, 3.0] and f.tolist() == [4.0, 16.0, 64.0]
+
+
+@pytest.mark.parametrize("dim,start,end,step", [(0, None, None, 1), (1, 1, 3, 1), (1, -3, None, 2), (2, 2, 100, 3),
+                                                (-1, -100, -1, 1), (1, 3, 1, 1), (0, 5, 9, 1)])
+def test_slice_select_and_unbind_make_torchs_views(dim, start, end, step):
+    """aten's slice and select make their views directly (not through lazyfuse's indexing): torch's
+    bounds, clamping and errors, and they still alias their base."""
+    base = torch.arange(60.0).reshape(3, 4, 5)
+    lazy = lf.lazy(base.clone())
+    aten = torch.ops.aten
+    got = aten.slice.Tensor(lazy, dim, start, end, step)
+    torch.testing.assert_close(lf.eager(got), aten.slice.Tensor(base, dim, start, end, step))
+    for d in range(3):
+        for i in (-1, 0, 1):
+            torch.testing.assert_close(lf.eager(aten.select.int(lazy, d, i)), base.select(d, i))
+        assert [lf.eager(t).tolist() for t in lazy.unbind(d)] == [t.tolist() for t in base.unbind(d)]
+    with pytest.raises(lf.ShapeError, match="out of range"):
+        aten.select.int(lazy, 1, 4)
+    with pytest.raises(lf.LazyfuseError):
+        aten.slice.Tensor(lazy, 1, 0, 2, 0)
+    lazy[:, 1:3].mul_(0)       # a write through a slice lands in the base
+    base[:, 1:3].mul_(0)
+    torch.testing.assert_close(lf.eager(lazy), base)
+
+
+def test_an_equal_small_plain_tensor_reuses_its_upload_and_a_changed_one_is_uploaded_again():
+    """nanoGPT's ``torch.arange`` positions are a new plain tensor every step: one equal to the last
+    upload of its dtype and shape is that upload (still counted in the report); another value, or one
+    changed in place after its upload, is uploaded anew."""
+    w = lf.lazy(torch.randn(6, 3))
+    aten_table._uploads.clear()
+    lf.torch_frontend.reset()
+    first = F.embedding(torch.arange(4), w)
+    uploads = dict(aten_table._uploads)
+    again = F.embedding(torch.arange(4), w)
+    assert [v[1] for v in aten_table._uploads.values()] == [v[1] for v in uploads.values()]   # reused
+    changed = F.embedding(torch.arange(4).flip(0), w)
+    plain = torch.arange(4)
+    same = F.embedding(plain, w)
+    plain.fill_(5)
+    moved = F.embedding(plain, w)
+    for got, idx in ((first, [0, 1, 2, 3]), (again, [0, 1, 2, 3]), (changed, [3, 2, 1, 0]), (same, [0, 1, 2, 3]),
+                     (moved, [5] * 4)):
+        torch.testing.assert_close(lf.eager(got), lf.eager(w)[idx])
+    assert sum(n for (reason, _), n in lf.torch_frontend.counters.drains.items()
+               if reason.startswith("implicit upload")) == 5

@@ -78,8 +78,29 @@ def _upload(t: torch.Tensor, device, func):
     if t.dim() == 0:
         return t.item()   # a CPU scalar, as torch treats one beside a GPU tensor
     drains.counters.drains[("implicit upload of a plain tensor", drains.user_line())] += 1
+    small = t.numel() * t.element_size() <= SMALL_UPLOAD
+    if small:
+        key = (device, t.dtype, tuple(t.shape))
+        kept = _uploads.get(key)
+        if kept is not None and torch.equal(kept[0], t):
+            return kept[1]
     from ..creation import tensor
-    return tensor(t, device=device)
+    uploaded = tensor(t, device=device)
+    if small:
+        if len(_uploads) >= UPLOADS_KEPT:
+            del _uploads[next(iter(_uploads))]
+        _uploads[key] = (t.detach().clone(), uploaded)
+    return uploaded
+
+
+# The last upload of each small plain tensor's dtype and shape, per device, with a copy of its value: a
+# plain tensor equal to it is the same upload (torch code makes the same ones every step: nanoGPT's
+# ``torch.arange`` positions, forward and backward; uploading costs ~35 us, comparing ~2 us). Safe to
+# share: the upload is a private realized leaf, an argument of native handlers, which never write their
+# arguments nor return a view of a plain one (a view op with no frontend tensor never reaches the frontend).
+SMALL_UPLOAD = 1 << 16   # bytes
+UPLOADS_KEPT = 64
+_uploads: dict = {}
 
 
 _PLAIN = (float, int, bool, type(None))   # arguments passed through as they are (the common ones)
@@ -560,13 +581,24 @@ native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)
 native("transpose")(lambda x, dim0, dim1: x.transpose(dim0, dim1))
 native("unsqueeze")(lambda x, dim: x.unsqueeze(dim))
 native("squeeze")(lambda x, dim=None: x.squeeze(tuple(dim) if isinstance(dim, (list, tuple)) else dim))
-native("select")(lambda x, dim, index: x[(slice(None),) * (dim % x.ndim) + (index,)])
+# (select and slice make their views directly: through indexing's general path they cost ~25 us each,
+# and a GPT's q/k/v split is three slices)
+@native("select")
+def _select(x, dim, index):
+    dim = dim % x.ndim
+    size = x.shape[dim]
+    if not -size <= index < size:
+        raise ShapeError(f"index {index} is out of range for dim {dim} of size {size}")
+    return x._with_view(x._view.select(dim, index % size))
 
 
 @native("slice")
 def _slice(x, dim=0, start=None, end=None, step=1):
     dim = dim % x.ndim
-    return x[(slice(None),) * dim + (slice(start, end, step),)]
+    if step is None or step <= 0:
+        return x[(slice(None),) * dim + (slice(start, end, step),)]   # (indexing's error for a step <= 0)
+    start, end, _ = slice(start, end).indices(x.shape[dim])          # torch's clamping of the bounds
+    return x._with_view(x._view.slice(dim, start, max(end, start), step))
 
 
 @native("split")
@@ -586,7 +618,7 @@ def _split_with_sizes(x, split_sizes, dim=0):
     return out
 
 
-native("unbind")(lambda x, dim=0: [x[(slice(None),) * (dim % x.ndim) + (i,)] for i in range(x.shape[dim])])
+native("unbind")(lambda x, dim=0: [_select(x, dim, i) for i in range(x.shape[dim])])
 
 
 @native("as_strided")
