@@ -261,3 +261,33 @@ def test_an_equal_small_plain_tensor_reuses_its_upload_and_a_changed_one_is_uplo
         torch.testing.assert_close(lf.eager(got), lf.eager(w)[idx])
     assert sum(n for (reason, _), n in lf.torch_frontend.counters.drains.items()
                if reason.startswith("implicit upload")) == 5
+
+
+def test_a_replay_at_the_places_of_the_last_one_enters_its_very_descriptors():
+    """``recording.remake`` (templates' and recordings' replays): a call that starts where the last one
+    did, its inputs where they were, enters the descriptor objects the last one made (the drain's key
+    comparison finds them equal by identity); elsewhere it makes them anew, equal in structure."""
+    from lazyfuse.torch_frontend.recording import Recording
+
+    def update(a, b):
+        a.copy_(a * 2 + b.sqrt() * 0.5)
+
+    def fresh(shift=False):
+        lf.sync(DEV)
+        a, b = lf.tensor([1.0, 2.0, 3.0], device=DEV), lf.tensor([4.0, 16.0, 64.0], device=DEV)
+        if shift:
+            keep = b * 1   # entered first: the replay starts further on
+            return a, b, keep
+        return a, b, None
+    a, b, _ = fresh()
+    rec = Recording.of(lambda: update(a, b), [a._storage, b._storage])
+    made = {n for n, e in enumerate(rec.nodes) if e[0] is not None}
+    runs = []
+    for shift in (False, False, True):
+        a, b, keep = fresh(shift)
+        rec.replay([a._storage, b._storage])
+        runs.append(list(DEV.engine.descs))
+        assert a.tolist() == [3.0, 6.0, 10.0]
+    first, second, shifted = runs
+    assert second == first and sum(x is y for x, y in zip(first, second)) >= len(made)
+    assert len(shifted) > len(first) and not any(x is y for x in shifted for y in first if len(x) == 5)

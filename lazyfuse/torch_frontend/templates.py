@@ -23,12 +23,11 @@ pending queue's bound) or the replay would pass that bound. Tensor arguments tha
 """
 from __future__ import annotations
 
-import math
-
 from .. import ops as lf_ops
-from ..ir.node import Kind, Node, Op
+from ..ir.node import Kind, Op
 from ..runtime.engine import MAX_PENDING, Storage
 from ..tensor import Tensor as LfTensor
+from .recording import remake
 
 _SCALAR = Op.SCALAR
 _BUFFER = Op.BUFFER
@@ -86,11 +85,12 @@ class Template:
     recorded; ``result`` is the handler's return value as a spec (``_spec``). (An argument's entry is
     ``(None, k, None, None, None)``: one shape for all, unpacked in the replay's loop.)"""
 
-    __slots__ = ("entries", "storages", "result", "extra_ops", "writes")
+    __slots__ = ("entries", "storages", "result", "extra_ops", "writes", "last")
 
     def __init__(self, entries, storages, result, extra_ops, writes):
         self.entries, self.storages, self.result, self.extra_ops = entries, storages, result, extra_ops
         self.writes = writes   # in-place writes into the one result storage (cat's copies into its zeros)
+        self.last = [None, None]   # (``recording.remake``'s memo of the last replay)
 
     @staticmethod
     def record(fn, args, kwargs, storages, device):
@@ -162,27 +162,7 @@ class Template:
         with engine.lock:
             if len(engine.pending) + len(self.storages) >= MAX_PENDING:
                 return None   # a drain between two of the result storages would cut the segment
-            tape = engine.tape
-            append, enter = engine._append, engine._enter
-            made = []
-            for op, srcs, dtype, shape, arg in self.entries:
-                if op is None:
-                    node = inputs[srcs]
-                    if node.tape is not tape:
-                        enter(node)
-                else:
-                    src_nodes = []
-                    for j in srcs:
-                        if j >= 0:
-                            src_nodes.append(made[j])
-                        else:
-                            s = inputs[~j]
-                            if s.tape is not tape:
-                                enter(s)
-                            src_nodes.append(s)
-                    node = Node(op, tuple(src_nodes), dtype, shape, arg)
-                    append(node)
-                made.append(node)
+            made = remake(engine, self.entries, inputs, self.last)
             results = [Storage(engine, made[j]) for j in self.storages]
             if self.writes:
                 results[0].version = self.writes
