@@ -1,5 +1,5 @@
-"""Op templates: a native handler's call made again from the tape segment it recorded the last time
-it met the same arguments, without running it.
+"""Op templates: a native handler's call made again from the tape segment its first call with the same
+key recorded, without running it.
 
 A torch program calls the same aten ops on the same shapes step after step, and each native handler
 (``aten_table``) records the same nodes each time: only the values it reads (its tensor arguments'
@@ -23,6 +23,8 @@ pending queue's bound) or the replay would pass that bound. Tensor arguments tha
 """
 from __future__ import annotations
 
+import torch
+
 from .. import ops as lf_ops
 from ..ir.node import Kind, Op
 from ..runtime.engine import MAX_PENDING, Storage
@@ -30,11 +32,11 @@ from ..tensor import Tensor as LfTensor
 from .recording import remake
 
 _SCALAR = Op.SCALAR
-_BUFFER = Op.BUFFER
 # the nodes a template cannot hold: leaves other than a Python number (a buffer's data, a random draw, a
 # failed value) and torch function calls (which may draw); an arange is made from its scalars alone
 MADE_FRESH = frozenset(op for op in Op if op.kind is Kind.LEAF and op not in (Op.SCALAR, Op.ARANGE)) | {Op.EXTERN}
 _PLAIN_VALUES = (bool, int, str, type(None))
+_TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)   # (keyword arguments)
 KEPT = 4096            # templates kept (a model's distinct calls, a few settings each)
 # the fewest nodes a template must make to be worth its key: a view, a cast or one elementwise op is
 # recorded in a few us, about what building the key and looking it up costs
@@ -68,13 +70,10 @@ def _describe(value, sig: list, tensors: list) -> bool:
             if not _describe(x, sig, tensors):
                 return False
         return True
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    # a torch dtype, device, layout or memory format (hashable values of their own types)
-    sig += (cls, value) if cls.__module__ == "torch" else (None, None)
-    return cls.__module__ == "torch"
+    if cls in _TORCH_VALUES:
+        sig += (cls, value)
+        return True
+    return False   # (a plain torch tensor, say: a key cannot hold its value)
 
 
 class Template:
