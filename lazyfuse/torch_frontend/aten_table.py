@@ -36,6 +36,7 @@ from ..nn import functional as F
 from ..tensor import Tensor as LfTensor
 from . import drains
 from . import fallback
+from . import templates
 from .tensor import LazyTensor, element_run, from_lf, lf_device_of
 
 aten = torch.ops.aten
@@ -77,8 +78,29 @@ def _upload(t: torch.Tensor, device, func):
     if t.dim() == 0:
         return t.item()   # a CPU scalar, as torch treats one beside a GPU tensor
     drains.counters.drains[("implicit upload of a plain tensor", drains.user_line())] += 1
+    small = t.numel() * t.element_size() <= SMALL_UPLOAD
+    if small:
+        key = (device, t.dtype, tuple(t.shape))
+        kept = _uploads.get(key)
+        if kept is not None and torch.equal(kept[0], t):
+            return kept[1]
     from ..creation import tensor
-    return tensor(t, device=device)
+    uploaded = tensor(t, device=device)
+    if small:
+        if len(_uploads) >= UPLOADS_KEPT:
+            del _uploads[next(iter(_uploads))]
+        _uploads[key] = (t.detach().clone(), uploaded)
+    return uploaded
+
+
+# The last upload of each small plain tensor's dtype and shape, per device, with a copy of its value: a
+# plain tensor equal to it is the same upload (torch code makes the same ones every step: nanoGPT's
+# ``torch.arange`` positions, forward and backward; uploading costs ~35 us, comparing ~2 us). Safe to
+# share: the upload is a private realized leaf, an argument of native handlers, which never write their
+# arguments nor return a view of a plain one (a view op with no frontend tensor never reaches the frontend).
+SMALL_UPLOAD = 1 << 16   # bytes
+UPLOADS_KEPT = 64
+_uploads: dict = {}
 
 
 _PLAIN = (float, int, bool, type(None))   # arguments passed through as they are (the common ones)
@@ -143,15 +165,17 @@ def _fallback(func, args, kwargs):
 
 def _functional_runner(fn, label):
     """Run a native handler on the lazyfuse Tensors of ``args``. The common call -- positional
-    frontend tensors and Python numbers, no keywords -- converts each argument with one type test;
-    anything else (lists, plain torch tensors, keywords) takes the general conversion."""
+    frontend tensors, Python numbers and lists of sizes, no keywords -- converts each argument with one
+    type test; anything else (lists of tensors, plain torch tensors, keywords) takes the general
+    conversion. Either way the handler may be made again from a template (``templates``)."""
     counts = drains.counters.native
+    call = templates.call   # the handler, or its template (``templates``: the same nodes, made again)
 
     def run(func, args, kwargs):
         if kwargs:
             dev = lf_device_of(args) or lf_device_of(list(kwargs.values()))
             a = [_unwrap(x, dev, func) for x in args]
-            out = fn(*a, **{k: _unwrap(v, dev, func) for k, v in kwargs.items()})
+            out = call(fn, a, {k: _unwrap(v, dev, func) for k, v in kwargs.items()})
         else:
             a = []
             for x in args:
@@ -159,11 +183,13 @@ def _functional_runner(fn, label):
                     a.append(x._lf)
                 elif x.__class__ in _PLAIN:
                     a.append(x)
+                elif x.__class__ is list and not any(isinstance(y, torch.Tensor) for y in x):
+                    a.append(x)   # sizes, dims (view, expand, sum): nothing to convert
                 else:
                     dev = lf_device_of(args)
                     a = [_unwrap(x, dev, func) for x in args]
                     break
-            out = fn(*a)
+            out = call(fn, a)
         if out is NotImplemented:
             return _fallback(func, args, kwargs)
         counts[label] += 1
@@ -555,13 +581,24 @@ native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)
 native("transpose")(lambda x, dim0, dim1: x.transpose(dim0, dim1))
 native("unsqueeze")(lambda x, dim: x.unsqueeze(dim))
 native("squeeze")(lambda x, dim=None: x.squeeze(tuple(dim) if isinstance(dim, (list, tuple)) else dim))
-native("select")(lambda x, dim, index: x[(slice(None),) * (dim % x.ndim) + (index,)])
+# (select and slice make their views directly: through indexing's general path they cost ~25 us each,
+# and a GPT's q/k/v split is three slices)
+@native("select")
+def _select(x, dim, index):
+    dim = dim % x.ndim
+    size = x.shape[dim]
+    if not -size <= index < size:
+        raise ShapeError(f"index {index} is out of range for dim {dim} of size {size}")
+    return x._with_view(x._view.select(dim, index % size))
 
 
 @native("slice")
 def _slice(x, dim=0, start=None, end=None, step=1):
     dim = dim % x.ndim
-    return x[(slice(None),) * dim + (slice(start, end, step),)]
+    if step is None or step <= 0:
+        return x[(slice(None),) * dim + (slice(start, end, step),)]   # (indexing's error for a step <= 0)
+    start, end, _ = slice(start, end).indices(x.shape[dim])          # torch's clamping of the bounds
+    return x._with_view(x._view.slice(dim, start, max(end, start), step))
 
 
 @native("split")
@@ -581,7 +618,7 @@ def _split_with_sizes(x, split_sizes, dim=0):
     return out
 
 
-native("unbind")(lambda x, dim=0: [x[(slice(None),) * (dim % x.ndim) + (i,)] for i in range(x.shape[dim])])
+native("unbind")(lambda x, dim=0: [_select(x, dim, i) for i in range(x.shape[dim])])
 
 
 @native("as_strided")

@@ -149,7 +149,8 @@ def _record_update(hyper, tensors: list) -> None:
     storages = [t._storage for t in tensors]
     recording = _updates.get(key)
     if recording is not None:
-        recording.replay(storages)
+        if not recording.replay(storages):
+            _adam_update(hyper, *tensors)   # (at the pending queue's bound: op by op)
         return
     recording = Recording.of(lambda: _adam_update(hyper, *tensors), storages)
     if recording is not None:

@@ -18,21 +18,73 @@ draw, which a remade recording would repeat).
 from __future__ import annotations
 
 from ..ir.node import Kind, Node, Op
+from ..runtime.engine import MAX_PENDING
 
 # the nodes a recording cannot hold: leaves other than a Python number (a buffer's data, a random
 # draw: its seed and offset are numbers fixed at recording), and torch function calls (which may draw)
 MADE_FRESH = frozenset(op for op in Op if op.kind is Kind.LEAF and op is not Op.SCALAR) | {Op.EXTERN}
+_SCALAR = Op.SCALAR
+
+
+def remake(engine, entries: list, inputs: list, last: list) -> list:
+    """Make ``entries`` again over ``inputs`` (nodes) and enter each on the engine's tape as it is made;
+    the made nodes, per entry (an input's entry: the input). ``entries`` are in tape order: ``(op, srcs,
+    dtype, shape, arg)``, each source ``j >= 0`` entry j and ``~k`` input k; ``(None, k, None, None,
+    None)``: input k entered here if it is not on the tape yet (else before the first entry reading
+    it). This is the tape the function that recorded them made (``Recording``, ``templates``).
+
+    ``last`` (a 2-list, updated) holds where the previous call started and where its inputs were on
+    the tape, and the structural descriptors it entered: a call at the same places enters the same
+    descriptors, so it takes those very objects, unbuilt -- which the drain's plan-key comparison then
+    finds equal by identity (a steady training step makes the same calls at the same places)."""
+    tape = engine.tape
+    at = (len(tape), tuple([n.tpos if n.tape is tape else -1 for n in inputs]))
+    append, enter = engine._append, engine._enter
+    same = at == last[0]
+    if same:
+        descs, kept = engine.descs, iter(last[1])
+    made = []
+    for op, srcs, dtype, shape, arg in entries:
+        if op is None:
+            node = inputs[srcs]
+            if node.tape is not tape:
+                enter(node)
+            made.append(node)
+            continue
+        src_nodes = []
+        for j in srcs:
+            if j >= 0:
+                src_nodes.append(made[j])
+            else:
+                node = inputs[~j]
+                if node.tape is not tape:
+                    enter(node)
+                src_nodes.append(node)
+        node = Node(op, tuple(src_nodes), dtype, shape, arg)
+        if same:   # (``Engine._append``'s entry, with the descriptor it made last time)
+            node.tape = tape
+            node.tpos = len(tape)
+            tape.append(arg if op is _SCALAR else None)
+            descs.append(next(kept))
+        else:
+            append(node)
+        made.append(node)
+    if not same:
+        descs = engine.descs
+        last[:] = [at, [descs[n.tpos] for n, (op, *_) in zip(made, entries) if op is not None]]
+    return made
 
 
 class Recording:
     """The nodes ``fn`` entered on the tape (in tape order, each source an earlier node or the current
-    value of one of the storages), which of them each written storage took as its new value, and how
-    many ops the engine counted beyond those writes."""
+    value of one of the storages, with where ``fn`` entered such a value), which of them each written
+    storage took as its new value, and how many ops the engine counted beyond those writes."""
 
-    __slots__ = ("nodes", "writes", "extra_ops")
+    __slots__ = ("nodes", "writes", "extra_ops", "last")
 
     def __init__(self, nodes: list, writes: list, extra_ops: int):
         self.nodes, self.writes, self.extra_ops = nodes, writes, extra_ops
+        self.last = [None, None]   # (``remake``'s memo of the last replay)
 
     @staticmethod
     def of(fn, storages: list) -> "Recording | None":
@@ -59,24 +111,37 @@ class Recording:
                     return None   # data, a random draw or a torch call: made again, it would repeat
                 new[id(n)] = n
                 stack.extend(n.srcs)
-            nodes = sorted(new.values(), key=lambda n: n.tpos)
-            index = {id(n): j for j, n in enumerate(nodes)}
-            # (a source: ``j`` for the recording's own node j, ``~k`` for storage k's value)
-            made = [(n.op, tuple([index[id(s)] if id(s) in index else ~inputs[id(s)] for s in n.srcs]), n.dtype,
-                     n.shape, n.arg) for n in nodes]
+            # in tape order: the nodes, and where ``fn`` entered a storage's value (``(None, k, ...)``: a
+            # replay enters it there, so that it makes the tape op-by-op recording makes)
+            entered = [(n.tpos, k) for k, n in enumerate(before) if n.tape is tape and n.tpos >= start]
+            items = sorted([(n.tpos, n) for n in new.values()] + entered, key=lambda e: e[0])
+            index, made = {}, []
+            for j, (_, item) in enumerate(items):
+                if item.__class__ is int:
+                    made.append((None, item, None, None, None))
+                else:
+                    # (a source: ``j`` for the recording's own entry j, ``~k`` for storage k's value)
+                    made.append((item.op, tuple([index[id(s)] if id(s) in index else ~inputs[id(s)]
+                                                 for s in item.srcs]), item.dtype, item.shape, item.arg))
+                    index[id(item)] = j
             writes = [(k, index[id(storages[k].current)])
                       for k in sorted(written, key=lambda k: storages[k].current.tpos)]
             return Recording(made, writes, engine.stats.ops_recorded - counted - len(writes))
 
-    def replay(self, storages: list) -> None:
+    def replay(self, storages: list) -> bool:
         """Make the recorded nodes again over the storages' current values, and write them (the
-        storages of ``of``'s call, in its order, or others of the same dtypes, shapes and views)."""
+        storages of ``of``'s call, in its order, or others of the same dtypes, shapes and views).
+        Each node is entered on the tape as it is made, in the recording's order (a storage's value
+        where ``fn`` entered it, or else before the first node that reads it, ``remake``): the tape
+        op-by-op recording makes, without a walk from each write to the nodes it reads. False, with
+        nothing made, where the writes would pass the pending queue's bound (the drain it forces between two of them would cut the
+        nodes a later write reads off the tape): the caller records op by op."""
         engine = storages[0].engine
         with engine.lock:
-            inputs = [s.current for s in storages]
-            made = []
-            for op, srcs, dtype, shape, arg in self.nodes:
-                made.append(Node(op, tuple([made[j] if j >= 0 else inputs[~j] for j in srcs]), dtype, shape, arg))
+            if len(engine.pending) + len(self.writes) >= MAX_PENDING:
+                return False
+            made = remake(engine, self.nodes, [s.current for s in storages], self.last)
             for k, j in self.writes:
                 storages[k].update(made[j])
             engine.count_extra_ops(self.extra_ops)
+            return True
