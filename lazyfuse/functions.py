@@ -14,6 +14,7 @@ def sync(device=None) -> None:
     devices = [get_device(device)] if device is not None else all_devices()
     for dev in devices:
         dev.engine.sync("lf.sync")
+        dev.synchronize()   # (launches still queued on its stream: runtime/stream.py)
 
 
 def stats(device=None):
