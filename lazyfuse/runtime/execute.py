@@ -8,6 +8,7 @@ needed it: the rest stays pending for the next drain.
 from __future__ import annotations
 
 import struct
+import weakref
 
 from ..errors import DeviceError
 from ..ir.node import Node, Op
@@ -179,7 +180,7 @@ def enqueue(stream, engine, plan, roots, root_bufs, metas, bound) -> None:
         ready[mem] = max(ready.get(mem, -1), root_steps[k])
     realize(engine.stats, plan, roots, root_bufs, len(calls), frozenset())
     stream.submit(calls, blocks, ready, metas,
-                  [(root_steps[k], memory_of(buf), roots[k].current) for k, buf in enumerate(root_bufs)])
+                  [(root_steps[k], memory_of(buf), weakref.ref(roots[k].current)) for k, buf in enumerate(root_bufs)])
 
 
 class LaunchMemo:

@@ -82,7 +82,10 @@ class Drain:
         self.blocks = blocks     # the memory it binds (pool blocks; an imported buffer itself)
         self.ready = ready       # memory it writes -> the stream position after its last write there
         self.metas = metas       # its launch metadata (one block per step)
-        self.results = results   # (step index, memory, the BUFFER leaf its value is) per root
+        # per root: (step index, memory, a weak reference to the BUFFER leaf its value is): weak,
+        # so a queued drain never keeps a result's buffer out of the pool (a capture's warmup
+        # drops its outputs, and the capture run must find their blocks kept)
+        self.results = results
 
 
 def memory_of(buf):
@@ -190,6 +193,7 @@ class LaunchStream:
         if self.completed >= self.queued and not self.failures and not self.unreported:
             return   # (idle: a replay pays this check only)
         self._wait_until(self.queued)
+        self._prune()
         self._deliver_if_failed()
         if self.unreported:
             error = self.unreported[0]
@@ -227,8 +231,9 @@ class LaunchStream:
             self._failed_memory.clear()
         with engine.lock:
             for error, leaves, _ in failures:
-                for leaf in leaves:
-                    if leaf.op is Op.BUFFER:
+                for ref in leaves:
+                    leaf = ref()
+                    if leaf is not None and leaf.op is Op.BUFFER:
                         # (the leaf itself: pending work recorded on it since sees the failure too)
                         leaf.op, leaf.arg = Op.ERROR, error
                         engine.poisoned.add(leaf)
