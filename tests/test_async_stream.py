@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyfuse as lf
+from lazyfuse.runtime import stream as stream_module
 from programs import ALL_DTYPES, COMMON, run_program, scaled
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -26,14 +27,17 @@ if DEV.stream is None:   # (no C compiler: the interpreter stands in, synchronou
 
 
 @contextlib.contextmanager
-def stream_on():
-    """The stream on for the block (hypothesis examples cannot take monkeypatch); everything it
-    queued has run after it."""
-    saved = os.environ.get("LAZYFUSE_ASYNC")
+def stream_on(min_launches: int = 0):
+    """The stream on for the block (hypothesis examples cannot take monkeypatch), taking drains of
+    ``min_launches`` launches and more even when nothing is queued (the default: every drain, so
+    these small programs exercise it); everything it queued has run after it."""
+    saved, saved_min = os.environ.get("LAZYFUSE_ASYNC"), stream_module.MIN_LAUNCHES
     os.environ["LAZYFUSE_ASYNC"] = "1"
+    stream_module.MIN_LAUNCHES = min_launches
     try:
         yield DEV.stream
     finally:
+        stream_module.MIN_LAUNCHES = saved_min
         try:
             lf.sync(DEV)
         finally:
@@ -183,6 +187,26 @@ def test_capture_and_its_two_bugs_are_unchanged_with_the_stream_on():
         with pytest.raises(CaptureAllocationError, match="launch metadata"):
             lf.capture(DEV, lambda: (x @ w).sigmoid().amax(dim=0), warmup_iters=1)
         np.testing.assert_allclose(step().numpy(), expect * 2, rtol=1e-6)
+
+
+def test_a_small_drain_with_nothing_queued_runs_on_the_host_and_one_after_queued_work_does_not():
+    gate = Gate()
+    x = lf.tensor(np.zeros(16, dtype=np.float32), device=DEV)
+    with stream_on(min_launches=stream_module.MIN_LAUNCHES) as stream:
+        queued = stream.queued
+        np.testing.assert_array_equal((x + 1).numpy(), 1.0)
+        np.testing.assert_array_equal((x * 3).numpy(), 0.0)   # (z's plan below, built: no build path wait)
+        assert stream.queued == queued   # one launch, nothing queued: run on the host
+        stream_module.MIN_LAUNCHES = 0
+        y = lf.extern(gate, x)
+        DEV.engine.sync("test: queue the drain")
+        assert gate.entered.wait(10)
+        stream_module.MIN_LAUNCHES = 16
+        z = y * 3   # one launch, but it must run after the queued one: queued too
+        DEV.engine.sync("test: a small drain behind queued work")
+        assert stream.queued == queued + 2
+        gate.event.set()
+        np.testing.assert_array_equal(z.numpy(), 3.0)
 
 
 def test_the_knob_turned_off_drains_the_queue_in_order():

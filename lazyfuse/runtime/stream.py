@@ -54,6 +54,10 @@ from ..ir.node import Op
 # while the host waited, at 0.2 ms it ran beside the recording)
 SWITCH_INTERVAL_S = 2e-4
 
+# a drain of fewer launches runs on the host when nothing is queued: handing it to the worker and
+# waiting for it (a small drain's host read follows at once) costs more CPU time than it overlaps
+MIN_LAUNCHES = 16
+
 _streams: "weakref.WeakSet[LaunchStream]" = weakref.WeakSet()
 
 _LAUNCH_THREADS = """
@@ -138,8 +142,10 @@ class LaunchStream:
     def takes(self, plan) -> bool:
         """Whether ``plan``'s launches go on the stream: it is on, no capture is open (a capture
         records its launches as they run), and the plan has no collectives (their waits order
-        them against other ranks' work)."""
-        return self.enabled() and not self.device.capturing and plan.waits is None
+        them against other ranks' work), and it is not a small drain with nothing queued
+        (``MIN_LAUNCHES``)."""
+        return (self.enabled() and not self.device.capturing and plan.waits is None
+                and (len(plan.steps) >= MIN_LAUNCHES or self.completed < self.queued))
 
     # -- the host side -----------------------------------------------------------------------------
     def submit(self, calls, blocks, ready_steps, metas, results) -> None:
@@ -249,6 +255,8 @@ class LaunchStream:
                 while not self._todo:
                     cv.wait()
                 drain = self._todo.popleft()
+            if drain is None:   # (``stop``)
+                return
             with self.device.launching():
                 self._run_drain(drain, budget, set_kernel_threads, set_torch_threads)
 
@@ -291,11 +299,24 @@ class LaunchStream:
             self._cv.notify_all()
 
 
-def synchronize_all() -> None:
-    """Every stream's queued launches run (at exit: the process ends after its work, as a CUDA
-    context's does); failures are not raised here."""
+    def stop(self) -> None:
+        """Run what is queued, then end the worker thread (at exit: a thread that ran OpenMP
+        regions still alive while the process tears its libraries down can crash it)."""
+        worker = self._worker
+        if worker is None:
+            return
+        with self._cv:
+            self._todo.append(None)
+            self._cv.notify_all()
+        worker.join()
+        self._worker = None
+
+
+def stop_all() -> None:
+    """At exit: every stream's queued launches run (the process ends after its work, as a CUDA
+    context's does; failures are not raised here), and its worker ends."""
     for stream in list(_streams):
-        stream._wait_until(stream.queued)
+        stream.stop()
 
 
-atexit.register(synchronize_all)
+atexit.register(stop_all)
