@@ -11,6 +11,8 @@
    n_embd=128, block 64, vocab 65, batch 8: torch eager, warm torch.compile, the frontend lazily
    (recorded and drained each step) and captured (``lf.capture``, replayed); the cold first step
    (build path: code generation and compiles) of the frontend and of torch.compile.
+   The lazy step with the cpu device's asynchronous stream on (``LAZYFUSE_ASYNC=1``) and off, and
+   torch eager, timed in interleaved blocks of steps.
 3. The same step's CPU time at one thread (torch's and lazyfuse's: ``time.thread_time`` then counts
    all of it), torch eager and the frontend interleaved step by step, the frontend's split into
    recording (forward, backward, optimizer) and its drain: far less sensitive to a busy machine
@@ -29,7 +31,7 @@ from pathlib import Path
 import torch
 
 import lazyfuse as lf
-from bench.common import compiled, configure, timeit
+from bench.common import compiled, configure, timeit, timeit_interleaved
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from nanogpt_model import GPT, GPTConfig  # noqa: E402
@@ -142,12 +144,44 @@ def gpt_step_times(dev, quick: bool) -> tuple:
     lazy_step().item()
     results["frontend cold first step"] = (time.perf_counter() - t0) * 1e3
     results["frontend lazy"] = timeit(lambda: lazy_step().item(), reps=10, warmup=2) * 1e3
+    results.update(async_stream_times(dev, trainer(GPT(cfg), x, y), lazy_step))
     torch.manual_seed(0)
     graph = lf.capture(dev, trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev),
                                     lf.lazy(y, device=dev)))
     results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2) * 1e3
     results["captured launches"] = graph.num_launches
     return results, step_c
+
+
+STREAM_BLOCK = 4   # steps per timed block of ``async_stream_times``
+
+
+def async_stream_times(dev, eager_step, lazy_step) -> dict:
+    """Wall-clock milliseconds per step of the frontend's lazy step with the cpu device's
+    asynchronous stream on (``LAZYFUSE_ASYNC=1``: a step's backward and optimizer kernels run
+    while the host records the next step) and off, and of torch eager, interleaved block by
+    block: a block is ``STREAM_BLOCK`` steps, each reading its loss, then ``lf.sync`` (so the
+    last step's queued launches are timed too)."""
+    def block(run, stream: bool):
+        def steps():
+            os.environ["LAZYFUSE_ASYNC"] = "1" if stream else "0"
+            for _ in range(STREAM_BLOCK):
+                run().item()
+            lf.sync(dev)
+        return steps
+
+    saved = os.environ.get("LAZYFUSE_ASYNC")
+    try:
+        times = timeit_interleaved({"torch eager (blocks)": block(eager_step, False),
+                                    "frontend lazy (blocks, stream off)": block(lazy_step, False),
+                                    "frontend lazy, async stream (blocks)": block(lazy_step, True)},
+                                   reps=8, warmup=1)
+    finally:
+        if saved is None:
+            os.environ.pop("LAZYFUSE_ASYNC", None)
+        else:
+            os.environ["LAZYFUSE_ASYNC"] = saved
+    return {name: t / STREAM_BLOCK * 1e3 for name, t in times.items()}
 
 
 class _OneThread:

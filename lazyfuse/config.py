@@ -75,6 +75,11 @@ class Knob:
     def allowed(self) -> str:
         return _ALLOWED[self.parse]
 
+    def raw(self):
+        """The variable's text (None: unset), unparsed: for a hot path that parses it only when
+        it changed (the asynchronous stream reads its knob at every drain)."""
+        return os.environ.get(self.name)
+
     def get(self):
         """The knob's value now: the parsed variable, or the default when unset (or empty)."""
         raw = os.environ.get(self.name)
@@ -137,6 +142,12 @@ THREADS = _declare(
     "threads of the C kernels' parallel regions: `auto` (default: the cores other processes leave free, "
     "re-measured every 0.1 s, at most torch's own count, `torch.get_num_threads()`) or a count; lazyfuse "
     "never changes torch's count", error=DeviceError)
+ASYNC = _declare(
+    "LAZYFUSE_ASYNC", False, _bool, "use",
+    "`1` runs the cpu device's launches on a worker thread (an asynchronous stream, as CUDA's): a drain "
+    "returns once its launches are queued, and only a host read or write of a buffer waits, for the "
+    "launches that touch it; `lf.sync` waits for all and raises a launch's failure; captures, replays, "
+    "collectives and the build path stay synchronous (default off)")
 MAX_PENDING = _declare(
     "LAZYFUSE_MAX_PENDING", 4096, _whole_number, "import",
     "pending-queue size that triggers a drain on its own (default 4096)")

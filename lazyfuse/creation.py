@@ -31,6 +31,7 @@ def _realized(dev, t: torch.Tensor) -> Tensor:
     dtype = dt.from_torch(t.dtype)
     shape = tuple(t.shape)
     buf = dev.pool.buffer(dtype, prod(shape), DATA, "tensor data uploaded from the host")
+    dev.host_write(buf)   # (a freed block a queued launch may still use: runtime/stream.py)
     if t.numel():
         buf.tensor.copy_(t.reshape(-1))
     node = Node(Op.BUFFER, (), dtype, shape, buf)

@@ -16,6 +16,7 @@ def sync(device=None) -> None:
         return
     for dev in all_devices():
         dev.engine.sync("lf.sync")
+        dev.synchronize()   # (launches still queued on its stream: runtime/stream.py)
 
 
 def stats(device=None):

@@ -45,6 +45,7 @@ def export_view(t: Tensor, reason: str) -> torch.Tensor:
     """``t``'s value as a torch view of its buffer, handed to a peer: drained first, and the
     buffer taken out of the pool for good."""
     view = t._device_view(reason)
+    t.device.synchronize()   # the peer may write it too: nothing queued may still touch it
     buf = t._storage.buffer
     if isinstance(buf, Buffer):
         buf.export()

@@ -140,6 +140,9 @@ class Tensor:
             except Exception:  # noqa: BLE001 (an exception type with another constructor)
                 again = LazyfuseError(f"this tensor's value could not be computed: {err!r}")
             raise again from err
+        self.device.host_read(st.buffer)   # (its write may still be queued: runtime/stream.py)
+        if st.current.op is Op.ERROR:   # it failed on the stream
+            return self._device_view(reason)
         v = self._view
         base = st.buffer.tensor
         return base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)

@@ -93,6 +93,7 @@ class Device:
     memory pool, backend, engine (the pending queue), capture tracking and the graph protocol."""
     kind = "?"
     supports_graphs = False
+    stream = None   # the asynchronous launch stream (runtime/stream.py; the cpu device's only)
 
     def __init__(self, name: str, torch_device: torch.device):
         self.name = name
@@ -135,6 +136,22 @@ class Device:
     def launching(self):
         """The context the calls are made and run in (a GPU: its own device current)."""
         return contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        """Until every launch enqueued on the device's stream ran (``lf.sync``); a failure the
+        stream found is raised here (``LaunchStream.synchronize``)."""
+        if self.stream is not None:
+            self.stream.synchronize()
+
+    def host_read(self, buffer) -> None:
+        """Before the host reads ``buffer``'s memory: the queued launch that writes it ran."""
+        if self.stream is not None:
+            self.stream.wait_read(buffer)
+
+    def host_write(self, buffer) -> None:
+        """Before the host writes ``buffer``'s memory: no queued launch binds it any more."""
+        if self.stream is not None:
+            self.stream.wait_write(buffer)
 
     def raise_deferred_errors(self) -> None:
         """Errors a device found without a host sync (see ``CudaDevice``), raised at a user
@@ -268,6 +285,8 @@ class CpuDevice(Device):
         from .cpu import CpuBackend, omp_set_num_threads, thread_count_setter
         from .threads import ThreadBudget
         self.threads = ThreadBudget(thread_count_setter(), set_omp=omp_set_num_threads())
+        from .stream import LaunchStream
+        self.stream = LaunchStream(self)   # (C kernels only: the interpreter's launches hold the GIL)
         return CpuBackend(self.pool)
 
     def launching(self):
@@ -277,7 +296,12 @@ class CpuDevice(Device):
             return contextlib.nullcontext()
         return self.threads.launches()
 
+    def graph_prepare(self) -> None:
+        self.synchronize()   # a capture's launches run synchronously, after the queued ones
+        super().graph_prepare()
+
     def graph_replay(self, graph) -> None:
+        self.synchronize()   # (a replay rewrites its buffers from the host's thread)
         if graph.threaded and self.threads is not None:   # serial kernels only: no region to size
             self.threads.apply()
             with self.threads.torch_calls():

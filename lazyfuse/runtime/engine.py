@@ -303,6 +303,7 @@ class Engine:
         with self.lock:
             if id(buf) in self.leaf_first:   # pending work reads this buffer: record the copy after it
                 return False
+            self.device.host_write(buf)   # queued launches may still read it (runtime/stream.py)
             if isinstance(data, np.ndarray):
                 np.copyto(flat.numpy().reshape(data.shape), data, casting="no")
             else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 import struct
+import weakref
 
 from ..errors import DeviceError
 from ..ir.node import Node, Op
@@ -16,6 +17,7 @@ from .backend import StepKind
 from .build import trace
 from .collectives import Schedule, settle
 from .pool import DATA, META, SCRATCH, size_class
+from .stream import memory_of
 
 # (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
 KERNEL = StepKind.KERNEL
@@ -24,7 +26,13 @@ _block_of = operator.attrgetter("block")
 
 
 def execute(engine, plan, roots, build) -> None:
-    """Allocate, compile (``build``: the build path's (leaves, scalars)), bind and launch."""
+    """Allocate, compile (``build``: the build path's (leaves, scalars)), bind and launch: on
+    the device's asynchronous stream where it takes the plan (``runtime/stream.py``), after
+    everything queued where not, and where the build path or tuning reads the bound buffers."""
+    stream = engine.device.stream
+    if stream is not None and (stream.busy() or stream.failures) and (
+            build is not None or plan.untuned is not None or not stream.takes(plan)):
+        stream.synchronize()
     tracking = engine.device.capture_tracking
     cause = lambda: tracking.cause(plan, build is not None)  # noqa: E731 (only built on failure)
     root_bufs, temps = allocate(engine, plan, roots, cause)
@@ -38,7 +46,10 @@ def execute(engine, plan, roots, build) -> None:
     elif plan.untuned is not None and not engine.device.capturing:
         engine.device.backend.tune_plan(plan, engine.stats, bound, tape)   # off the build path (autotune.Deferred)
         engine.store(plan)
-    launch(engine, plan, roots, root_bufs, metas, bound)
+    if stream is not None and stream.takes(plan):
+        enqueue(stream, engine, plan, roots, root_bufs, metas, bound)
+    else:
+        launch(engine, plan, roots, root_bufs, metas, bound)
 
 
 def allocate(engine, plan, roots, cause) -> tuple:
@@ -140,6 +151,44 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
         raise
     finally:
         realize(engine.stats, plan, roots, root_bufs, done, lost)
+
+
+def enqueue(stream, engine, plan, roots, root_bufs, metas, bound) -> None:
+    """``launch`` on the asynchronous stream: the calls made (or the memo's taken) and their
+    metadata written here, after the queued launches that read that metadata; the roots
+    realized at once (their buffers are written in stream order); the calls run by the
+    stream's worker. A failure there is the stream's to report (``LaunchStream.deliver``)."""
+    device = engine.device
+    tape = engine.tape
+    memo, blocks = LaunchMemo.find(device, plan, root_bufs, metas, bound)
+    if memo is None:
+        stream.wait_metas(metas)
+        calls = []
+        plan.written = None
+        for step, meta in zip(plan.steps, metas):
+            if step.kind is KERNEL or step.scalars:
+                meta.write(step.header, step.bind_scalars(tape))
+            calls.append(device.call(step, step.bind(bound), meta))
+        if metas is plan.metas:
+            plan.written = scalar_words(plan, tape)
+        if blocks is not None:
+            LaunchMemo.keep(plan, root_bufs, metas, blocks, calls)
+        else:
+            blocks = tuple([memory_of(b) for b in plan.bind_all(bound)])
+    else:
+        calls = memo.calls
+        words = scalar_words(plan, tape)
+        if words is None or words != plan.written:
+            stream.wait_metas(metas)
+            memo.write_scalars(plan, metas, tape)
+    root_steps = plan.root_steps
+    ready = {}
+    for k, buf in enumerate(root_bufs):
+        mem = memory_of(buf)
+        ready[mem] = max(ready.get(mem, -1), root_steps[k])
+    realize(engine.stats, plan, roots, root_bufs, len(calls), frozenset())
+    stream.submit(calls, blocks, ready, metas,
+                  [(root_steps[k], memory_of(buf), weakref.ref(roots[k].current)) for k, buf in enumerate(root_bufs)])
 
 
 class LaunchMemo:
