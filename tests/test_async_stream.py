@@ -221,6 +221,8 @@ def test_the_knob_turned_off_drains_the_queue_in_order():
         os.environ["LAZYFUSE_ASYNC"] = "0"
         z = y * 2
         np.testing.assert_array_equal(z.numpy(), 2.0)
+        # and the worker ended with it: its idle OpenMP team would slow every other parallel region
+        assert DEV.stream._worker is None
 
 
 def test_the_frontend_gpt_trains_to_torch_eager_losses_with_the_stream_on():
