@@ -9,7 +9,8 @@ Three places resolve a name lazyfuse does not define itself — ``Tensor.<name>`
    and why (so ``hasattr`` stays true, as on torch, and the message comes at the call);
 2. torch's own function or method of that name: an extern (``lazyfuse.extern``): recorded
    lazily, run by torch at the drain. An in-place method (``x.cumsum_(0)``) runs its
-   out-of-place form and writes the result back with ``copy_`` (in program order: docs/semantics.md, Views and in-place writes);
+   out-of-place form (lazyfuse's own where it has one, so it fuses) and writes the result back
+   with ``copy_`` (in program order: docs/semantics.md, Views and in-place writes);
    one with no out-of-place form (``x.normal_()``) runs on a copy. A factory (no lazyfuse
    Tensor among the arguments) runs at once and uploads its result;
 3. otherwise ``AttributeError``, as for any unknown attribute.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import UnsupportedOpError
+from .errors import DTypeError, UnsupportedOpError
 from .extern import extern, flatten
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
@@ -134,6 +135,20 @@ def tensor_attribute(t, name: str):
 
 
 def _in_place(t, name):
+    from .tensor import Tensor
+    if classify(name[:-1], "Tensor") == "native":
+        # x.exp_(): lazyfuse's own exp written back, so it fuses like x.copy_(x.exp())
+        native = getattr(Tensor, name[:-1])
+
+        def method(*args, **kwargs):
+            value = native(t, *args, **kwargs)
+            if not torch.can_cast(value.dtype.torch, t.dtype.torch):
+                raise DTypeError(f"{name}: the result's dtype {value.dtype} cannot be written into this "
+                                 f"{t.dtype} tensor in place (torch refuses it too); use the out-of-place "
+                                 f"{name[:-1]}() instead")
+            return t.copy_(value)
+        method.__name__ = name
+        return method
     base = getattr(torch.Tensor, name[:-1], None)
     fn = base if callable(base) else InPlaceOnCopy(name)
 
@@ -157,6 +172,8 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
     if name.endswith("_copy") and callable(getattr(torch.Tensor, name[:-len("_copy")], None)):
         return _copy_of(name[:-len("_copy")], qualified_prefix + name)
+    if name.endswith("_"):
+        return _in_place_function(fn, qualified_prefix, name)
 
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)
@@ -167,6 +184,32 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     call.__qualname__ = qualified_prefix + name
     call.__doc__ = f"torch's {fn.__name__} on lazyfuse tensors, run as an extern (no native lowering)."
     call.torch_function = fn
+    return call
+
+
+# where ``lf.<name>_`` / ``lf.nn.functional.<name>_`` finds the out-of-place form it writes back
+_LAZYFUSE_NAMESPACES = {"lf.": "lazyfuse", "lf.nn.functional.": "lazyfuse.nn.functional"}
+
+
+def _in_place_function(fn, qualified_prefix: str, name: str):
+    """``lf.relu_(x)``, ``lf.fill_(x, v)``, ``lf.nn.functional.elu_(x)``: torch's in-place function
+    writes its first argument and returns it. Run as an extern, its result would be a new tensor
+    and ``x`` would keep its old value, so it runs as the Tensor method ``x.<name>(...)`` (native,
+    or this module's in-place extern), else, for a functional with no method form
+    (``F.elu_``), as lazyfuse's out-of-place ``<name[:-1]>`` written back with ``copy_``."""
+    import importlib
+    from .tensor import Tensor
+
+    def call(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            return extern(fn, input, *args, **kwargs)   # not lazyfuse's to write: torch's own call
+        if callable(getattr(Tensor, name, None)) or callable(getattr(torch.Tensor, name, None)):
+            return getattr(input, name)(*args, **kwargs)
+        out_of_place = getattr(importlib.import_module(_LAZYFUSE_NAMESPACES[qualified_prefix]), name[:-1])
+        return input.copy_(out_of_place(input, *args, **kwargs))
+    call.__name__ = name
+    call.__qualname__ = qualified_prefix + name
+    call.__doc__ = f"torch's in-place {name}: writes ``input`` and returns it."
     return call
 
 
@@ -250,10 +293,17 @@ def classify(name: str, namespace: str = "Tensor") -> str:
     from .tensor import Tensor
     home = {"Tensor": Tensor, "torch": lazyfuse, "functional": F}[namespace]
     own = home.__dict__ if namespace == "Tensor" else vars(home)
+    if namespace != "Tensor" and name.endswith("_") and name not in own and refusal(name) is None:
+        # an in-place function runs as the method (``_in_place_function``), else its out-of-place form
+        has_method = callable(getattr(Tensor, name, None)) or callable(getattr(torch.Tensor, name, None))
+        return classify(name, "Tensor") if has_method else classify(name[:-1], namespace)
     if name in own:
         return "native"
     if namespace == "Tensor" and any(name in vars(c) for c in Tensor.__mro__[1:-1]):
         return "native"
+    if namespace == "Tensor" and name.endswith("_") and refusal(name) is None and name[:-1] and \
+            classify(name[:-1], "Tensor") == "native":
+        return "native"   # x.exp_(): the native exp written back (_in_place)
     return "refused" if refusal(name) is not None else "extern"
 
 

@@ -509,6 +509,11 @@ class Tensor:
         """The same storage and view (so it aliases ``self``), cut from the autograd graph."""
         return Tensor(self._storage, self._view, self.device)
 
+    def detach_(self):
+        """``self`` cut from the autograd graph in place (now a leaf that does not require grad)."""
+        self._ag = None
+        return self
+
     # -- autograd (lazyfuse.autograd) ------------------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
@@ -620,6 +625,20 @@ class Tensor:
     def mT(self):
         """A view with the last two dims swapped (a batch of matrices transposed)."""
         return self.transpose(-2, -1)
+
+    @property
+    def mH(self):
+        """The conjugate transpose of the last two dims: ``mT``, lazyfuse's dtypes being real."""
+        return self.mT
+
+    @property
+    def H(self):
+        """The conjugate transpose of a matrix: its transpose, lazyfuse's dtypes being real (2-D
+        tensors, and 0-d ones as they are, as torch)."""
+        if self.ndim not in (0, 2):
+            raise ShapeError(f"tensor.H is only supported on matrices (2-D tensors), got shape {self.shape}; "
+                             "use mH or transpose")
+        return self.transpose(0, 1) if self.ndim == 2 else self
 
     def unsqueeze(self, dim):
         """A view with a new size-1 dim at ``dim`` (``-1`` appends one)."""

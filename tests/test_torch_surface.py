@@ -1,5 +1,7 @@
 """torch's names, signatures and keyword arguments on lazyfuse, held to torch eager; the native
 ones fuse (kernel counts), the rest run as externs or are refused with a clear error."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -206,3 +208,144 @@ def test_rounding_of_integers_and_erf_gradient():
     xr = xt.clone().requires_grad_()
     (xr.erf() * xr.floor()).sum().backward()
     torch.testing.assert_close(x.grad.torch(), xr.grad)
+
+
+def _in_place_cases():
+    """(namespace label, name, extra args) for every torch in-place function that takes a float
+    tensor first: ``lf.<name>`` / ``lf.nn.functional.<name>`` must write that tensor and return it."""
+    extra = {"clamp_": (-0.2, 0.3), "clamp_max_": (0.3,), "clamp_min_": (0.3,), "clip_": (0.1, 0.5), "fill_": (2.5,),
+             "threshold_": (0.5, -1.0), "ldexp_": (torch.tensor([2.0]),), "xlogy_": (torch.tensor([2.0]),),
+             "index_put_": ((torch.tensor([0, 1]),), torch.tensor(9.0)), "rrelu_": (0.1, 0.1),
+             **{n: (0.0, True) for n in ("dropout_", "alpha_dropout_", "feature_alpha_dropout_", "feature_dropout_")}}
+    skip = {"addmv_", "gcd_", "lcm_", "embedding_renorm_", "resize_as_", "resize_as_sparse_", "as_strided_",
+            "detach_"}   # not of a float tensor alone, storage surgery, or metadata (tested below)
+    for label, ns in (("lf", torch), ("F", TF)):
+        for name in sorted(n for n in dir(ns) if n.endswith("_") and not n.startswith("_")):
+            if name not in skip and callable(getattr(ns, name)):
+                yield label, name, extra.get(name, ())
+
+
+@pytest.mark.parametrize("label, name, extra", list(_in_place_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_in_place_functions_write_their_input_and_return_it(label, name, extra):
+    # lf.relu_(x) used to run torch.relu_ as an extern: x kept its old value (a silent wrong value)
+    base = torch.rand(2, 3, generator=G) * 0.8 + 0.1
+    want = base.clone()
+    getattr(torch if label == "lf" else TF, name)(want, *extra)
+    x = lf.tensor(base)
+    lf_ns = lf if label == "lf" else F
+    args = tuple(tuple(L(a) for a in e) if isinstance(e, tuple) else L(e) if isinstance(e, torch.Tensor) else e
+                 for e in extra)
+    assert getattr(lf_ns, name)(x, *args) is x
+    same(x, want)
+
+
+@pytest.mark.parametrize("name", ["reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "detach",
+                                  "narrow", "select", "movedim", "diagonal", "t"])
+def test_view_functions_alias_their_input_as_torch(name):
+    args = {"reshape": ((3, 2),), "permute": ((1, 0),), "transpose": (0, 1), "squeeze": (), "unsqueeze": (0,),
+            "flatten": (), "detach": (), "narrow": (1, 0, 2), "select": (0, 1), "movedim": (0, 1), "diagonal": (),
+            "t": ()}[name]
+    xt, x = torch.zeros(2, 3), lf.zeros(2, 3)
+    getattr(torch, name)(xt, *args).add_(1)
+    before = lf.stats().extern_launches
+    getattr(lf, name)(x, *args).add_(1)
+    same(x, xt)
+    assert lf.stats().extern_launches == before   # lazyfuse's own view, not torch's function as an extern
+
+
+def test_every_native_method_is_also_native_as_a_function():
+    # lf.<name>(x) for a method tensor.py defines must be that method, not torch's function as an extern
+    import lazyfuse
+    missing = [n for n in vars(lf.Tensor) if not n.startswith("_") and callable(getattr(lf.Tensor, n))
+               and callable(getattr(torch, n, None)) and not n.endswith("_") and n not in vars(lazyfuse)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name, args", [("t_", ()), ("transpose_", (0, 1)), ("swapdims_", (1, 0)),
+                                        ("swapaxes_", (0, 1)), ("unsqueeze_", (1,)), ("squeeze_", ()),
+                                        ("as_strided_", ((3,), (2,), 1))])
+def test_view_methods_in_place_change_the_tensor_itself(name, args):
+    # x.t_() used to run t() as an extern and copy_ the (3, 2) result into the (2, 3) x: ShapeError
+    base = torch.arange(6.0).reshape(2, 3)
+    xt, x = base.clone(), lf.tensor(base)
+    if name == "squeeze_":
+        xt, x = xt.unsqueeze(0), x.unsqueeze(0)
+    assert getattr(x, name)(*args) is x
+    getattr(xt, name)(*args)
+    assert x.shape == tuple(xt.shape) and x.stride() == xt.stride()
+    same(x, xt)
+    x.mul_(10)   # still a view of the same storage: the base sees the write, as in torch
+    xt.mul_(10)
+    same(x, xt)
+
+
+def test_view_in_place_on_autograd_tensors_as_torch():
+    leaf = lf.rand(2, 3, requires_grad=True)
+    with pytest.raises(lf.AutogradError, match="t_"):
+        leaf.t_()
+    w = torch.arange(2.0)
+    y = leaf * 2
+    y.t_()
+    (y * L(w)).sum().backward()
+    lt = leaf.torch().clone().requires_grad_()
+    yt = lt * 2
+    yt.t_()
+    (yt * w).sum().backward()
+    same(leaf.grad, lt.grad)
+
+
+def test_conjugate_transposes_of_real_tensors():
+    xt = torch.randn(2, 3, 4, generator=G)
+    x = L(xt)
+    same(x.mH, xt.mH)
+    same(x[0].H, xt[0].H)
+    with pytest.raises(lf.ShapeError, match="2-D"):
+        x.H
+
+
+def _native_in_place_methods():
+    """torch's in-place Tensor methods whose out-of-place form lazyfuse lowers itself, each with
+    the first argument list torch accepts on a (2, 3) float tensor."""
+    yt = torch.rand(2, 3, generator=G) + 0.5
+    candidates = [(), (yt,), (0.5,), (1,), (yt, yt), (0.2, 0.6), (1, torch.tensor([0, 1, 1]), yt)]
+    for name in sorted(n for n in dir(torch.Tensor) if n.endswith("_") and not n.startswith("_")):
+        if name in ("detach_", "requires_grad_", "share_memory_") or classify(name, "Tensor") != "native" \
+                or name in vars(lf.Tensor) or classify(name[:-1], "Tensor") != "native":
+            continue   # only the ones surface._in_place writes back
+        for args in candidates:
+            try:
+                with warnings.catch_warnings():   # addbmm_(beta, b1, b2): a deprecated overload
+                    warnings.simplefilter("ignore")
+                    getattr(torch.rand(2, 3) + 0.5, name)(*args)
+            except Exception:  # noqa: BLE001 (torch refuses this argument list: try the next)
+                continue
+            yield name, args
+            break
+
+
+@pytest.mark.parametrize("name, args", list(_native_in_place_methods()), ids=lambda v: v if isinstance(v, str) else "")
+def test_in_place_methods_of_native_ops_fuse_and_match_torch(name, args):
+    # x.exp_() used to run torch's exp as an extern (a fusion boundary) and copy the result back
+    base = torch.rand(2, 3, generator=G) + 0.5
+    xt, x = base.clone(), lf.tensor(base)
+    getattr(xt, name)(*args)
+    before = lf.stats()
+    assert getattr(x, name)(*(L(a) if isinstance(a, torch.Tensor) else a for a in args)) is x
+    (x * 2).sum()   # a neighbour op: the in-place write fuses with it
+    same(x, xt)
+    after = lf.stats()
+    assert after.extern_launches == before.extern_launches
+
+
+def test_in_place_method_refuses_a_result_its_dtype_cannot_hold():
+    x = lf.arange(4)
+    with pytest.raises(lf.DTypeError, match="exp_"):
+        x.exp_()
+    assert x.tolist() == [0, 1, 2, 3]   # unchanged, and the engine still works
+
+
+def test_detach_in_place_makes_a_leaf():
+    x = lf.rand(3, requires_grad=True)
+    y = x * 2
+    assert y.detach_() is y and not y.requires_grad and y.is_leaf
+    same(y, x.torch().detach() * 2)
