@@ -134,6 +134,15 @@ def tensor_attribute(t, name: str):
     return lambda *args, **kwargs: extern(method, t, *args, **kwargs)
 
 
+def _saved_input(t):
+    """What an in-place op written back as ``t.copy_(f(t))`` computes ``f`` of. Under autograd a
+    clone (a lazy copy, fused into ``f``'s kernel): ``f``'s gradient may save its input (clamp's
+    does), and the write would make that saved tensor newer than the forward read (an
+    AutogradError at backward), where torch's in-place op keeps the original value for it."""
+    from .autograd import is_grad_enabled
+    return t.clone() if t.requires_grad and is_grad_enabled() else t
+
+
 def _in_place(t, name):
     from .tensor import Tensor
     if classify(name[:-1], "Tensor") == "native":
@@ -141,7 +150,7 @@ def _in_place(t, name):
         native = getattr(Tensor, name[:-1])
 
         def method(*args, **kwargs):
-            value = native(t, *args, **kwargs)
+            value = native(_saved_input(t), *args, **kwargs)
             if not torch.can_cast(value.dtype.torch, t.dtype.torch):
                 raise DTypeError(f"{name}: the result's dtype {value.dtype} cannot be written into this "
                                  f"{t.dtype} tensor in place (torch refuses it too); use the out-of-place "
@@ -206,7 +215,7 @@ def _in_place_function(fn, qualified_prefix: str, name: str):
         if callable(getattr(Tensor, name, None)) or callable(getattr(torch.Tensor, name, None)):
             return getattr(input, name)(*args, **kwargs)
         out_of_place = getattr(importlib.import_module(_LAZYFUSE_NAMESPACES[qualified_prefix]), name[:-1])
-        return input.copy_(out_of_place(input, *args, **kwargs))
+        return input.copy_(out_of_place(_saved_input(input), *args, **kwargs))
     call.__name__ = name
     call.__qualname__ = qualified_prefix + name
     call.__doc__ = f"torch's in-place {name}: writes ``input`` and returns it."

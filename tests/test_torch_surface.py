@@ -349,3 +349,13 @@ def test_detach_in_place_makes_a_leaf():
     y = x * 2
     assert y.detach_() is y and not y.requires_grad and y.is_leaf
     same(y, x.torch().detach() * 2)
+
+
+@pytest.mark.parametrize("name, args", [("clamp_", (-0.5, 0.5)), ("sigmoid_", ()), ("pow_", (3,))])
+def test_in_place_method_on_a_non_leaf_back_propagates_as_torch(name, args):
+    # the native op's gradient saves its input; the write back must not make that input newer
+    xt = torch.randn(3, 4, generator=G, requires_grad=True)
+    x = L(xt.detach()).requires_grad_()
+    getattr(xt * 1, name)(*args).sum().backward()
+    getattr(x * 1, name)(*args).sum().backward()
+    same(x.grad, xt.grad)
