@@ -245,7 +245,8 @@ def record_max_along(x, dim: int, keepdim: bool, values, indices):
 
 
 def record_cast(x, out):
-    return attach(out, "cast", [(x, lambda g: g.to(x.dtype))])
+    dtype = x.dtype   # not x itself: a cast's gradient needs no saved value (so x may be written later)
+    return attach(out, "cast", [(x, lambda g: g.to(dtype))])
 
 
 def _same_order(vx, vy) -> bool:
