@@ -301,7 +301,7 @@ def matmul_floors(dev, quick: bool, rounds: int = 10) -> dict:
         for name, calls in sets.items():
             out[f"{name}, {out['threads']} threads"] = floors.best_time(calls, time.perf_counter, out["rounds"]) * 1e3
     del graph
-    return out, ours, theirs
+    return out
 
 
 def step_dispatch_counts(dev, quick: bool) -> dict:
@@ -398,7 +398,7 @@ def main(argv=None) -> int:
     costs = per_op_record_cost(dev, rounds=3 if args.quick else 15)
     times, compiled_step = gpt_step_times(dev, args.quick)
     cpu = gpt_step_cpu_times(dev, args.quick, compiled_step)
-    mm, _, _ = matmul_floors(dev, args.quick)
+    mm = matmul_floors(dev, args.quick)
     counts = step_dispatch_counts(dev, args.quick)
     native = costs["lazyfuse native"]
     lines = heading("torch frontend (issue 19)", info, "torch", "cc") + [

@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from math import prod
-from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from bench.common import cpu_info
 from lazyfuse.runtime import cpu
 from lazyfuse.torch_frontend import LazyTensor
 
@@ -156,12 +156,10 @@ def peak_gflops_per_core():
     AMD family 25 (Zen 3, Zen 4): two 256-bit FMA pipes per core (Zen 4 runs an AVX-512 FMA as two
     256-bit halves), so 2 x 8 float32 lanes x 2 flops = 32 flops a cycle. A VM's reported clock is
     the nominal one: boost clocks are not counted."""
+    info = cpu_info()
     try:
-        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
-                    if ":" in line)
-        info = {k.strip(): v.strip() for k, v in info.items()}
         mhz = float(info["cpu MHz"])
-    except (OSError, KeyError, ValueError):
+    except (KeyError, ValueError):
         return None
     if info.get("vendor_id") != "AuthenticAMD" or info.get("cpu family") != "25":
         return None
