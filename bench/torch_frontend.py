@@ -174,12 +174,7 @@ def async_stream_times(dev, eager_step, lazy_step) -> dict:
             os.environ["LAZYFUSE_ASYNC"] = "1" if stream else "0"
             for _ in range(STREAM_BLOCK):
                 run().item()
-            lf.sync(dev)
-            if stream:
-                # the stream's worker (and its OpenMP team) ends here, so the other blocks run
-                # as they would alone (a live team slows every other OpenMP region: stream.py)
-                os.environ["LAZYFUSE_ASYNC"] = "0"
-                (lf.zeros(1, device=dev) + 1).numpy()   # (the knob is read at a drain)
+            lf.sync(dev)   # (the stream's worker, and its OpenMP team, end with its queue: stream.py)
         return steps
 
     saved = os.environ.get("LAZYFUSE_ASYNC")
