@@ -58,9 +58,10 @@ class BusyProcesses:
         self.procs = []
 
 
-def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
-    """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls)."""
-    return timeit_interleaved({"fn": fn}, reps, warmup, min_time)["fn"]
+def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0, name: str = "fn") -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls); ``name``: what the
+    page's noise note calls it."""
+    return timeit_interleaved({name: fn}, reps, warmup, min_time)[name]
 
 
 def timeit_interleaved(fns: dict, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> dict:

@@ -136,7 +136,7 @@ def gpt_step_times(dev, quick: bool) -> tuple:
     inductor cannot run, or in a smoke run)."""
     cfg, x, y = gpt_setup(quick)
     torch.manual_seed(0)
-    results = {"torch eager": timeit(trainer(GPT(cfg), x, y), reps=10, warmup=2) * 1e3}
+    results = {"torch eager": timeit(trainer(GPT(cfg), x, y), reps=10, warmup=2, name="torch eager") * 1e3}
     torch.manual_seed(0)
     model = GPT(cfg)
     step_c = compiled(trainer(model, x, y))
@@ -144,18 +144,19 @@ def gpt_step_times(dev, quick: bool) -> tuple:
         t0 = time.perf_counter()
         step_c()
         results["torch.compile cold first step"] = (time.perf_counter() - t0) * 1e3
-        results["torch.compile"] = timeit(step_c, reps=10, warmup=2) * 1e3
+        results["torch.compile"] = timeit(step_c, reps=10, warmup=2, name="torch.compile") * 1e3
     torch.manual_seed(0)
     lazy_step = trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev), lf.lazy(y, device=dev))
     t0 = time.perf_counter()
     lazy_step().item()
     results["frontend cold first step"] = (time.perf_counter() - t0) * 1e3
-    results["frontend lazy"] = timeit(lambda: lazy_step().item(), reps=10, warmup=2) * 1e3
+    results["frontend lazy"] = timeit(lambda: lazy_step().item(), reps=10, warmup=2, name="frontend lazy") * 1e3
     results.update(async_stream_times(dev, trainer(GPT(cfg), x, y), lazy_step))
     torch.manual_seed(0)
     graph = lf.capture(dev, trainer(lf.lazy(GPT(cfg), device=dev), lf.lazy(x, device=dev),
                                     lf.lazy(y, device=dev)))
-    results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2) * 1e3
+    results["frontend captured"] = timeit(lambda: graph.replay().item(), reps=10, warmup=2,
+                                           name="frontend captured") * 1e3
     results["captured launches"] = graph.num_launches
     return results, step_c
 
@@ -347,10 +348,11 @@ def bars_and_floors(costs, times, cpu, mm, counts) -> tuple:
         lines.append(f"| torch.compile's step | {compile_cpu:.2f} | {compile_wall:.2f} |")
         bar = {"one thread": compile_cpu / 1.5, f"{n} threads": compile_wall / 1.5}
         lines.append(f"| the bar: torch.compile's step / 1.5 | {bar['one thread']:.2f} | {bar[f'{n} threads']:.2f} |")
-        exceeds = {k: mm[f"lazyfuse's matmuls, {k}"] > v for k, v in bar.items()}
-        verdicts["matmul floor exceeds the captured bar"] = exceeds
-        lines.append("| lazyfuse's matmuls alone exceed the bar | " +
-                     " | ".join("**yes**" if exceeds[k] else "no" for k in bar) + " |")
+        for who in ("lazyfuse's", "torch's"):
+            exceeds = {k: mm[f"{who} matmuls, {k}"] > v for k, v in bar.items()}
+            verdicts[f"{who} matmuls exceed the captured bar"] = exceeds
+            lines.append(f"| {who} matmuls alone exceed the bar | " +
+                         " | ".join("**yes**" if exceeds[k] else "no" for k in bar) + " |")
     flops, ours_ms = mm["lazyfuse flops"], mm["lazyfuse's matmuls, one thread"]
     lines += ["", f"Flops of the step's matmuls: lazyfuse {flops / 1e6:.1f} M, torch's mm/addmm/bmm "
               f"{mm['torch flops'] / 1e6:.1f} M (its attention kernels' not counted). lazyfuse's matmuls at one "
@@ -378,7 +380,9 @@ def bars_and_floors(costs, times, cpu, mm, counts) -> tuple:
               + ("reachable by a `__torch_dispatch__` design with these kernels only if its recording costs less than "
                  f"{eager - floor:.1f} ms a step." if floor <= eager else
                  "**out of reach of any `__torch_dispatch__` design with these kernels** (before lazyfuse records "
-                 "anything).")]
+                 "anything).")
+              + " The floor leaves out the work above the dispatcher that torch eager pays too (nn.Module calls, "
+              "the autograd engine, torch.optim's Python): the true floor is higher."]
     return verdicts, lines
 
 
