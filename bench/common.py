@@ -58,9 +58,10 @@ class BusyProcesses:
         self.procs = []
 
 
-def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> float:
-    """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls)."""
-    return timeit_interleaved({"fn": fn}, reps, warmup, min_time)["fn"]
+def timeit(fn, reps: int = 10, warmup: int = 2, min_time: float = 0.0, name: str = "fn") -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls (after ``warmup`` calls); ``name``: what the
+    page's noise note calls it."""
+    return timeit_interleaved({name: fn}, reps, warmup, min_time)[name]
 
 
 def timeit_interleaved(fns: dict, reps: int = 10, warmup: int = 2, min_time: float = 0.0) -> dict:
@@ -103,19 +104,23 @@ def noise_note() -> list:
             "(p90/p10). Treat these ratios as rough; rerun on a quiet machine."]
 
 
-def machine() -> dict:
-    cpu = platform.processor() or "?"
+def cpu_info() -> dict:
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none)."""
     try:
         info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
                     if ":" in line)
-        info = {k.strip(): v.strip() for k, v in info.items()}
-        cpu = info.get("model name", cpu)
-        # the model name alone does not tell CPUs apart ("AMD EPYC" is a Zen 1 and a Zen 4 here)
-        simd = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in info.get("flags", "").split()), None)
-        if "cpu family" in info:
-            cpu += f" (family {info['cpu family']} model {info.get('model', '?')}" + (f", {simd}" if simd else "") + ")"
     except (OSError, ValueError):
-        pass
+        return {}
+    return {k.strip(): v.strip() for k, v in info.items()}
+
+
+def machine() -> dict:
+    info = cpu_info()
+    cpu = info.get("model name", platform.processor() or "?")
+    # the model name alone does not tell CPUs apart ("AMD EPYC" is a Zen 1 and a Zen 4 here)
+    simd = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in info.get("flags", "").split()), None)
+    if "cpu family" in info:
+        cpu += f" (family {info['cpu family']} model {info.get('model', '?')}" + (f", {simd}" if simd else "") + ")"
     import torch
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
             "date": date.today().isoformat(), "threads": threads()}

@@ -10,13 +10,11 @@ from .tensor import Tensor
 
 
 def sync(device=None) -> None:
-    """Drain pending work: of ``device``, or of every device in use when None."""
-    if device is not None:
-        get_device(device).engine.sync("lf.sync")
-        return
-    for dev in all_devices():
+    """Drain pending work: of ``device``, or of every device in use when None, and wait for the
+    launches still queued on its stream (runtime/stream.py)."""
+    for dev in (get_device(device),) if device is not None else all_devices():
         dev.engine.sync("lf.sync")
-        dev.synchronize()   # (launches still queued on its stream: runtime/stream.py)
+        dev.synchronize()
 
 
 def stats(device=None):

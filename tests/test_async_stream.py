@@ -64,6 +64,14 @@ class Gate:
     def open_after(self, seconds: float) -> None:
         threading.Timer(seconds, self.event.set).start()
 
+    def hold(self, x):
+        """``lf.extern(self, x)``, its drain queued and the stream's worker held inside the gate
+        (the stream on): the extern's result, still to be computed."""
+        y = lf.extern(self, x)
+        DEV.engine.sync("test: queue the drain")
+        assert self.entered.wait(10)
+        return y
+
 
 @settings(COMMON, max_examples=scaled(60))
 @given(st.data())
@@ -83,9 +91,7 @@ def test_a_host_read_waits_for_its_launch_only():
     x = lf.tensor(np.arange(8, dtype=np.float32), device=DEV)
     with stream_on() as stream:
         doubled = x * 2
-        blocked = lf.extern(gate, doubled)
-        DEV.engine.sync("test: queue the drain")   # a drain without a wait
-        assert gate.entered.wait(10)
+        blocked = gate.hold(doubled)
         np.testing.assert_array_equal(doubled.numpy(), np.arange(8) * 2)
         assert stream.busy()
         gate.event.set()
@@ -98,9 +104,7 @@ def test_a_block_freed_while_a_queued_launch_reads_it_is_not_overwritten_by_an_u
     gate = Gate()
     with stream_on():
         x = lf.tensor(np.arange(4096, dtype=np.float32), device=DEV)
-        y = lf.extern(gate, x)
-        DEV.engine.sync("test: queue the drain")
-        assert gate.entered.wait(10)
+        y = gate.hold(x)
         block = x._storage.buffer.block
         del x
         gate.open_after(0.3)
@@ -119,9 +123,7 @@ def test_copy_from_the_host_waits_for_the_queued_readers_of_the_buffer():
     gate = Gate()
     x = lf.tensor(np.ones(64, dtype=np.float32), device=DEV)
     with stream_on():
-        y = lf.extern(gate, x)
-        DEV.engine.sync("test: queue the drain")
-        assert gate.entered.wait(10)
+        y = gate.hold(x)
         gate.open_after(0.2)
         x.copy_(np.full(64, 5.0, dtype=np.float32))
         np.testing.assert_array_equal(y.numpy(), 2.0)
@@ -198,9 +200,7 @@ def test_a_small_drain_with_nothing_queued_runs_on_the_host_and_one_after_queued
         np.testing.assert_array_equal((x * 3).numpy(), 0.0)   # (z's plan below, built: no build path wait)
         assert stream.queued == queued   # one launch, nothing queued: run on the host
         stream_module.MIN_LAUNCHES = 0
-        y = lf.extern(gate, x)
-        DEV.engine.sync("test: queue the drain")
-        assert gate.entered.wait(10)
+        y = gate.hold(x)
         stream_module.MIN_LAUNCHES = 16
         z = y * 3   # one launch, but it must run after the queued one: queued too
         DEV.engine.sync("test: a small drain behind queued work")
@@ -214,15 +214,76 @@ def test_the_knob_turned_off_drains_the_queue_in_order():
     gate = Gate()
     x = lf.tensor(np.zeros(16, dtype=np.float32), device=DEV)
     with stream_on():
-        y = lf.extern(gate, x)
-        DEV.engine.sync("test: queue the drain")
-        assert gate.entered.wait(10)
+        y = gate.hold(x)
         gate.open_after(0.1)
         os.environ["LAZYFUSE_ASYNC"] = "0"
         z = y * 2
         np.testing.assert_array_equal(z.numpy(), 2.0)
-        # and the worker ended with it: its idle OpenMP team would slow every other parallel region
-        assert DEV.stream._worker is None
+        assert DEV.stream._worker is None   # (its queue ran empty)
+
+
+def test_lf_sync_of_the_device_waits_for_its_queued_launches():
+    """``lf.sync(dev)``, as ``lf.sync()``: nothing is left queued after it, nothing to read needed."""
+    gate = Gate()
+    x = lf.tensor(np.zeros(16, dtype=np.float32), device=DEV)
+    with stream_on() as stream:
+        y = gate.hold(x)
+        gate.open_after(0.2)
+        lf.sync(DEV)
+        assert not stream.busy()
+        np.testing.assert_array_equal(y.numpy(), 1.0)
+
+
+def _stream_threads() -> list:
+    return [t for t in threading.enumerate() if t.name.startswith("lazyfuse stream")]
+
+
+def test_the_worker_ends_whenever_its_queue_runs_empty_and_the_next_drain_starts_another():
+    """An idle worker's OpenMP team slows every other parallel region (libgomp then manages more
+    threads than cores: runtime/stream.py), so no worker waits idle: it ends once it ran its queue,
+    with the stream still on, and lf.sync returns after it ended; a later drain queues on a new one."""
+    gate = Gate()
+    x = lf.tensor(np.zeros(16, dtype=np.float32), device=DEV)
+    with stream_on() as stream:
+        y = gate.hold(x)
+        (worker,) = _stream_threads()
+        gate.event.set()
+        np.testing.assert_array_equal(y.numpy(), 1.0)   # (waits for the launch only)
+        worker.join(10)
+        assert not worker.is_alive() and stream._worker is None and not _stream_threads()
+        queued = stream.queued
+        z = (y * 3).exp()
+        DEV.engine.sync("test: a drain on a new worker")
+        lf.sync(DEV)
+        assert stream.queued > queued and stream._worker is None and not _stream_threads()
+        np.testing.assert_allclose(z.numpy(), np.exp(3.0), rtol=1e-6)
+
+
+def test_the_knob_is_parsed_once_per_change_and_each_change_is_seen_at_the_next_drain(monkeypatch):
+    """A cpu drain looks the knob up in the environment's store (one dict lookup): it neither asks
+    ``os.environ.get`` (~0.4 us a drain) nor parses it while it is unchanged; turned on through
+    os.environ, the very next drain queues; turned off, the next one does not."""
+    from lazyfuse import config
+    asked, parsed = [], []
+    environ_get, knob_get = type(os.environ).get, config.Knob.get
+    monkeypatch.setattr(type(os.environ), "get",
+                        lambda env, key, default=None: (asked.append(key), environ_get(env, key, default))[1])
+    monkeypatch.setattr(config.Knob, "get", lambda knob: (parsed.append(knob.name), knob_get(knob))[1])
+    x = lf.tensor(np.zeros(16, dtype=np.float32), device=DEV)
+    (x + 1).numpy()   # (the knob as earlier tests left it: seen here)
+    asked.clear()
+    parsed.clear()
+    for k in range(5):
+        np.testing.assert_array_equal((x + k).numpy(), float(k))
+    assert "LAZYFUSE_ASYNC" not in asked + parsed
+    with stream_on() as stream:
+        queued = stream.queued
+        np.testing.assert_array_equal((x + 7).numpy(), 7.0)
+        assert stream.queued == queued + 1
+    queued = stream.queued
+    np.testing.assert_array_equal((x + 8).numpy(), 8.0)
+    assert stream.queued == queued
+    assert parsed.count("LAZYFUSE_ASYNC") == 2   # (on, then off)
 
 
 def test_the_frontend_gpt_trains_to_torch_eager_losses_with_the_stream_on():
@@ -230,22 +291,15 @@ def test_the_frontend_gpt_trains_to_torch_eager_losses_with_the_stream_on():
     eager; and a loss read waits for its own launch only, before its step's backward and optimizer
     launches (the overlap the stream is for: at this small size the worker is often done first)."""
     from lazyfuse.runtime.stream import memory_of
-    from test_torch_frontend_gpt import _batches, _model
+    from test_torch_frontend_gpt import _batches, _model, train_step
     ref, lazy = _model(), lf.lazy(_model())
     opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
     opt_l = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
     want, got, waits_for = [], [], []
     with stream_on() as stream:
         for x, y in _batches(5):
-            _, loss = ref(x, y)
-            opt_r.zero_grad()
-            loss.backward()
-            opt_r.step()
-            want.append(loss.item())
-            _, loss = lazy(lf.lazy(x), lf.lazy(y))
-            opt_l.zero_grad()
-            loss.backward()
-            opt_l.step()
+            want.append(train_step(ref, opt_r, x, y).item())
+            loss = train_step(lazy, opt_l, lf.lazy(x), lf.lazy(y))
             DEV.engine.sync("test: queue the step")
             drain = stream.inflight[-1]
             waits_for.append((drain.ready[memory_of(loss._lf._storage.buffer)] - drain.base, drain.end - drain.base))

@@ -22,6 +22,15 @@ def _batches(n):
     return [(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data]
 
 
+def train_step(model, opt, x, y):
+    """One training step of ``model`` on (x, y) with ``opt``: its loss, not read."""
+    _, loss = model(x, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 @pytest.mark.parametrize("steps", [5, pytest.param(30, marks=pytest.mark.slow)])
 def test_gpt_trains_with_adamw_to_torch_eager_losses(steps):
     ref, lazy = _model(), lf.lazy(_model())
@@ -30,16 +39,8 @@ def test_gpt_trains_with_adamw_to_torch_eager_losses(steps):
     opt_l = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
     want, got = [], []
     for x, y in _batches(steps):
-        _, loss = ref(x, y)
-        opt_r.zero_grad()
-        loss.backward()
-        opt_r.step()
-        want.append(loss.item())
-        _, loss = lazy(lf.lazy(x), lf.lazy(y))
-        opt_l.zero_grad()
-        loss.backward()
-        opt_l.step()
-        got.append(loss.item())
+        want.append(train_step(ref, opt_r, x, y).item())
+        got.append(train_step(lazy, opt_l, lf.lazy(x), lf.lazy(y)).item())
     assert got == pytest.approx(want, rel=2e-4)
     n = CFG.n_embd
     for (name, a), b in zip(ref.state_dict().items(), lazy.state_dict().values()):
@@ -70,22 +71,12 @@ def test_a_captured_gpt_training_step_with_adamw_replays_torch_eager_losses():
     opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
     want = []
     for x, y in [batches[0]] * 4 + batches[1:]:
-        _, loss = ref(x, y)
-        opt_r.zero_grad()
-        loss.backward()
-        opt_r.step()
-        want.append(loss.item())
+        want.append(train_step(ref, opt_r, x, y).item())
     lazy = lf.lazy(_model())
     opt = torch.optim.AdamW(lazy.parameters(), lr=1e-2)
     X, Y = lf.lazy(batches[0][0]), lf.lazy(batches[0][1])
 
-    def step():
-        _, loss = lazy(X, Y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    graph = lf.capture(lf.device("cpu"), step)
+    graph = lf.capture(lf.device("cpu"), lambda: train_step(lazy, opt, X, Y))
     got = [graph.output.item()]
     for x, y in batches[1:]:
         X.copy_(x)

@@ -121,7 +121,8 @@ class LaunchStream:
 
     # -- the knob --------------------------------------------------------------------------------
     def enabled(self) -> bool:
-        """``LAZYFUSE_ASYNC``, read at each drain (a string comparison while it is unchanged)."""
+        """``LAZYFUSE_ASYNC``, looked at each drain (one dict lookup, ``config.Knob.raw``), parsed
+        when it changed."""
         raw = config.ASYNC.raw()
         if raw != self._raw:
             on = config.ASYNC.get()
@@ -130,11 +131,7 @@ class LaunchStream:
                 self._on = on
                 self._switch_interval(on)
                 if not on:
-                    # the worker's OpenMP team outlives its last launch: while it exists libgomp
-                    # manages more threads than there are cores and cuts every team's spin-wait,
-                    # so each parallel region of the host's own launches (and torch's) wakes its
-                    # threads from sleep: a replayed nanoGPT step took 28 ms instead of 14.5
-                    self.stop()
+                    self.stop()   # (the synchronous drains from now on run after the queued ones)
         return self._on
 
     def _switch_interval(self, on: bool) -> None:
@@ -164,11 +161,10 @@ class LaunchStream:
         with self._cv:
             self.queued = drain.end
             self._todo.append(drain)
-            if self._worker is None:
+            if self._worker is None:   # (it ended when its queue ran empty: ``_run``)
                 self._worker = threading.Thread(target=self._run, name=f"lazyfuse stream ({self.device.name})",
                                                 daemon=True)
                 self._worker.start()
-            self._cv.notify_all()
 
     def busy(self) -> bool:
         return self.completed < self.queued
@@ -202,9 +198,10 @@ class LaunchStream:
     def synchronize(self) -> None:
         """Until every queued launch ran; then a failure no ``synchronize`` raised yet is raised
         (its original exception), once: by ``lf.sync``, or a drain that must wait for the queue."""
-        if self.completed >= self.queued and not self.failures and not self.unreported:
+        if self.completed >= self.queued and self._worker is None and not self.failures and not self.unreported:
             return   # (idle: a replay pays this check only)
         self._wait_until(self.queued)
+        self._join_worker()
         self._prune()
         self._deliver_if_failed()
         if self.unreported:
@@ -253,16 +250,20 @@ class LaunchStream:
 
     # -- the worker ------------------------------------------------------------------------------
     def _run(self) -> None:
+        """Run the queued drains in order; end when the queue runs empty (``submit`` starts a new
+        worker for the next drain). An idle worker would keep its OpenMP team: while that exists,
+        libgomp manages more threads than there are cores and cuts every team's spin-wait, so each
+        parallel region of the host's own launches (and torch's) wakes its threads from sleep: a
+        replayed nanoGPT step took 28 ms instead of 14.5 after the stream had run."""
         cv = self._cv
         budget = self.device.threads
         set_kernel_threads, set_torch_threads = launch_thread_setter(), budget._set_omp
         while True:
             with cv:
-                while not self._todo:
-                    cv.wait()
+                if not self._todo:
+                    self._worker = None
+                    return
                 drain = self._todo.popleft()
-            if drain is None:   # (``stop``)
-                return
             with self.device.launching():
                 self._run_drain(drain, budget, set_kernel_threads, set_torch_threads)
 
@@ -306,16 +307,17 @@ class LaunchStream:
 
 
     def stop(self) -> None:
-        """Run what is queued, then end the worker thread (at exit: a thread that ran OpenMP
+        """Until what is queued ran and the worker thread ended (at exit: a thread that ran OpenMP
         regions still alive while the process tears its libraries down can crash it)."""
-        worker = self._worker
-        if worker is None:
-            return
+        self._wait_until(self.queued)
+        self._join_worker()
+
+    def _join_worker(self) -> None:
+        """Until the worker, its queue run empty, has ended (it is ending: nothing else is queued)."""
         with self._cv:
-            self._todo.append(None)
-            self._cv.notify_all()
-        worker.join()
-        self._worker = None
+            worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
 
 
 def stop_all() -> None:
