@@ -96,8 +96,8 @@ def _same_class(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(((kind(a) == kind(b)) & ((a.signbit() == b.signbit()) | a.isnan())).all())
 
 
-def _check_tensor_pow(x: torch.Tensor, y: torch.Tensor):
-    got = (lf.tensor(x, device="cpu") ** lf.tensor(y, device="cpu")).torch()
+def _check_tensor_pow(x: torch.Tensor, y: torch.Tensor, device: str = "cpu"):
+    got = (lf.tensor(x, device=device) ** lf.tensor(y, device=device)).torch()
     want = x ** y
     assert _same_class(got, want), [(a, b, g, w) for a, b, g, w in zip(x.tolist(), y.tolist(), got.tolist(),
                                                                         want.tolist()) if not _same_class(
@@ -109,12 +109,14 @@ def _check_tensor_pow(x: torch.Tensor, y: torch.Tensor):
     assert err.numel() == 0 or err.max() <= 0.51, err.max()
 
 
-def test_float32_tensor_pow_special_cases_match_torch():
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_float32_tensor_pow_special_cases_match_torch(device):
     """Every pair of special values (C99's cases: x ** 0, 1 ** nan, negative bases to integer and
     non-integer powers, +-0, +-inf, nan, huge and denormal results) gives torch's class and sign,
-    and finite results within 0.51 ulp of float64 (lf_vpowf computes in double)."""
+    and finite results within 0.51 ulp of float64 (lf_vpowf computes in double; the Triton
+    printer's lf_pow_f, the same formula, in float64 too)."""
     s = torch.tensor(POW_SPECIAL, dtype=torch.float32)
-    _check_tensor_pow(s.repeat_interleave(len(s)), s.repeat(len(s)))
+    _check_tensor_pow(s.repeat_interleave(len(s)), s.repeat(len(s)), device)
 
 
 @settings(max_examples=25, deadline=None)

@@ -186,6 +186,8 @@ class CConfig:
 # loops get a parallel region also tries ``SERIAL`` (the default's own function, launched on one
 # thread: no second compile), and a reduction tries each of these.
 SERIAL = dict(threads=1)
+# single-stage reductions whose ``rows`` kernels reduce ``unroll`` outputs per pass (``_unrolled_sum``)
+UNROLLED_REDUCTIONS = (Op.SUM, Op.PROD, Op.MAX, Op.MIN)
 REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strategy="tile"),
                       dict(strategy="rows", unroll=4, tree=False),
                       dict(strategy="tile", lanes=16),
@@ -609,7 +611,7 @@ class CPrinter(Printer):
             if st.arg_index is not None:
                 lines.append(f"{indent}{local_array('int64_t', f'accidx{j}v', W)};")
         ind = indent + "    "
-        U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op in (Op.SUM, Op.PROD) and k.inner else 1
+        U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op in UNROLLED_REDUCTIONS and k.inner else 1
         tree = U > 1 and k.stages[0].op is Op.SUM and self.cfg.tree and W == TREE and len(k.inner) == 1 and \
             k.inner_numel <= TREE_ROW and _acc_type(k.stages[0], k.inner_numel) == "float"
         if tree:
@@ -684,18 +686,24 @@ class CPrinter(Printer):
         keeps 8 independent FMA chains in flight, enough for the FMA latency of a 2-pipe core,
         and still fits 16 vector registers (Zen 1: the two 16k-MAC GEMVs of a hidden-64 decode
         step 1.3x and 1.7x faster than with U = 4); autotuning also tries U = 4. A single product
-        (``prod(-1)``) takes the same form, each output's multiplies a chain of its own."""
+        (``prod(-1)``) takes the same form, each output's multiplies a chain of its own; so does a
+        single max/min (``amax(-1)``), as ``_stage_loop``'s plain max/min plus a NaN flag per
+        output: one output per pass left one vector max chain, 2-cycle latency per 16 floats."""
         k = self.k
         st = k.stages[0]
         last = k.outer[-1]
         acc_t = _acc_type(st, k.inner_numel)
-        sym = "*" if st.op is Op.PROD else "+"
+        nan_flag = st.op in (Op.MAX, Op.MIN) and st.value.dtype.is_float
+        sym = {Op.PROD: "*", Op.SUM: "+"}.get(st.op, st.op.label)
         ind = indent + "    "
         lines = [f"{indent}for (int64_t w = 0; w + {U} <= lanes; w += {U}) {{"]
         accs = [f"acc0u{u}" for u in range(U)]
+        nans = [f"nan0u{u}" for u in range(U)]
         lines += [f"{ind}{acc_t} {a} = {self.acc_init(st)};" for a in accs]
+        lines += [f"{ind}int {n} = 0;" for n in nans] if nan_flag else []
         loops, lind = self._loops(k.inner, ind, None, simd_inner=False)
-        loops[-1:-1] = [f"{lind[:-4]}#pragma omp simd reduction({sym}:{','.join(accs)})"]
+        red = f" reduction(|:{','.join(nans)})" if nan_flag else ""
+        loops[-1:-1] = [f"{lind[:-4]}#pragma omp simd reduction({sym}:{','.join(accs)}){red}"]
         lines += loops
         for u in range(U):
             lines.append(f"{lind}{{")
@@ -703,9 +711,15 @@ class CPrinter(Printer):
             lines.append(f"{bind}const int64_t {last.name} = blk * {W} + w + {u};")
             scope = _Scope(self, bind)
             v = scope.value(st.value)
-            lines += scope.lines + [f"{bind}{accs[u]} {sym}= ({acc_t}){v};", f"{lind}}}"]
+            if st.op in (Op.MAX, Op.MIN):
+                cmp = ">" if st.op is Op.MAX else "<"
+                body = [f"{bind}{accs[u]} = {v} {cmp} {accs[u]} ? {v} : {accs[u]};"]
+                body += [f"{bind}{nans[u]} |= {v} != {v};"] if nan_flag else []
+            else:
+                body = [f"{bind}{accs[u]} {sym}= ({acc_t}){v};"]
+            lines += scope.lines + body + [f"{lind}}}"]
         lines += [ind + "}" for _ in k.inner]
-        lines += [f"{ind}acc0v[w + {u}] = {accs[u]};" for u in range(U)]
+        lines += [f"{ind}acc0v[w + {u}] = {f'{nans[u]} ? NAN : ' if nan_flag else ''}{accs[u]};" for u in range(U)]
         lines.append(f"{indent}}}")
         return lines
 
