@@ -99,12 +99,13 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
 /* float pow as torch's CPU kernel computes it: x*x for an exponent of 2 (exactly, not powf's
    rounding), x for 1, sqrt for 0.5, x*x*x, 1/x, 1/(x*x), 1/sqrt(x) for 3, -1, -2, -0.5. With a
    loop-invariant exponent (a scalar) gcc unswitches the loop on the first tests, so x ** 2 (a
-   squared error, say) vectorises; any other exponent takes c_math.h's vectorisable lf_vpowf
-   (float) or libm's pow (double) */
+   squared error, say) vectorises instead of calling powf per element. (Another scalar still
+   calls powf: with c_math.h's lf_vpowf inlined there, gcc finds the loop too big to unswitch
+   and vectorises none of it. A tensor exponent calls lf_vpowf, vectorised: CPrinter's _pow.) */
 #define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
     return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
         y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
-LF_POW_F(lf_powf, float, sqrtf, lf_vpowf)
+LF_POW_F(lf_powf, float, sqrtf, powf)
 LF_POW_F(lf_pow, double, sqrt, pow)
 /* torch's div_floor_floating: floor(a / b) would be off by one where a / b rounds to an integer */
 #define LF_FLOORDIV_F(NAME, T, FMOD, FLOOR, COPYSIGN) static inline T NAME(T a, T b) { \
