@@ -152,3 +152,20 @@ def test_float32_tensor_pow_vectorises(tmp_path):
     (src,) = sources
     assert "lf_vpowf" in src
     assert unvectorised_loops(src, tmp_path) == [], src
+
+
+def test_a_scalar_exponent_that_is_no_shortcut_runs_the_vectorised_pow(tmp_path):
+    """x ** 2.5: the kernel tests once whether the exponent is one of torch's shortcuts; it is
+    not, so the loop that runs calls lf_vpowf and gcc vectorises it (lf_powf's powf fallback,
+    inlined with lf_vpowf, made the loop too big to unswitch: nothing vectorised)."""
+    from test_c_vectorize import kernel_sources, unvectorised_loops
+    from lazyfuse.codegen.c_printer import PRELUDE
+    xs = np.linspace(0, 3, 64, dtype=np.float32)
+    x = lf.tensor(xs)
+    out, sources = kernel_sources(lambda: (x ** 2.5).numpy())
+    (src,) = sources
+    assert "if (lf_pow_shortcut(s0)) {" in src and "lf_vpowf(" in src.split("} else {")[1]
+    generic_loop = len(PRELUDE.splitlines()) + 1 + src.splitlines().index(
+        next(ln for ln in src.splitlines() if "} else {" in ln)) + 3   # the else branch's for line
+    assert generic_loop not in unvectorised_loops(src, tmp_path), src
+    torch.testing.assert_close(torch.from_numpy(out), torch.from_numpy(xs) ** 2.5, rtol=2e-7, atol=0)

@@ -99,9 +99,13 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
 /* float pow as torch's CPU kernel computes it: x*x for an exponent of 2 (exactly, not powf's
    rounding), x for 1, sqrt for 0.5, x*x*x, 1/x, 1/(x*x), 1/sqrt(x) for 3, -1, -2, -0.5. With a
    loop-invariant exponent (a scalar) gcc unswitches the loop on the first tests, so x ** 2 (a
-   squared error, say) vectorises instead of calling powf per element. (Another scalar still
-   calls powf: with c_math.h's lf_vpowf inlined there, gcc finds the loop too big to unswitch
-   and vectorises none of it. A tensor exponent calls lf_vpowf, vectorised: CPrinter's _pow.) */
+   squared error, say) vectorises instead of calling powf per element. (With c_math.h's lf_vpowf
+   inlined as the last case, gcc finds the loop too big to unswitch and vectorises none of it: a
+   pointwise kernel tests lf_pow_shortcut once and runs loops with lf_vpowf where no exponent is
+   a shortcut, CPrinter._pointwise.) */
+static inline int lf_pow_shortcut(float y) {
+    return y == 2 || y == 1 || y == 0.5f || y == 3 || y == -1 || y == -2 || y == -0.5f;
+}
 #define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
     return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
         y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
@@ -235,10 +239,13 @@ class CPrinter(Printer):
         return self.apply(e, args)
 
     fast_fmod = False   # the fast pass of a pointwise kernel's float remainders (_pointwise)
+    generic_pow = False  # a pointwise kernel's loops where no scalar exponent is a shortcut (_pointwise)
 
     def apply(self, e: Apply, a: list) -> str:
         if e.op in (Op.FMOD, Op.MOD) and _f32(e):
             return self.float_remainder(e, a)
+        if self.generic_pow and _scalar_pow_f32(e):
+            return f"lf_vpowf({a[0]}, {a[1]})"
         if e.op is Op.DIV and self.k.inner_stores and isinstance(e.srcs[1], Acc) and _f32(e):
             # along a row-wise kernel's row (softmax's exp / sum): a multiply by the row's
             # reciprocal, which gcc hoists out of the loop, as torch's softmax computes it;
@@ -400,7 +407,7 @@ class CPrinter(Printer):
             return scope.lines + st
         alias = self._fast_fmod_alias_test()
         if alias is None:
-            return self._pointwise_loops(par)
+            return self._pointwise_pow_split(par) or self._pointwise_loops(par)
         # the loops with the fast float remainder, which flags a quotient beyond its reach; then,
         # only where one was flagged, all of them again with libm's. The second pass recomputes
         # what the first did only if no output is an input: a kernel that writes a buffer it
@@ -411,6 +418,28 @@ class CPrinter(Printer):
         return (["    int lf_large = 1;   /* run libm's pass unless the fast one runs and flags nothing */",
                  f"    if (!({alias})) {{", "    lf_large = 0;"] + fast +
                 ["    }", "    if (lf_large) {"] + self._pointwise_loops(par) + ["    }"])
+
+    def _pointwise_pow_split(self, par):
+        """For a pointwise kernel with float32 ``x ** s``, s a Python number: the loops with
+        torch's shortcuts (``lf_powf``) where any such s is one of them, else the loops with
+        ``lf_vpowf``, which gcc vectorises (``lf_powf``'s call of it would not be). None where
+        there is no such power."""
+        exponents = {self._invariant(e.srcs[1]) for e in walk([st.value for st in self.k.stores])
+                     if _scalar_pow_f32(e)}
+        if not exponents:
+            return None
+        self.generic_pow = True
+        generic = self._pointwise_loops(par)
+        self.generic_pow = False
+        test = " || ".join(f"lf_pow_shortcut({x})" for x in sorted(exponents))
+        return ([f"    if ({test}) {{"] + self._pointwise_loops(par) +
+                ["    } else {   /* no exponent is a shortcut: lf_vpowf */"] + generic + ["    }"])
+
+    def _invariant(self, e) -> str:
+        """The C of a Python-number scalar through its casts (``is_python_scalar``), outside the loops."""
+        if isinstance(e, Scalar):
+            return f"s{e.slot}"
+        return self.cast(self._invariant(e.srcs[0]), e.srcs[0].dtype, e.dtype)
 
     def _fast_fmod_alias_test(self):
         """For a pointwise kernel with a float remainder: the C test that an output buffer is an
@@ -882,6 +911,11 @@ def _select(cmp: str):
         t, o = invariant_first(a, e)
         return f"({{ {ctype} lf_m = {t} {cmp} {o} ? {t} : {o}; {t} != {t} ? {t} : lf_m; }})"
     return rule
+
+
+def _scalar_pow_f32(e) -> bool:
+    """A float32 power by a Python number (torch's shortcut exponents apply)."""
+    return isinstance(e, Apply) and e.op is Op.POW and src_dtype(e).name == "float32" and is_python_scalar(e.srcs[1])
 
 
 def _pow(a, e) -> str:
