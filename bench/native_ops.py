@@ -9,7 +9,7 @@ the kernel plus a single drain's fixed cost); *torch*, the same op called eagerl
 called round-robin (``timeit_interleaved``) with the same thread count, and the page lists each
 ratio and the ops where lazyfuse was slower, for the kernel alone and for the drain.
 
-    python -m bench.native_ops [--smoke] [--out DIR]
+    python -m bench.native_ops [--smoke] [--only OP ...] [--out DIR]
 """
 import argparse
 
@@ -61,6 +61,7 @@ SMOKE_OPS = ["exp", "add", "sum(-1)"]
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--smoke", action="store_true", help="three ops, a few calls: checks the script, no results")
+    p.add_argument("--only", nargs="+", choices=sorted(OPS), metavar="OP", help="these ops only (a partial page)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     configure(args.out, smoke=args.smoke)
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     xt, yt, mt = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.from_numpy(m_np)
     x, y, m = (lf.tensor(a, device=dev) for a in (x_np, y_np, m_np))
     rows = []
-    for name in (SMOKE_OPS if args.smoke else OPS):
+    for name in (SMOKE_OPS if args.smoke else args.only or OPS):
         op = OPS[name]
         want = op(torch, xt.double(), yt.double(), mt)
         got = op(lf, x, y, m)

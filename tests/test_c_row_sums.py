@@ -115,3 +115,29 @@ void sum_rows(const float *p, float *out) { lf_sum16x16((const float (*)[16])p, 
     out = np.zeros(16, np.float32)
     fn(p.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p))
     np.testing.assert_allclose(out, p.astype(np.float64).sum(1), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("unroll", [1, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=str)
+def test_unrolled_row_max_and_min_match_torch(monkeypatch, unroll, dtype):
+    """A single max/min over rows reduces ``unroll`` outputs per pass, as a sum does, each with
+    its own NaN flag: NaN propagates from any position of any row of the pass, -0.0 and +0.0
+    and +-inf are torch's, on ragged row counts (a pass of 8, then the rest one at a time)."""
+    monkeypatch.setattr(cpu, "CConfig", lambda **kw: c_printer.CConfig(**{"unroll": unroll, **kw}))
+    rows, inner = 45 + unroll, 67 + unroll    # shapes of their own: no plan cached by another case
+    x = _data((rows, inner), dtype, unroll)
+    if dtype.is_floating_point:
+        x[1, 0] = x[9, inner - 1] = x[12, 30] = x[rows - 1, 5] = float("nan")    # in passes and in the rest
+        x[3] = -0.0
+        x[4] = 0.0
+        x[4, 7] = -0.0
+        x[5], x[6] = float("-inf"), float("inf")
+        x[7, 3] = float("inf")
+    for name in ("amax", "amin"):
+        out = getattr(lf.tensor(x), name)(-1)
+        source = str(lf.explain(out))
+        assert (f"acc0u{unroll - 1} " in source) == (unroll > 1) and f"acc0u{unroll} " not in source
+        assert (f"nan0u{unroll - 1} " in source) == (unroll > 1 and dtype.is_floating_point)
+        got, want = out.torch(), getattr(x, name)(-1)
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(0.5), want.nan_to_num(0.5)) and torch.equal(got.signbit(), want.signbit())

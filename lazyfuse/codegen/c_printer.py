@@ -99,7 +99,13 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
 /* float pow as torch's CPU kernel computes it: x*x for an exponent of 2 (exactly, not powf's
    rounding), x for 1, sqrt for 0.5, x*x*x, 1/x, 1/(x*x), 1/sqrt(x) for 3, -1, -2, -0.5. With a
    loop-invariant exponent (a scalar) gcc unswitches the loop on the first tests, so x ** 2 (a
-   squared error, say) vectorises instead of calling powf per element */
+   squared error, say) vectorises instead of calling powf per element. (With c_math.h's lf_vpowf
+   inlined as the last case, gcc finds the loop too big to unswitch and vectorises none of it: a
+   pointwise kernel tests lf_pow_shortcut once and runs loops with lf_vpowf where no exponent is
+   a shortcut, CPrinter._pointwise.) */
+static inline int lf_pow_shortcut(float y) {
+    return y == 2 || y == 1 || y == 0.5f || y == 3 || y == -1 || y == -2 || y == -0.5f;
+}
 #define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
     return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
         y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
@@ -185,6 +191,8 @@ class CConfig:
 # loops get a parallel region also tries ``SERIAL`` (the default's own function, launched on one
 # thread: no second compile), and a reduction tries each of these.
 SERIAL = dict(threads=1)
+# single-stage reductions whose ``rows`` kernels reduce ``unroll`` outputs per pass (``_unrolled_sum``)
+UNROLLED_REDUCTIONS = (Op.SUM, Op.PROD, Op.MAX, Op.MIN)
 REDUCTION_VARIANTS = (dict(strategy="rows"), dict(strategy="split"), dict(strategy="tile"),
                       dict(strategy="rows", unroll=4, tree=False),
                       dict(strategy="tile", lanes=16),
@@ -231,10 +239,13 @@ class CPrinter(Printer):
         return self.apply(e, args)
 
     fast_fmod = False   # the fast pass of a pointwise kernel's float remainders (_pointwise)
+    generic_pow = False  # a pointwise kernel's loops where no scalar exponent is a shortcut (_pointwise)
 
     def apply(self, e: Apply, a: list) -> str:
         if e.op in (Op.FMOD, Op.MOD) and _f32(e):
             return self.float_remainder(e, a)
+        if self.generic_pow and _scalar_pow_f32(e):
+            return f"lf_vpowf({a[0]}, {a[1]})"
         if e.op is Op.DIV and self.k.inner_stores and isinstance(e.srcs[1], Acc) and _f32(e):
             # along a row-wise kernel's row (softmax's exp / sum): a multiply by the row's
             # reciprocal, which gcc hoists out of the loop, as torch's softmax computes it;
@@ -396,7 +407,7 @@ class CPrinter(Printer):
             return scope.lines + st
         alias = self._fast_fmod_alias_test()
         if alias is None:
-            return self._pointwise_loops(par)
+            return self._pointwise_pow_split(par) or self._pointwise_loops(par)
         # the loops with the fast float remainder, which flags a quotient beyond its reach; then,
         # only where one was flagged, all of them again with libm's. The second pass recomputes
         # what the first did only if no output is an input: a kernel that writes a buffer it
@@ -407,6 +418,28 @@ class CPrinter(Printer):
         return (["    int lf_large = 1;   /* run libm's pass unless the fast one runs and flags nothing */",
                  f"    if (!({alias})) {{", "    lf_large = 0;"] + fast +
                 ["    }", "    if (lf_large) {"] + self._pointwise_loops(par) + ["    }"])
+
+    def _pointwise_pow_split(self, par):
+        """For a pointwise kernel with float32 ``x ** s``, s a Python number: the loops with
+        torch's shortcuts (``lf_powf``) where any such s is one of them, else the loops with
+        ``lf_vpowf``, which gcc vectorises (``lf_powf``'s call of it would not be). None where
+        there is no such power."""
+        exponents = {self._invariant(e.srcs[1]) for e in walk([st.value for st in self.k.stores])
+                     if _scalar_pow_f32(e)}
+        if not exponents:
+            return None
+        self.generic_pow = True
+        generic = self._pointwise_loops(par)
+        self.generic_pow = False
+        test = " || ".join(f"lf_pow_shortcut({x})" for x in sorted(exponents))
+        return ([f"    if ({test}) {{"] + self._pointwise_loops(par) +
+                ["    } else {   /* no exponent is a shortcut: lf_vpowf */"] + generic + ["    }"])
+
+    def _invariant(self, e) -> str:
+        """The C of a Python-number scalar through its casts (``is_python_scalar``), outside the loops."""
+        if isinstance(e, Scalar):
+            return f"s{e.slot}"
+        return self.cast(self._invariant(e.srcs[0]), e.srcs[0].dtype, e.dtype)
 
     def _fast_fmod_alias_test(self):
         """For a pointwise kernel with a float remainder: the C test that an output buffer is an
@@ -608,7 +641,7 @@ class CPrinter(Printer):
             if st.arg_index is not None:
                 lines.append(f"{indent}{local_array('int64_t', f'accidx{j}v', W)};")
         ind = indent + "    "
-        U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op in (Op.SUM, Op.PROD) and k.inner else 1
+        U = self.cfg.unroll if len(k.stages) == 1 and k.stages[0].op in UNROLLED_REDUCTIONS and k.inner else 1
         tree = U > 1 and k.stages[0].op is Op.SUM and self.cfg.tree and W == TREE and len(k.inner) == 1 and \
             k.inner_numel <= TREE_ROW and _acc_type(k.stages[0], k.inner_numel) == "float"
         if tree:
@@ -683,18 +716,24 @@ class CPrinter(Printer):
         keeps 8 independent FMA chains in flight, enough for the FMA latency of a 2-pipe core,
         and still fits 16 vector registers (Zen 1: the two 16k-MAC GEMVs of a hidden-64 decode
         step 1.3x and 1.7x faster than with U = 4); autotuning also tries U = 4. A single product
-        (``prod(-1)``) takes the same form, each output's multiplies a chain of its own."""
+        (``prod(-1)``) takes the same form, each output's multiplies a chain of its own; so does a
+        single max/min (``amax(-1)``), as ``_stage_loop``'s plain max/min plus a NaN flag per
+        output: one output per pass left one vector max chain, 2-cycle latency per 16 floats."""
         k = self.k
         st = k.stages[0]
         last = k.outer[-1]
         acc_t = _acc_type(st, k.inner_numel)
-        sym = "*" if st.op is Op.PROD else "+"
+        nan_flag = st.op in (Op.MAX, Op.MIN) and st.value.dtype.is_float
+        sym = {Op.PROD: "*", Op.SUM: "+"}.get(st.op, st.op.label)
         ind = indent + "    "
         lines = [f"{indent}for (int64_t w = 0; w + {U} <= lanes; w += {U}) {{"]
         accs = [f"acc0u{u}" for u in range(U)]
+        nans = [f"nan0u{u}" for u in range(U)]
         lines += [f"{ind}{acc_t} {a} = {self.acc_init(st)};" for a in accs]
+        lines += [f"{ind}int {n} = 0;" for n in nans] if nan_flag else []
         loops, lind = self._loops(k.inner, ind, None, simd_inner=False)
-        loops[-1:-1] = [f"{lind[:-4]}#pragma omp simd reduction({sym}:{','.join(accs)})"]
+        red = f" reduction(|:{','.join(nans)})" if nan_flag else ""
+        loops[-1:-1] = [f"{lind[:-4]}#pragma omp simd reduction({sym}:{','.join(accs)}){red}"]
         lines += loops
         for u in range(U):
             lines.append(f"{lind}{{")
@@ -702,9 +741,15 @@ class CPrinter(Printer):
             lines.append(f"{bind}const int64_t {last.name} = blk * {W} + w + {u};")
             scope = _Scope(self, bind)
             v = scope.value(st.value)
-            lines += scope.lines + [f"{bind}{accs[u]} {sym}= ({acc_t}){v};", f"{lind}}}"]
+            if st.op in (Op.MAX, Op.MIN):
+                cmp = ">" if st.op is Op.MAX else "<"
+                body = [f"{bind}{accs[u]} = {v} {cmp} {accs[u]} ? {v} : {accs[u]};"]
+                body += [f"{bind}{nans[u]} |= {v} != {v};"] if nan_flag else []
+            else:
+                body = [f"{bind}{accs[u]} {sym}= ({acc_t}){v};"]
+            lines += scope.lines + body + [f"{lind}}}"]
         lines += [ind + "}" for _ in k.inner]
-        lines += [f"{ind}acc0v[w + {u}] = {accs[u]};" for u in range(U)]
+        lines += [f"{ind}acc0v[w + {u}] = {f'{nans[u]} ? NAN : ' if nan_flag else ''}{accs[u]};" for u in range(U)]
         lines.append(f"{indent}}}")
         return lines
 
@@ -868,14 +913,19 @@ def _select(cmp: str):
     return rule
 
 
+def _scalar_pow_f32(e) -> bool:
+    """A float32 power by a Python number (torch's shortcut exponents apply)."""
+    return isinstance(e, Apply) and e.op is Op.POW and src_dtype(e).name == "float32" and is_python_scalar(e.srcs[1])
+
+
 def _pow(a, e) -> str:
     # torch special-cases a Python-scalar exponent of float32/float64 only (so
     # -inf ** 0.5 is sqrt's nan there, pow's inf for a tensor exponent); half types call pow
     if not _fl(e):
         return f"({COMPUTE[e.dtype.name]})lf_pow_i({a[0]}, {a[1]})"
     special = is_python_scalar(e.srcs[1])
-    fn = {"float32": "lf_powf" if special else "powf",
-          "float64": "lf_pow" if special else "pow"}.get(src_dtype(e).name, "powf")
+    fn = {"float32": "lf_powf" if special else "lf_vpowf",
+          "float64": "lf_pow" if special else "pow"}.get(src_dtype(e).name, "lf_vpowf")
     return f"{fn}({a[0]}, {a[1]})"
 
 

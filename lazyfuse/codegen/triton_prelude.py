@@ -157,11 +157,12 @@ def lf_mod_f(a, b):
 
 @triton.jit
 def lf_pow_f(a, b):
-    # exp(b log|a|) in float64 with IEEE pow's special cases
+    # 2^(b log2|a|) in float64 with IEEE pow's special cases, as c_math.h's lf_vpowf (with e and
+    # ln, 0.5 ** 150 came out 2^-149, not the tie 2^-150 that rounds to 0 in float32)
     a = a.to(tl.float64)
     b = b.to(tl.float64)
     aa = tl.abs(a)
-    r = tl.exp(b * tl.log(aa))
+    r = tl.exp2(b * tl.log2(aa))
     b_int = tl.math.floor(b) == b
     b_odd = b_int & (tl.math.floor(b * 0.5) * 2.0 != b)
     negative = a.to(tl.int64, bitcast=True) < 0   # the sign bit: -0.0 ** -1 is -inf, as IEEE pow
