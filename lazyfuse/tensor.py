@@ -269,6 +269,23 @@ class Tensor:
 
     __rxor__ = __xor__
 
+    # Shifts have no native lowering: torch's ``bitwise_*_shift`` runs as an extern.
+    def __lshift__(self, o):
+        return self.bitwise_left_shift(o)
+
+    def __rshift__(self, o):
+        return self.bitwise_right_shift(o)
+
+    def __rlshift__(self, o):
+        from .extern import extern
+        import torch
+        return extern(torch.bitwise_left_shift, o, self)
+
+    def __rrshift__(self, o):
+        from .extern import extern
+        import torch
+        return extern(torch.bitwise_right_shift, o, self)
+
     __lt__ = ops.binary_method(Op.LT)
     __le__ = ops.binary_method(Op.LE)
     __gt__ = ops.binary_method(Op.GT)

@@ -230,13 +230,19 @@ def lerp(x, end, weight):
     return (near if abs(w) < 0.5 else far).to(out)
 
 
+def _zero_gradient(out, x, name):
+    """``out`` is piecewise constant in ``x``: it still requires grad where ``x`` does (torch's
+    ``FloorBackward``...), and its gradient is zero, so a loss through it back-propagates."""
+    from .autograd.graph import attach
+    return attach(out, name, [(x, lambda g: g * 0.0)])
+
+
 def sign(x):
-    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN; bool stays bool)."""
+    """-1, 0 or 1 by the sign of ``x``: ``(x > 0) - (x < 0)``, as torch computes it, so NaN gives 0
+    (bool stays bool)."""
     if x.dtype.is_bool:
         return x
-    pos, neg = (x > 0).to(x.dtype), (x < 0).to(x.dtype)
-    out = pos - neg
-    return ops.where(x.isnan(), x, out) if x.dtype.is_float else out
+    return _zero_gradient((x > 0).to(x.dtype) - (x < 0).to(x.dtype), x, "sign")
 
 
 def _rounding(op):
@@ -247,7 +253,7 @@ def _rounding(op):
             return extern(torch.round, x, decimals=decimals)
         if not x.dtype.is_float:
             return x.clone()   # integers are already whole (torch returns a copy)
-        return ops.elementwise(op, x)   # no gradient edge: torch's is zero everywhere
+        return _zero_gradient(ops.elementwise(op, x), x, op.label)
     method.__name__ = method.__qualname__ = op.label
     method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
                       + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND

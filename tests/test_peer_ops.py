@@ -1,0 +1,343 @@
+"""The op battery of the peers' own suites (tinygrad's ``test_ops.py`` style), on lazyfuse's API.
+
+Each case is ONE function written with torch's spelling, ``case(m, *xs)``, where ``m`` is the
+namespace (``m.cat``, ``m.F.conv2d``...): it runs once with ``m = torch`` on torch tensors and
+once with ``m = lazyfuse`` on lazyfuse copies of the same data. The forward values, shapes and
+dtypes must agree; then the same random-weighted sum of the output is back-propagated through
+both and every input's ``.grad`` is compared. Shapes cover 0-size, scalars, broadcasting and
+non-contiguous inputs; values cover inf, nan, +-0 and large integers.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import lazyfuse as lf
+import lazyfuse.nn.functional as LF
+
+TORCH = types.SimpleNamespace(lib=torch, F=TF, name="torch")
+LAZY = types.SimpleNamespace(lib=lf, F=LF, name="lazyfuse")
+
+
+class Namespace:
+    """``m.<name>`` is torch's or lazyfuse's function of that name; ``m.F`` its functional."""
+
+    def __init__(self, side):
+        self.F = side.F
+        self._lib = side.lib
+        self.is_lazy = side is LAZY
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def tensor(self, data, **kw):
+        return self._lib.tensor(data, **kw)
+
+
+M_TORCH, M_LAZY = Namespace(TORCH), Namespace(LAZY)
+
+
+def _to_numpy(x):
+    t = x.detach() if isinstance(x, torch.Tensor) else x.torch()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy(force=True)
+
+
+def _compare(what, got, want, atol, rtol):
+    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)} != torch {tuple(want.shape)}"
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], f"{what}: dtype {got.dtype} != torch {want.dtype}"
+    g, w = _to_numpy(got), _to_numpy(want)
+    if np.issubdtype(w.dtype, np.floating):
+        np.testing.assert_allclose(g, w, atol=atol, rtol=rtol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+def _inputs(shapes, vals, low, high, seed, dtype):
+    if vals is not None:
+        arrays = [np.asarray(v) for v in vals]
+    else:
+        rng = np.random.default_rng(seed)
+        arrays = [rng.uniform(low, high, size=s).astype(dtype) for s in shapes]
+    # numpy's default float is float64: a Python list of floats is float32 in torch, keep that.
+    return [a.astype(np.float32) if a.dtype == np.float64 and vals is not None else a for a in arrays]
+
+
+def check(shapes, case, *, vals=None, low=-2.0, high=2.0, forward_only=False, atol=1e-6, rtol=1e-3,
+          grad_atol=1e-4, grad_rtol=1e-3, seed=0, dtype=np.float32, non_contiguous=False):
+    """``case(m, *inputs)`` on torch and on lazyfuse: forward, then every input's gradient."""
+    arrays = _inputs(shapes, vals, low, high, seed, dtype)
+
+    def make(side):
+        out = []
+        for a in arrays:
+            grad = not forward_only and np.issubdtype(a.dtype, np.floating)
+            if non_contiguous and a.ndim >= 2:
+                # the same values, read through a transposed view of a transposed copy
+                base = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+                t = torch.tensor(base) if side is TORCH else lf.tensor(base)
+                t = t.transpose(-1, -2)
+                if grad:
+                    t = t.detach().requires_grad_(True) if side is TORCH else t.detach().requires_grad_(True)
+            else:
+                t = torch.tensor(a, requires_grad=grad) if side is TORCH else lf.tensor(a, requires_grad=grad)
+            out.append(t)
+        return out
+
+    ts, xs = make(TORCH), make(LAZY)
+    want = case(M_TORCH, *ts)
+    got = case(M_LAZY, *xs)
+    _compare("forward", got, want, atol, rtol)
+    grads = [i for i, t in enumerate(ts) if t.requires_grad]
+    if forward_only or not grads or not want.requires_grad:
+        return
+    w = np.random.default_rng(seed + 1).uniform(0.5, 1.5, size=tuple(want.shape)).astype(_to_numpy(want).dtype)
+    (want * torch.tensor(w)).sum().backward()
+    (got * lf.tensor(w)).sum().backward()
+    for i in grads:
+        if ts[i].grad is None or xs[i].grad is None:
+            # torch may hold zeros where lazyfuse records no edge (copysign's sign input): the
+            # same gradient; any nonzero gradient on one side only is a mismatch
+            for grad in (ts[i].grad, xs[i].grad):
+                assert grad is None or not np.any(_to_numpy(grad)), f"input {i}: a gradient on one side only"
+            continue
+        _compare(f"gradient of input {i}", xs[i].grad, ts[i].grad, grad_atol, grad_rtol)
+
+
+def cases(table):
+    return pytest.mark.parametrize("shapes,case,kw", [pytest.param(*c[1:], id=c[0]) for c in table])
+
+
+def _ints(*shape, low=-10, high=10, seed=3):
+    return np.random.default_rng(seed).integers(low, high, size=shape).astype(np.int64)
+
+
+EDGE = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.5, 1e-30, -1e-30, 1e30, -1e30, 88.0, -88.0, 100.0,
+        -100.0, np.inf, -np.inf, np.nan]
+EDGE32 = np.array(EDGE, np.float32)
+# lazyfuse's sin/cos are accurate to |x| < 8e8 (the C prelude's range reduction): tinygrad's range
+TRIG_EDGE = np.array([0.0, -0.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, -1e1, -1e3, -1e6, np.inf, -np.inf, np.nan], np.float32)
+
+# --- elementwise math: (id, shapes, case, kwargs) ------------------------------------------------
+UNARY = [
+    ("neg", [(45, 65)], lambda m, x: -x, {}),
+    ("abs", [(45, 65)], lambda m, x: x.abs(), {}),
+    ("relu", [(64, 64)], lambda m, x: x.relu(), {}),
+    ("exp", [(45, 65)], lambda m, x: x.exp(), {}),
+    ("exp2", [(45, 65)], lambda m, x: x.exp2(), {}),
+    ("log", [(45, 65)], lambda m, x: x.log(), {"low": 0.1}),
+    ("log2", [(45, 65)], lambda m, x: x.log2(), {"low": 0.1}),
+    ("log10", [(45, 65)], lambda m, x: x.log10(), {"low": 0.1}),
+    ("log1p", [(45, 65)], lambda m, x: x.log1p(), {"low": -0.9}),
+    ("expm1", [(45, 65)], lambda m, x: x.expm1(), {}),
+    ("sqrt", [(45, 65)], lambda m, x: x.sqrt(), {"low": 0.1}),
+    ("rsqrt", [(45, 65)], lambda m, x: x.rsqrt(), {"low": 0.1}),
+    ("reciprocal", [(45, 65)], lambda m, x: x.reciprocal(), {"low": 0.2}),
+    ("square", [(45, 65)], lambda m, x: x.square(), {}),
+    ("sin", [(45, 65)], lambda m, x: x.sin(), {"low": -10, "high": 10}),
+    ("cos", [(45, 65)], lambda m, x: x.cos(), {"low": -10, "high": 10}),
+    ("tan", [(45, 65)], lambda m, x: x.tan(), {"low": -1.5, "high": 1.5, "rtol": 1e-3, "grad_rtol": 1e-3}),
+    ("asin", [(45, 65)], lambda m, x: x.asin(), {"low": -0.9, "high": 0.9}),
+    ("acos", [(45, 65)], lambda m, x: x.acos(), {"low": -0.9, "high": 0.9}),
+    ("atan", [(45, 65)], lambda m, x: x.atan(), {"low": -10, "high": 10}),
+    ("sinh", [(45, 65)], lambda m, x: x.sinh(), {}),
+    ("cosh", [(45, 65)], lambda m, x: x.cosh(), {}),
+    ("tanh", [(45, 65)], lambda m, x: x.tanh(), {"low": -10, "high": 10}),
+    ("asinh", [(45, 65)], lambda m, x: x.asinh(), {}),
+    ("acosh", [(45, 65)], lambda m, x: x.acosh(), {"low": 1.1, "high": 5}),
+    ("atanh", [(45, 65)], lambda m, x: x.atanh(), {"low": -0.9, "high": 0.9}),
+    ("sigmoid", [(45, 65)], lambda m, x: x.sigmoid(), {"low": -20, "high": 20}),
+    ("sigmoid_extreme", [(45, 65)], lambda m, x: x.sigmoid(), {"low": 300, "high": 400}),
+    ("erf", [(45, 65)], lambda m, x: x.erf(), {}),
+    ("erfc", [(45, 65)], lambda m, x: x.erfc(), {}),
+    ("sign", [(45, 65)], lambda m, x: x.sign(), {}),
+    ("sgn", [(45, 65)], lambda m, x: x.sgn(), {}),
+    ("trunc", [(45, 35)], lambda m, x: x.trunc(), {"low": -10, "high": 10}),
+    ("floor", [(45, 35)], lambda m, x: x.floor(), {"low": -10, "high": 10}),
+    ("ceil", [(45, 35)], lambda m, x: x.ceil(), {"low": -10, "high": 10}),
+    ("round", [(45, 35)], lambda m, x: x.round(), {"low": -10, "high": 10}),
+    ("round_decimals", [(45, 35)], lambda m, x: x.round(decimals=2), {"low": -10, "high": 10}),
+    ("frac", [(45, 35)], lambda m, x: x.frac(), {"low": -10, "high": 10}),
+    ("logit", [(45, 35)], lambda m, x: x.logit(), {"low": 0.05, "high": 0.95}),
+    ("sinc", [(45, 35)], lambda m, x: x.sinc(), {"low": -3, "high": 3}),
+    ("nan_to_num", [(45, 35)], lambda m, x: (x.log()).nan_to_num(posinf=1.0), {"low": -1}),
+    ("clip", [(45, 65)], lambda m, x: x.clip(-0.8, 0.8), {}),
+    ("clamp_min_only", [(45, 65)], lambda m, x: x.clamp(min=-0.3), {}),
+    ("clamp_max_only", [(45, 65)], lambda m, x: x.clamp(max=0.3), {}),
+    ("clamp_tensor_bounds", [(45, 65), (65,), (45, 1)], lambda m, x, lo, hi: x.clamp(lo, hi + 2), {}),
+    ("pow_const_2", [(45, 65)], lambda m, x: x ** 2, {}),
+    ("pow_const_half", [(45, 65)], lambda m, x: x ** 0.5, {"low": 0.1}),
+    ("pow_const_neg", [(45, 65)], lambda m, x: x ** -1.5, {"low": 0.1}),
+    ("pow_const_0", [(45, 65)], lambda m, x: x ** 0, {}),
+    ("rpow", [(45, 65)], lambda m, x: 2.0 ** x, {}),
+    ("pow_tensor", [(45, 65), (45, 65)], lambda m, x, y: x ** y, {"low": 0.1}),
+    ("pow_broadcast", [(45, 65), (65,)], lambda m, x, y: x.pow(y), {"low": 0.1}),
+]
+
+EDGE_UNARY = [
+    ("edge_" + name, fn) for name, fn in [
+        ("neg", lambda m, x: -x), ("abs", lambda m, x: x.abs()), ("relu", lambda m, x: x.relu()),
+        ("exp", lambda m, x: x.exp()), ("log", lambda m, x: x.log()), ("sqrt", lambda m, x: x.sqrt()),
+        ("sigmoid", lambda m, x: x.sigmoid()), ("tanh", lambda m, x: x.tanh()),
+        ("sign", lambda m, x: x.sign()), ("floor", lambda m, x: x.floor()), ("ceil", lambda m, x: x.ceil()),
+        ("round", lambda m, x: x.round()), ("trunc", lambda m, x: x.trunc()),
+        ("isinf", lambda m, x: x.isinf()), ("isnan", lambda m, x: x.isnan()),
+        ("isfinite", lambda m, x: x.isfinite()), ("reciprocal", lambda m, x: x.reciprocal()),
+        ("softplus", lambda m, x: m.F.softplus(x)), ("gelu", lambda m, x: m.F.gelu(x.clamp(-1e30, 1e30))),   # torch's gelu(inf) is NaN
+        ("silu", lambda m, x: m.F.silu(x)), ("nan_to_num", lambda m, x: x.nan_to_num()),
+        ("square", lambda m, x: x.square()),
+        ("mul_zero", lambda m, x: x * 0), ("div_zero", lambda m, x: x / 0),
+        ("clamp", lambda m, x: x.clamp(-1, 1)), ("maximum_zero", lambda m, x: m.maximum(x, m.zeros_like(x))),
+        ("copysign", lambda m, x: m.copysign(m.ones_like(x), x)), ("signbit", lambda m, x: x.signbit()),
+        ("log1p", lambda m, x: x.log1p()), ("expm1", lambda m, x: x.expm1()), ("erf", lambda m, x: x.erf()),
+    ]
+]
+
+BINARY = [
+    ("add", [(45, 68), (45, 68)], lambda m, x, y: x + y, {}),
+    ("add_broadcast", [(45, 1), (1, 68)], lambda m, x, y: x + y, {}),
+    ("add_scalar_tensor", [(), (45, 68)], lambda m, x, y: x + y, {}),
+    ("add_alpha", [(45, 68), (45, 68)], lambda m, x, y: x.add(y, alpha=-2.5), {}),
+    ("add_0size", [(0, 3), (1, 3)], lambda m, x, y: x + y, {}),
+    ("sub", [(45, 65), (45, 65)], lambda m, x, y: x - y, {}),
+    ("sub_alpha", [(45, 65), (45, 65)], lambda m, x, y: m.sub(x, y, alpha=3), {}),
+    ("rsub_scalar", [(45, 65)], lambda m, x: 2 - x, {}),
+    ("mul", [(64, 64), (64, 64)], lambda m, x, y: x * y, {}),
+    ("mul_broadcast_3d", [(4, 1, 6), (1, 5, 6)], lambda m, x, y: x * y, {}),
+    ("div", [(45, 65), (45, 65)], lambda m, x, y: x / y, {"low": 0.5}),
+    ("rdiv_scalar", [(45, 65)], lambda m, x: 2 / x, {"low": 0.5}),
+    ("div_floor", [(45, 65), (45, 65)], lambda m, x, y: m.div(x, y, rounding_mode="floor"), {"low": 0.5, "forward_only": True}),
+    ("div_trunc", [(45, 65), (45, 65)], lambda m, x, y: x.div(y, rounding_mode="trunc"), {"forward_only": True}),
+    ("maximum", [(45, 65), (45, 65)], lambda m, x, y: m.maximum(x, y), {}),
+    ("minimum", [(45, 65), (45, 65)], lambda m, x, y: m.minimum(x, y), {}),
+    ("maximum_ties", [(8, 8)], lambda m, x: m.maximum(x, x.round()), {"vals": [np.arange(64, dtype=np.float32).reshape(8, 8) / 4]}),
+    ("fmod", [(45, 65), (45, 65)], lambda m, x, y: m.fmod(x, y), {"low": 0.5, "high": 5}),
+    ("remainder", [(45, 65), (45, 65)], lambda m, x, y: m.remainder(x, y - 2.5), {"low": 0.0, "high": 5, "forward_only": True}),
+    ("mod_op", [(45, 65)], lambda m, x: x % 0.7, {"forward_only": True}),
+    ("atan2", [(45, 65), (45, 65)], lambda m, x, y: m.atan2(x, y), {}),
+    ("hypot", [(45, 65), (45, 65)], lambda m, x, y: m.hypot(x, y), {}),
+    ("copysign", [(45, 65), (45, 65)], lambda m, x, y: x.copysign(y), {}),
+    ("logaddexp", [(45, 65), (45, 65)], lambda m, x, y: m.logaddexp(x, y), {}),
+    ("logaddexp2", [(45, 65), (45, 65)], lambda m, x, y: m.logaddexp2(x, y), {}),
+    ("lerp_scalar", [(45, 35), (45, 35)], lambda m, x, y: x.lerp(y, 0.3), {}),
+    ("lerp_tensor", [(45, 35), (45, 35), (45, 35)], lambda m, x, y, w: m.lerp(x, y, w), {}),
+    ("addcmul", [(4, 5), (4, 5), (5,)], lambda m, x, y, z: m.addcmul(x, y, z, value=0.5), {}),
+    ("addcdiv", [(4, 5), (4, 5), (5,)], lambda m, x, y, z: x.addcdiv(y, z, value=2), {"low": 0.5}),
+    ("xlogy", [(45, 65), (45, 65)], lambda m, x, y: m.xlogy(x, y), {"low": 0.1}),
+    ("where", [(3, 4), (3, 4), (3, 4)], lambda m, c, x, y: m.where(c > 0, x, y), {}),
+    ("where_broadcast", [(3, 1), (1, 4), (3, 4)], lambda m, c, x, y: m.where(c > 0, x, y), {}),
+    ("where_scalar_branches", [(3, 4)], lambda m, x: m.where(x > 0, x, 0.0), {}),
+    ("where_scalar_both", [(3, 4)], lambda m, x: m.where(x > 0, 1.0, -1.0) * x, {}),
+    ("where_permute", [(5, 5), (5, 5)], lambda m, x, y: m.where(x > 0.5, x, y).permute(1, 0), {}),
+    ("where_inf", [(4, 4)], lambda m, x: m.where(x > 0, x, m.full_like(x, float("-inf"))).exp(), {}),
+    ("masked_fill", [(32, 10)], lambda m, x: x.masked_fill(x > 0.1, 0.0), {}),
+    ("masked_fill_broadcast", [(4, 5, 6), (5, 1)], lambda m, x, c: x.masked_fill(c > 0, float("-inf")).softmax(-1), {}),
+    ("masked_fill_tensor_value", [(4, 5)], lambda m, x: x.masked_fill(x < 0, m.tensor(2.5)), {}),
+    ("mul_naninf", [(1,)], lambda m, x: x * m.tensor([0.0, np.inf, -np.inf, np.nan]), {"vals": [[np.inf]]}),
+]
+
+CMP = [
+    ("eq", lambda m, x, y: x == y), ("ne", lambda m, x, y: x != y), ("lt", lambda m, x, y: x < y),
+    ("le", lambda m, x, y: x <= y), ("gt", lambda m, x, y: x > y), ("ge", lambda m, x, y: x >= y),
+    ("eq_method", lambda m, x, y: x.eq(y)), ("ge_fn", lambda m, x, y: m.ge(x, y)),
+    ("isclose", lambda m, x, y: m.isclose(x, y, rtol=0.1)),
+    ("logical_and", lambda m, x, y: m.logical_and(x > 0, y > 0)),
+    ("logical_or", lambda m, x, y: (x > 0).logical_or(y > 0)),
+    ("logical_xor", lambda m, x, y: m.logical_xor(x > 0, y)),
+    ("logical_not", lambda m, x, y: m.logical_not(x)),
+    ("bool_and", lambda m, x, y: (x > 0) & (y > 0)), ("bool_or", lambda m, x, y: (x > 0) | (y > 0)),
+    ("bool_xor", lambda m, x, y: (x > 0) ^ (y > 0)), ("bool_not", lambda m, x, y: ~(x > 0)),
+]
+CMP_VALS = [np.array([0.0, -0.0, 1.0, 1.0, np.nan, np.inf, -np.inf, 2.0], np.float32),
+            np.array([-0.0, 0.0, 1.0, 2.0, np.nan, np.inf, np.inf, 1.0], np.float32)]
+
+
+@cases(UNARY + BINARY)
+def test_elementwise(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+@pytest.mark.parametrize("case", [c[1] for c in EDGE_UNARY], ids=[c[0] for c in EDGE_UNARY])
+def test_unary_edge_values(case):
+    check(None, case, vals=[EDGE32], forward_only=True, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_trig_of_large_and_special_values(name):
+    check(None, lambda m, x: getattr(x, name)(), vals=[TRIG_EDGE], forward_only=True, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", [c[1] for c in EDGE_UNARY[:12]], ids=[c[0] for c in EDGE_UNARY[:12]])
+def test_unary_edge_gradients(case):
+    finite = EDGE32[np.isfinite(EDGE32) & (np.abs(EDGE32) < 50)]
+    check(None, case, vals=[finite], rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", [c[1] for c in CMP], ids=[c[0] for c in CMP])
+def test_comparisons_and_logic(case):
+    check(None, case, vals=CMP_VALS, forward_only=True)
+    check([(3, 4, 5), (4, 1)], case, forward_only=True)
+
+
+def test_comparisons_have_no_gradient_and_do_not_break_one():
+    check([(4, 5)], lambda m, x: (x < 0.5) * x + (x >= 0.5).float() * x.square())
+
+
+INT_A = np.array([7, -7, 7, -7, 0, 9, -9, 2 ** 40, -(2 ** 40) - 3, 5], np.int64)
+INT_B = np.array([2, 2, -2, -2, 3, 4, 4, 3, 7, -1], np.int64)
+INTEGER = [
+    ("floordiv", lambda m, a, b: a // b), ("mod", lambda m, a, b: a % b),
+    ("fmod", lambda m, a, b: m.fmod(a, b)), ("remainder", lambda m, a, b: m.remainder(a, b)),
+    ("div_floor", lambda m, a, b: a.div(b, rounding_mode="floor")),
+    ("div_trunc", lambda m, a, b: a.div(b, rounding_mode="trunc")),
+    ("truediv", lambda m, a, b: a / b), ("mul", lambda m, a, b: a * b), ("sub", lambda m, a, b: a - b),
+    ("neg", lambda m, a, b: -a), ("abs", lambda m, a, b: a.abs()),
+    ("bitwise_and", lambda m, a, b: a & b), ("bitwise_or", lambda m, a, b: a | b),
+    ("bitwise_xor", lambda m, a, b: a ^ b), ("bitwise_not", lambda m, a, b: ~a),
+    ("bitwise_and_fn", lambda m, a, b: m.bitwise_and(a, b)),
+    ("lshift", lambda m, a, b: a << 3), ("rshift", lambda m, a, b: a >> 2),
+    ("shift_fn", lambda m, a, b: m.bitwise_left_shift(a, 2)),
+    ("pow_int", lambda m, a, b: b ** 2), ("max", lambda m, a, b: m.maximum(a, b)),
+    ("floordiv_scalar", lambda m, a, b: a // 3), ("mod_scalar", lambda m, a, b: a % -3),
+    ("sign", lambda m, a, b: a.sign()), ("clamp", lambda m, a, b: a.clamp(-5, 5)),
+    ("eq", lambda m, a, b: a == b), ("where", lambda m, a, b: m.where(a > b, a, b)),
+    ("sum", lambda m, a, b: a.sum()), ("prod", lambda m, a, b: b.prod()), ("cumsum", lambda m, a, b: a.cumsum(0)),
+]
+
+
+@pytest.mark.parametrize("case", [c[1] for c in INTEGER], ids=[c[0] for c in INTEGER])
+def test_integer_semantics(case):
+    check(None, case, vals=[INT_A, INT_B])
+    check(None, case, vals=[INT_A.astype(np.int32) % 1000, INT_B.astype(np.int32)])
+
+
+PROMOTION = [
+    ("int_plus_float_scalar", lambda m, i, f, b: i + 1.5), ("int_times_float", lambda m, i, f, b: i * f),
+    ("int_div_int", lambda m, i, f, b: i / i.abs().clamp(min=1)), ("bool_plus_int", lambda m, i, f, b: b + i),
+    ("bool_plus_bool", lambda m, i, f, b: b + b), ("bool_times_float", lambda m, i, f, b: b * f),
+    ("bool_sum", lambda m, i, f, b: b.sum()), ("int_mean_dtype", lambda m, i, f, b: i.sum(dtype=m.float32)),
+    ("int32_plus_int64", lambda m, i, f, b: i.int() + i), ("int32_plus_scalar", lambda m, i, f, b: i.int() + 3),
+    ("half_plus_float_scalar", lambda m, i, f, b: f.half() + 2.5), ("half_plus_float", lambda m, i, f, b: f.half() + f),
+    ("float_plus_double", lambda m, i, f, b: f + f.double()), ("int_pow_float", lambda m, i, f, b: i.abs() ** 0.5),
+    ("where_int_float", lambda m, i, f, b: m.where(b, i, f)), ("where_int_scalar", lambda m, i, f, b: m.where(b, i, 0.5)),
+    ("bool_cumsum", lambda m, i, f, b: b.cumsum(0)), ("int_sqrt", lambda m, i, f, b: i.abs().sqrt()),
+    ("int_exp", lambda m, i, f, b: i.clamp(-5, 5).exp()), ("bool_to_float", lambda m, i, f, b: b.float()),
+    ("float_to_int", lambda m, i, f, b: (f * 10).long()), ("float_to_bool", lambda m, i, f, b: f.bool()),
+    ("int_to_half", lambda m, i, f, b: i.to(m.float16)), ("type_as", lambda m, i, f, b: i.type_as(f)),
+    ("maximum_int_float", lambda m, i, f, b: m.maximum(i, f)), ("int_floordiv_float", lambda m, i, f, b: i // 2.5),
+]
+
+
+@pytest.mark.parametrize("case", [c[1] for c in PROMOTION], ids=[c[0] for c in PROMOTION])
+def test_dtype_promotion(case):
+    check(None, case, vals=[INT_A % 100 - 50, np.linspace(-2, 2, 10).astype(np.float32),
+                            np.array([True, False] * 5)], forward_only=True)
+
+
+def test_casts_of_edge_values_match_torch():
+    small = np.array([0.0, -0.0, 1.7, -1.7, 2.5, -2.5, 1e6, -1e6, 65504.0, 70000.0], np.float32)
+    for to in ("int32", "int64", "bool", "float16", "bfloat16", "float64"):
+        check(None, lambda m, x: x.to(getattr(m, to)), vals=[small], forward_only=True)
