@@ -315,6 +315,8 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
     result_tensor = _t.result_tensor
     shape = x._view.shape
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None   # torch: an empty dim list reduces every dim (``x.sum(dim=())`` is a scalar)
     axes = normalize_dims(dim, len(shape))
     if not shape:
         axes = ()

@@ -341,3 +341,116 @@ def test_casts_of_edge_values_match_torch():
     small = np.array([0.0, -0.0, 1.7, -1.7, 2.5, -2.5, 1e6, -1e6, 65504.0, 70000.0], np.float32)
     for to in ("int32", "int64", "bool", "float16", "bfloat16", "float64"):
         check(None, lambda m, x: x.to(getattr(m, to)), vals=[small], forward_only=True)
+
+
+# --- reductions and scans -----------------------------------------------------------------------
+REDUCE = [
+    ("sum", [(45, 3)], lambda m, x: x.sum(), {}),
+    ("sum_dim", [(3, 4, 5, 6)], lambda m, x: x.sum(1), {}),
+    ("sum_axis_kw", [(3, 4, 5, 6)], lambda m, x: x.sum(axis=(1, 2)), {}),
+    ("sum_neg_dims_keepdim", [(3, 4, 5, 6)], lambda m, x: x.sum(dim=(-1, 0), keepdim=True), {}),
+    ("sum_empty_tuple", [(3, 4)], lambda m, x: m.sum(x, dim=()), {}),
+    ("sum_0size", [(4, 0, 3)], lambda m, x: x.sum(1), {}),
+    ("sum_0size_all", [(0,)], lambda m, x: x.sum(), {}),
+    ("sum_scalar", [()], lambda m, x: x.sum(0), {}),
+    ("sum_dtype", [(4, 5)], lambda m, x: x.sum(dtype=m.float64), {}),
+    ("sum_noncontig", [(5, 7)], lambda m, x: x.sum(0), {"non_contiguous": True}),
+    ("prod", [(3, 4, 5)], lambda m, x: x.prod(), {}),
+    ("prod_dim", [(3, 4, 5)], lambda m, x: x.prod(1, keepdim=True), {}),
+    ("prod_zeros", [(4,)], lambda m, x: x.prod(), {"vals": [[0.0, 2.0, 3.0, 0.5]]}),
+    ("prod_dtype", [(4, 5)], lambda m, x: m.prod(x, 0, dtype=m.float64), {}),
+    ("mean", [(3, 4, 5)], lambda m, x: x.mean(), {}),
+    ("mean_dims", [(3, 4, 5)], lambda m, x: x.mean((0, 2)), {}),
+    ("mean_0size", [(4, 0)], lambda m, x: x.mean(1), {}),
+    ("mean_0size_all", [(0,)], lambda m, x: x.mean(), {"forward_only": True}),
+    ("var", [(3, 4, 5)], lambda m, x: x.var(), {}),
+    ("var_dim_unbiased_pos", [(3, 4, 5)], lambda m, x: x.var(1, False), {}),
+    ("var_correction", [(3, 4, 5)], lambda m, x: x.var(dim=(0, 2), correction=0, keepdim=True), {}),
+    ("var_one_in_axis", [(3, 1, 5)], lambda m, x: x.var(1), {}),
+    ("std", [(3, 4, 5)], lambda m, x: x.std(-1), {}),
+    ("std_keepdim", [(3, 4, 5)], lambda m, x: x.std(0, keepdim=True), {}),
+    ("std_mean", [(3, 4, 5)], lambda m, x: m.std_mean(x, 1)[0] + m.std_mean(x, 1)[1], {}),
+    ("var_mean", [(3, 4, 5)], lambda m, x: m.var_mean(x, dim=(0, 1))[0] * m.var_mean(x, dim=(0, 1))[1], {}),
+    ("max", [(45, 3)], lambda m, x: x.max(), {}),
+    ("max_dim_values", [(45, 3)], lambda m, x: x.max(1)[0], {}),
+    ("max_dim_indices", [(45, 3)], lambda m, x: x.max(dim=0).indices, {}),
+    ("max_keepdim", [(3, 4, 5)], lambda m, x: x.max(1, keepdim=True).values, {}),
+    ("max_ties", [(4, 4)], lambda m, x: x.max(1)[0], {"vals": [[[1.0, 1.0, 0.0, 1.0]] * 4]}),
+    ("amax_ties", [(4, 4)], lambda m, x: x.amax(), {"vals": [[[1.0, 3.0, 0.0, 3.0]] * 4]}),
+    ("amax_dims", [(3, 4, 5)], lambda m, x: x.amax((0, 2)), {}),
+    ("amin", [(3, 4, 5)], lambda m, x: m.amin(x, dim=-1, keepdim=True), {}),
+    ("min", [(3, 4, 5)], lambda m, x: x.min(), {}),
+    ("min_dim", [(3, 4, 5)], lambda m, x: x.min(2)[0], {}),
+    ("max_nan", [(3,)], lambda m, x: x.max(), {"vals": [[1.0, np.nan, 2.0]], "forward_only": True}),
+    ("max_inf", [(3,)], lambda m, x: x.max(), {"vals": [[-np.inf, -np.inf, -np.inf]], "forward_only": True}),
+    ("max_binary", [(3, 4), (3, 4)], lambda m, x, y: m.max(x, y), {}),
+    ("aminmax", [(3, 4, 5)], lambda m, x: m.aminmax(x, dim=1)[0] - m.aminmax(x, dim=1).max, {}),
+    ("logsumexp", [(3, 4, 5)], lambda m, x: x.logsumexp(1), {}),
+    ("logsumexp_keepdim_tuple", [(3, 4, 5)], lambda m, x: m.logsumexp(x, (0, 2), keepdim=True), {}),
+    ("logsumexp_inf", [(2, 3)], lambda m, x: x.logsumexp(1), {"vals": [[[-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0]]], "forward_only": True}),
+    ("logsumexp_large", [(3, 4)], lambda m, x: x.logsumexp(0), {"low": 500, "high": 600}),
+    ("nansum", [(3, 4)], lambda m, x: x.log().nansum(), {"forward_only": True}),
+    ("nanmean", [(3, 4)], lambda m, x: m.nanmean(x.log(), 1), {"forward_only": True}),
+    ("norm", [(3, 4)], lambda m, x: x.norm(), {}),
+    ("norm_p1_dim", [(3, 4)], lambda m, x: x.norm(p=1, dim=1), {}),
+    ("count_nonzero", [(3, 4)], lambda m, x: m.count_nonzero(x.round(), dim=0), {}),
+]
+SCANS = [
+    ("cumsum", [(20, 30)], lambda m, x: x.cumsum(1), {}),
+    ("cumsum_dim0", [(20, 30)], lambda m, x: m.cumsum(x, dim=0), {}),
+    ("cumsum_scalar", [()], lambda m, x: x.cumsum(0), {}),
+    ("cumsum_0size", [(0, 3)], lambda m, x: x.cumsum(0), {}),
+    ("cumsum_dtype", [(5, 3)], lambda m, x: x.cumsum(0, dtype=m.float64), {}),
+    ("cumsum_long", [(2, 600)], lambda m, x: x.cumsum(-1), {"rtol": 1e-4, "atol": 1e-4}),
+    ("cumprod", [(6, 7)], lambda m, x: x.cumprod(1), {}),
+    ("cumprod_zeros", [(5,)], lambda m, x: x.cumprod(0), {"vals": [[2.0, 0.0, 3.0, 0.0, 0.5]]}),
+    ("cumprod_0size", [(0,)], lambda m, x: x.cumprod(0), {}),
+    ("cummax", [(5, 6)], lambda m, x: x.cummax(1)[0], {}),
+    ("cummax_indices", [(5, 6)], lambda m, x: x.cummax(0).indices, {}),
+    ("cummin", [(5, 6)], lambda m, x: m.cummin(x, 1).values, {}),
+    ("logcumsumexp", [(5, 6)], lambda m, x: x.logcumsumexp(1), {}),
+    ("logcumsumexp_big", [(5,)], lambda m, x: x.logcumsumexp(0), {"vals": [[-100.0, 100.0, -np.inf, 1000.0, 0.0]], "forward_only": True}),
+    ("argmax", [(10, 20)], lambda m, x: x.argmax(), {}),
+    ("argmax_dim", [(10, 20)], lambda m, x: x.argmax(1, keepdim=True), {}),
+    ("argmax_ties", [(3, 4)], lambda m, x: x.argmax(1), {"vals": [[[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [-1.0, 2.0, 2.0, -3.0]]]}),
+    ("argmin_ties", [(3, 4)], lambda m, x: x.argmin(0), {"vals": [[[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 2.0, 2.0, -3.0]]]}),
+    ("argmax_nan", [(4,)], lambda m, x: x.argmax(), {"vals": [[1.0, np.nan, 3.0, np.nan]]}),
+    ("argmax_bool", [(4,)], lambda m, x: (x > 0).int().argmax(), {"vals": [[-1.0, 2.0, 3.0, 0.0]]}),
+    ("any", [(3, 4)], lambda m, x: (x > 1.5).any(), {}),
+    ("any_dim", [(3, 4)], lambda m, x: (x > 1.0).any(1, keepdim=True), {}),
+    ("any_0size", [(0, 4)], lambda m, x: x.any(0), {}),
+    ("all", [(3, 4)], lambda m, x: (x > -1.5).all(), {}),
+    ("all_dim", [(3, 4)], lambda m, x: m.all(x > -1.0, dim=0), {}),
+    ("all_0size", [(0,)], lambda m, x: x.all(), {}),
+    ("all_float", [(3, 4)], lambda m, x: x.round().all(), {}),
+]
+
+
+@cases(REDUCE + SCANS)
+def test_reductions_and_scans(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "argmax", "cumsum", "mean_as_float"])
+def test_integer_reductions_match_torch(name, dtype):
+    data = (_ints(4, 5, low=-3, high=4) if dtype != "bool" else _ints(4, 5, low=0, high=2).astype(bool))
+    if dtype == "int32":
+        data = data.astype(np.int32)
+    fn = {"sum": lambda m, x: x.sum(1), "prod": lambda m, x: x.prod(0), "max": lambda m, x: x.max(1)[0],
+          "argmax": lambda m, x: x.argmax(0), "cumsum": lambda m, x: x.cumsum(1),
+          "mean_as_float": lambda m, x: x.float().mean(0)}[name]
+    if name == "argmax" and dtype == "bool":   # torch refuses it: so must lazyfuse
+        with pytest.raises(RuntimeError):
+            fn(M_TORCH, torch.tensor(data))
+        with pytest.raises(lf.DTypeError, match="argmax"):
+            fn(M_LAZY, lf.tensor(data)).numpy()
+        return
+    check(None, fn, vals=[data])
+
+
+def test_mean_of_an_integer_tensor_is_refused_as_torch():
+    with pytest.raises(RuntimeError):
+        torch.tensor([1, 2]).mean()
+    with pytest.raises(lf.DTypeError, match="mean"):
+        lf.tensor([1, 2]).mean()
