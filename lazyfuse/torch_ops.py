@@ -590,6 +590,7 @@ def einsum(equation, *operands):
     for t, x in zip(terms, operands):
         if len(t) != x.ndim:
             raise ShapeError(f"einsum: subscripts {t!r} for an operand of {x.ndim} dims")
+    operands = _einsum_broadcast(terms, operands)
     acc, acc_term = operands[0], terms[0]
     for k in range(1, len(operands)):
         later = set("".join(terms[k + 1:])) | set(rhs)
@@ -600,6 +601,19 @@ def einsum(equation, *operands):
         acc = acc.sum(drop)
         acc_term = "".join(c for c in acc_term if c in rhs)
     return acc.permute([acc_term.index(c) for c in rhs]) if acc_term != rhs else acc
+
+
+def _einsum_broadcast(terms, operands):
+    """A letter of size 1 in one operand broadcasts against its size in another (as torch's
+    einsum): such dims are expanded (views); two different sizes above 1 are an error."""
+    sizes = {}
+    for t, x in zip(terms, operands):
+        for c, n in zip(t, x.shape):
+            if n != 1 and sizes.get(c, 1) not in (1, n):
+                raise ShapeError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {n}, which do not broadcast")
+            sizes[c] = n if n != 1 else sizes.get(c, 1)
+    return tuple(x.expand(tuple(sizes[c] for c in t)) if x.shape != tuple(sizes[c] for c in t) else x
+                 for t, x in zip(terms, operands))
 
 
 def _einsum_pair(a, ta, b, tb, keep):

@@ -454,3 +454,119 @@ def test_mean_of_an_integer_tensor_is_refused_as_torch():
         torch.tensor([1, 2]).mean()
     with pytest.raises(lf.DTypeError, match="mean"):
         lf.tensor([1, 2]).mean()
+
+
+# --- matmul, einsum, convolutions, pooling, resizing ---------------------------------------------
+MATMUL = [
+    ("dot_1d", [(45,), (45,)], lambda m, x, y: x @ y, {"atol": 1e-5}),
+    ("dot_fn", [(45,), (45,)], lambda m, x, y: m.dot(x, y), {"atol": 1e-5}),
+    ("matvec", [(10, 45), (45,)], lambda m, x, y: x @ y, {"atol": 1e-5}),
+    ("vecmat", [(45,), (45, 10)], lambda m, x, y: x @ y, {"atol": 1e-5}),
+    ("matmul", [(45, 65), (65, 13)], lambda m, x, y: x.matmul(y), {"atol": 1e-4}),
+    ("matmul_noncontig", [(16, 16), (16, 16)], lambda m, x, y: x @ y, {"atol": 1e-4, "non_contiguous": True}),
+    ("matmul_batched_broadcast", [(3, 1, 4, 5), (2, 5, 6)], lambda m, x, y: x @ y, {"atol": 1e-5}),
+    ("matmul_batched_vector", [(4, 3), (1, 3, 3, 5)], lambda m, x, y: x.matmul(y), {"atol": 1e-5}),
+    ("matmul_0size_k", [(3, 0), (0, 4)], lambda m, x, y: x @ y, {}),
+    ("matmul_0size_m", [(0, 3), (3, 4)], lambda m, x, y: x @ y, {}),
+    ("mm", [(5, 6), (6, 7)], lambda m, x, y: m.mm(x, y), {"atol": 1e-5}),
+    ("bmm", [(3, 5, 6), (3, 6, 7)], lambda m, x, y: m.bmm(x, y), {"atol": 1e-5}),
+    ("bmm_transposed", [(3, 6, 5), (3, 6, 7)], lambda m, x, y: x.transpose(1, 2).bmm(y), {"atol": 1e-5}),
+    ("mv", [(5, 6), (6,)], lambda m, x, y: m.mv(x, y), {"atol": 1e-5}),
+    ("outer", [(5,), (6,)], lambda m, x, y: m.outer(x, y), {}),
+    ("addmm", [(7,), (5, 6), (6, 7)], lambda m, b, x, y: m.addmm(b, x, y, beta=0.5, alpha=2), {"atol": 1e-5}),
+    ("baddbmm", [(3, 5, 7), (3, 5, 6), (3, 6, 7)], lambda m, b, x, y: m.baddbmm(b, x, y), {"atol": 1e-5}),
+    ("linear", [(4, 5), (6, 5), (6,)], lambda m, x, w, b: m.F.linear(x, w, b), {"atol": 1e-5}),
+    ("linear_no_bias_3d", [(2, 4, 5), (6, 5)], lambda m, x, w: m.F.linear(x, w), {"atol": 1e-5}),
+    ("multidot", [(10, 45, 65), (10, 65, 45)], lambda m, x, y: (x @ y) @ x, {"atol": 1e-4}),
+    ("einsum_matmul", [(4, 5), (5, 6)], lambda m, x, y: m.einsum("ij,jk->ik", x, y), {"atol": 1e-5}),
+    ("einsum_batched", [(2, 4, 5), (2, 5, 6)], lambda m, x, y: m.einsum("bij,bjk->bik", x, y), {"atol": 1e-5}),
+    ("einsum_transpose_out", [(4, 5), (5, 6)], lambda m, x, y: m.einsum("ij,jk->ki", x, y), {"atol": 1e-5}),
+    ("einsum_outer", [(4,), (5,)], lambda m, x, y: m.einsum("i,j->ij", x, y), {}),
+    ("einsum_dot", [(4,), (4,)], lambda m, x, y: m.einsum("i,i->", x, y), {"atol": 1e-5}),
+    ("einsum_trace", [(4, 4)], lambda m, x: m.einsum("ii->", x), {}),
+    ("einsum_diag", [(4, 4)], lambda m, x: m.einsum("ii->i", x), {}),
+    ("einsum_sum", [(3, 4, 5)], lambda m, x: m.einsum("ijk->j", x), {"atol": 1e-5}),
+    ("einsum_permute", [(3, 4, 5)], lambda m, x: m.einsum("ijk->kij", x), {}),
+    ("einsum_implicit", [(3, 4), (4, 5)], lambda m, x, y: m.einsum("ij,jk", x, y), {"atol": 1e-5}),
+    ("einsum_ellipsis", [(2, 3, 4, 5), (2, 3, 5, 6)], lambda m, x, y: m.einsum("...ij,...jk->...ik", x, y), {"atol": 1e-5}),
+    ("einsum_three", [(3, 4), (4, 5), (5, 6)], lambda m, x, y, z: m.einsum("ij,jk,kl->il", x, y, z), {"atol": 1e-4}),
+    ("einsum_attention", [(2, 3, 5, 4), (2, 3, 6, 4)], lambda m, q, k: m.einsum("bhqd,bhkd->bhqk", q, k), {"atol": 1e-5}),
+    ("einsum_broadcast", [(1, 4, 5), (3, 5, 6)], lambda m, x, y: m.einsum("bij,bjk->bik", x, y), {"atol": 1e-5}),
+    ("einsum_list_operands", [(4, 5), (5, 6)], lambda m, x, y: m.einsum("ij,jk->ik", [x, y]), {"atol": 1e-5}),
+]
+
+CONV = [
+    ("conv1d", [(2, 4, 9), (6, 4, 3)], lambda m, x, w: m.F.conv1d(x, w), {"atol": 1e-4}),
+    ("conv1d_bias_stride_pad", [(2, 4, 9), (6, 4, 3), (6,)], lambda m, x, w, b: m.F.conv1d(x, w, b, stride=2, padding=1), {"atol": 1e-4}),
+    ("conv1d_padding_same", [(2, 4, 9), (6, 4, 3)], lambda m, x, w: m.F.conv1d(x, w, padding="same"), {"atol": 1e-4}),
+    ("conv1d_dilation_groups", [(2, 4, 11), (6, 2, 3)], lambda m, x, w: m.F.conv1d(x, w, dilation=2, groups=2), {"atol": 1e-4}),
+    ("conv2d", [(2, 3, 7, 8), (4, 3, 3, 3)], lambda m, x, w: m.F.conv2d(x, w), {"atol": 1e-4}),
+    ("conv2d_bias", [(2, 3, 7, 8), (4, 3, 3, 3), (4,)], lambda m, x, w, b: m.F.conv2d(x, w, b), {"atol": 1e-4}),
+    ("conv2d_stride_pad_tuple", [(1, 3, 9, 8), (4, 3, 3, 2)], lambda m, x, w: m.F.conv2d(x, w, stride=(2, 1), padding=(1, 2)), {"atol": 1e-4}),
+    ("conv2d_dilation", [(1, 2, 9, 9), (3, 2, 3, 3)], lambda m, x, w: m.F.conv2d(x, w, dilation=(2, 1)), {"atol": 1e-4}),
+    ("conv2d_groups", [(2, 4, 6, 6), (6, 2, 3, 3)], lambda m, x, w: m.F.conv2d(x, w, groups=2), {"atol": 1e-4}),
+    ("conv2d_depthwise", [(2, 4, 6, 6), (4, 1, 3, 3)], lambda m, x, w: m.F.conv2d(x, w, groups=4, padding=1), {"atol": 1e-4}),
+    ("conv2d_1x1", [(2, 4, 5, 5), (3, 4, 1, 1)], lambda m, x, w: m.F.conv2d(x, w), {"atol": 1e-4}),
+    ("conv2d_unbatched", [(3, 7, 8), (4, 3, 3, 3)], lambda m, x, w: m.F.conv2d(x, w), {"atol": 1e-4}),
+    ("conv2d_noncontig", [(2, 3, 7, 7), (4, 3, 3, 3)], lambda m, x, w: m.F.conv2d(x, w), {"atol": 1e-4, "non_contiguous": True}),
+    ("conv2d_padding_same", [(1, 2, 6, 7), (3, 2, 3, 2)], lambda m, x, w: m.F.conv2d(x, w, padding="same"), {"atol": 1e-4}),
+    ("conv2d_pending_input", [(2, 3, 6, 6), (4, 3, 3, 3)], lambda m, x, w: m.F.conv2d((x * 2).relu(), w + 1).sigmoid(), {"atol": 1e-4}),
+    ("conv3d", [(1, 2, 4, 5, 5), (3, 2, 2, 3, 3)], lambda m, x, w: m.F.conv3d(x, w, padding=1), {"atol": 1e-4}),
+    ("conv_transpose1d", [(2, 4, 7), (4, 3, 3)], lambda m, x, w: m.F.conv_transpose1d(x, w, stride=2), {"atol": 1e-4}),
+    ("conv_transpose2d", [(2, 4, 5, 5), (4, 3, 3, 3)], lambda m, x, w: m.F.conv_transpose2d(x, w), {"atol": 1e-4}),
+    ("conv_transpose2d_bias_stride_pad", [(2, 4, 5, 5), (4, 3, 3, 3), (3,)], lambda m, x, w, b: m.F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), {"atol": 1e-4}),
+    ("conv_transpose2d_groups_dilation", [(1, 4, 5, 5), (4, 2, 3, 3)], lambda m, x, w: m.F.conv_transpose2d(x, w, groups=2, dilation=2), {"atol": 1e-4}),
+]
+
+POOL = [
+    ("max_pool1d", [(2, 3, 10)], lambda m, x: m.F.max_pool1d(x, 2), {}),
+    ("max_pool2d", [(2, 3, 8, 9)], lambda m, x: m.F.max_pool2d(x, 2), {}),
+    ("max_pool2d_stride_pad", [(2, 3, 8, 9)], lambda m, x: m.F.max_pool2d(x, 3, stride=2, padding=1), {}),
+    ("max_pool2d_dilation", [(1, 2, 9, 9)], lambda m, x: m.F.max_pool2d(x, (2, 3), dilation=2), {}),
+    ("max_pool2d_ceil_mode", [(1, 2, 7, 7)], lambda m, x: m.F.max_pool2d(x, 2, ceil_mode=True), {}),
+    ("max_pool2d_indices", [(1, 2, 6, 6)], lambda m, x: m.F.max_pool2d(x, 2, return_indices=True)[1], {}),
+    ("max_pool2d_unbatched", [(2, 6, 6)], lambda m, x: m.F.max_pool2d(x, 3, 1), {}),
+    ("max_pool2d_ties", [(1, 1, 4, 4)], lambda m, x: m.F.max_pool2d(x, 2), {"vals": [np.ones((1, 1, 4, 4), np.float32)]}),
+    ("avg_pool1d", [(2, 3, 10)], lambda m, x: m.F.avg_pool1d(x, 3, 2), {}),
+    ("avg_pool2d", [(2, 3, 8, 9)], lambda m, x: m.F.avg_pool2d(x, 2), {}),
+    ("avg_pool2d_pad", [(2, 3, 8, 9)], lambda m, x: m.F.avg_pool2d(x, 3, stride=2, padding=1), {}),
+    ("avg_pool2d_pad_not_counted", [(2, 3, 8, 9)], lambda m, x: m.F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), {}),
+    ("avg_pool2d_ceil_mode", [(1, 2, 7, 7)], lambda m, x: m.F.avg_pool2d(x, 2, ceil_mode=True), {}),
+    ("avg_pool3d", [(1, 2, 4, 4, 4)], lambda m, x: m.F.avg_pool3d(x, 2), {}),
+    ("adaptive_avg_pool2d", [(2, 3, 7, 9)], lambda m, x: m.F.adaptive_avg_pool2d(x, (3, 4)), {}),
+    ("global_avg_pool2d", [(2, 3, 7, 9)], lambda m, x: m.F.adaptive_avg_pool2d(x, 1), {}),
+    ("adaptive_max_pool2d", [(2, 3, 7, 9)], lambda m, x: m.F.adaptive_max_pool2d(x, 2), {}),
+    ("lp_pool2d", [(1, 2, 6, 6)], lambda m, x: m.F.lp_pool2d(x, 2, 2), {"low": 0.1}),
+]
+
+RESIZE = [
+    ("pad_constant", [(3, 3)], lambda m, x: m.F.pad(x, (1, 2)), {}),
+    ("pad_constant_value", [(3, 3)], lambda m, x: m.F.pad(x, (1, 2, 3, 0), value=5.0), {}),
+    ("pad_negative", [(4, 5)], lambda m, x: m.F.pad(x, (-1, 1, 0, -2)), {}),
+    ("pad_reflect", [(1, 2, 5, 6)], lambda m, x: m.F.pad(x, (2, 1, 1, 3), mode="reflect"), {}),
+    ("pad_replicate", [(1, 2, 5, 6)], lambda m, x: m.F.pad(x, (2, 1, 1, 3), mode="replicate"), {}),
+    ("pad_circular", [(1, 2, 5, 6)], lambda m, x: m.F.pad(x, (2, 1, 1, 3), mode="circular"), {}),
+    ("pad_reflect_1d", [(2, 3, 6)], lambda m, x: m.F.pad(x, (3, 2), mode="reflect"), {}),
+    ("pad_0size", [(0, 3)], lambda m, x: m.F.pad(x, (1, 1, 1, 1)), {}),
+    ("interpolate_nearest", [(2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, size=(7, 6)), {}),
+    ("interpolate_nearest_scale", [(2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, scale_factor=2, mode="nearest"), {}),
+    ("interpolate_nearest_exact", [(2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, size=(7, 3), mode="nearest-exact"), {}),
+    ("interpolate_linear", [(2, 3, 5)], lambda m, x: m.F.interpolate(x, size=9, mode="linear"), {}),
+    ("interpolate_linear_corners", [(2, 3, 5)], lambda m, x: m.F.interpolate(x, size=9, mode="linear", align_corners=True), {}),
+    ("interpolate_bilinear", [(2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, size=(7, 9), mode="bilinear"), {"atol": 1e-5}),
+    ("interpolate_bilinear_corners", [(2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear", align_corners=True), {"atol": 1e-5}),
+    ("interpolate_bicubic", [(1, 2, 4, 5)], lambda m, x: m.F.interpolate(x, size=(6, 7), mode="bicubic"), {"atol": 1e-5}),
+    ("interpolate_trilinear", [(1, 2, 3, 4, 5)], lambda m, x: m.F.interpolate(x, size=(4, 5, 6), mode="trilinear"), {"atol": 1e-5}),
+    ("interpolate_area", [(1, 2, 6, 8)], lambda m, x: m.F.interpolate(x, size=(3, 4), mode="area"), {}),
+    ("upsample", [(1, 2, 3, 3)], lambda m, x: m.F.upsample(x, scale_factor=2), {}),
+]
+
+
+@cases(MATMUL)
+def test_matmul_and_einsum(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+@cases(CONV + POOL + RESIZE)
+def test_convolution_pooling_padding_resizing(shapes, case, kw):
+    check(shapes, case, **kw)
