@@ -593,6 +593,8 @@ def _vjp(fn, spec, index, k, *tensors_and_grad):
         result = fn(*args, **kwargs)
         if index is not None:
             result = result[index]
+        if not result.requires_grad:   # this result does not depend on tensor k (meshgrid's first on y)
+            return torch.zeros_like(leaves[k])
         (g,) = torch.autograd.grad(result, leaves[k], grad, allow_unused=True)
     return torch.zeros_like(leaves[k]) if g is None else g
 
