@@ -14,6 +14,11 @@ class ShapeError(LazyfuseError, ValueError):
     """Shapes that do not broadcast, a dim out of range, a reshape that changes numel."""
 
 
+class InvalidIndexError(ShapeError, IndexError):
+    """An integer index past a dim's size, or more indices than dims: also an ``IndexError``, as
+    torch's (and so Python's sequence protocol)."""
+
+
 class DTypeError(LazyfuseError, TypeError):
     """A dtype an op does not accept, or data lazyfuse cannot represent."""
 

@@ -493,7 +493,12 @@ def extern(fn, *args, **kwargs):
                 _by_signature.clear()
             _by_signature[signature[0]] = (found, spec)
     if found is NEEDS_DATA:
-        return run_eagerly(fn, spec, tensors, dev, _name(fn))
+        result = run_eagerly(fn, spec, tensors, dev, _name(fn))
+        if _any_requires_grad(tensors) and autograd.is_grad_enabled():   # x[mask], masked_select
+            for index, out in ([(None, result)] if isinstance(result, Tensor) else enumerate(result)):
+                if isinstance(out, Tensor):
+                    _record_vjp(fn, spec, tensors, index, out)
+        return result
     grad = _any_requires_grad(tensors) and autograd.is_grad_enabled()
     single = found.single
     if single is not None and not grad:   # the common case, inline: one result, a value

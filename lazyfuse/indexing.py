@@ -2,7 +2,7 @@
 an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir.view import View
 
 
@@ -14,7 +14,7 @@ def _expand_key(t, key) -> list:
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise ShapeError("an index can only have one ellipsis (...)")
     if n_real > t.ndim:
-        raise ShapeError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
+        raise InvalidIndexError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
     out = []
     for k in key:
         if k is Ellipsis:
@@ -58,7 +58,7 @@ def getitem(t, key):
             i = int(k)
             size = view.shape[dim]
             if not -size <= i < size:
-                raise ShapeError(f"index {i} is out of range for dim {dim} of size {size}")
+                raise InvalidIndexError(f"index {i} is out of range for dim {dim} of size {size}")
             view = view.select(dim, i % size)
     out = t._with_view(view)
     if len(gathers) > 1:
