@@ -752,3 +752,128 @@ def test_masked_fill_and_where_with_boolean_mask_setitem_fuse_without_drain():
     y[y > 10] = 0.0
     assert lf.stats().kernels_launched == before   # recorded, nothing ran yet
     np.testing.assert_array_equal(y.numpy(), np.where(np.arange(12).reshape(3, 4) * 2 > 10, 0, np.arange(12).reshape(3, 4) * 2))
+
+
+# --- softmax, activations, norms, losses --------------------------------------------------------
+TGT = np.array([0, 3, 1, 2, 4, 0], np.int64)
+TGT_IGN = np.array([0, -100, 1, 2, -100, 4], np.int64)
+PROBS = np.random.default_rng(5).dirichlet(np.ones(5), size=6).astype(np.float32)
+NN = [
+    ("softmax", [(45, 65)], lambda m, x: x.softmax(1), {}),
+    ("softmax_dim0", [(45, 65)], lambda m, x: m.softmax(x, dim=0), {}),
+    ("softmax_F_dtype", [(4, 5)], lambda m, x: m.F.softmax(x, -1, dtype=m.float64), {}),
+    ("softmax_large", [(4, 5)], lambda m, x: x.softmax(-1), {"low": 1000, "high": 1010}),
+    ("softmax_neg_inf_row", [(2, 3)], lambda m, x: x.masked_fill(m.tensor([[True, False, True], [False, False, False]]), float("-inf")).softmax(-1), {}),
+    ("softmax_0size", [(0, 3)], lambda m, x: x.softmax(-1), {}),
+    ("softmax_scalar", [()], lambda m, x: x.softmax(0), {}),
+    ("log_softmax", [(45, 65)], lambda m, x: x.log_softmax(1), {}),
+    ("log_softmax_F", [(3, 4, 5)], lambda m, x: m.F.log_softmax(x, dim=1), {}),
+    ("softmin", [(4, 5)], lambda m, x: m.F.softmin(x, -1), {}),
+    ("normalize", [(4, 5)], lambda m, x: m.F.normalize(x, dim=1), {}),
+    ("normalize_p1", [(4, 5)], lambda m, x: m.F.normalize(x, p=1, dim=0), {}),
+    ("leaky_relu", [(45, 65)], lambda m, x: m.F.leaky_relu(x, 0.01), {}),
+    ("leaky_relu_method", [(45, 65)], lambda m, x: m.F.leaky_relu(x, negative_slope=0.2), {}),
+    ("elu", [(45, 65)], lambda m, x: m.F.elu(x, alpha=0.5), {}),
+    ("celu", [(45, 65)], lambda m, x: m.F.celu(x, alpha=2.0), {}),
+    ("selu", [(45, 65)], lambda m, x: m.F.selu(x), {}),
+    ("silu", [(45, 65)], lambda m, x: m.F.silu(x), {}),
+    ("gelu", [(45, 65)], lambda m, x: m.F.gelu(x), {"low": -10, "high": 10}),
+    ("gelu_tanh", [(45, 65)], lambda m, x: m.F.gelu(x, approximate="tanh"), {"low": -10, "high": 10}),
+    ("relu6", [(45, 65)], lambda m, x: m.F.relu6(x * 4), {}),
+    ("hardtanh", [(45, 65)], lambda m, x: m.F.hardtanh(x, -0.5, 1.5), {}),
+    ("hardswish", [(45, 65)], lambda m, x: m.F.hardswish(x * 3), {}),
+    ("hardsigmoid", [(45, 65)], lambda m, x: m.F.hardsigmoid(x * 3), {}),
+    ("softplus", [(45, 65)], lambda m, x: m.F.softplus(x), {}),
+    ("softplus_beta", [(45, 65)], lambda m, x: m.F.softplus(x, beta=3, threshold=2), {}),
+    ("softplus_large", [(45, 65)], lambda m, x: m.F.softplus(x), {"low": 30, "high": 100}),
+    ("mish", [(45, 65)], lambda m, x: m.F.mish(x), {}),
+    ("logsigmoid", [(45, 65)], lambda m, x: m.F.logsigmoid(x), {"low": -100, "high": 100}),
+    ("softsign", [(45, 65)], lambda m, x: m.F.softsign(x), {}),
+    ("tanhshrink", [(45, 65)], lambda m, x: m.F.tanhshrink(x), {"atol": 1e-5}),
+    ("hardshrink", [(45, 65)], lambda m, x: m.F.hardshrink(x, 0.3), {}),
+    ("softshrink", [(45, 65)], lambda m, x: m.F.softshrink(x, 0.3), {}),
+    ("threshold", [(45, 65)], lambda m, x: m.F.threshold(x, 0.1, 20.0), {}),
+    ("glu", [(4, 6)], lambda m, x: m.F.glu(x), {}),
+    ("glu_dim0", [(4, 6)], lambda m, x: m.F.glu(x, 0), {}),
+    ("prelu", [(4, 3, 5), (3,)], lambda m, x, w: m.F.prelu(x, w), {}),
+    ("quick_gelu", [(45, 65)], lambda m, x: x * (x * 1.702).sigmoid(), {}),
+    ("swish_F_sigmoid", [(45, 65)], lambda m, x: x * m.sigmoid(x), {}),
+    ("F_relu_tanh_sigmoid", [(45, 65)], lambda m, x: m.F.relu(x) + m.F.tanh(x) + m.F.sigmoid(x), {}),
+    ("layer_norm", [(4, 5, 6), (6,), (6,)], lambda m, x, w, b: m.F.layer_norm(x, (6,), w, b), {"atol": 1e-5}),
+    ("layer_norm_2d_shape", [(4, 5, 6), (5, 6)], lambda m, x, w: m.F.layer_norm(x, (5, 6), w, eps=1e-3), {"atol": 1e-5}),
+    ("layer_norm_no_affine", [(4, 6)], lambda m, x: m.F.layer_norm(x, [6]), {"atol": 1e-5}),
+    ("rms_norm", [(4, 6), (6,)], lambda m, x, w: m.F.rms_norm(x, (6,), w), {"atol": 1e-5}),
+    ("batch_norm_train", [(4, 3, 5), (3,), (3,)], lambda m, x, w, b: m.F.batch_norm(x, None, None, w, b, training=True), {"atol": 1e-5}),
+    ("batch_norm_eval", [(4, 3, 5, 5), (3,), (3,), (3,), (3,)], lambda m, x, rm, rv, w, b: m.F.batch_norm(x, rm.detach(), rv.detach().abs() + 0.5, w, b), {"atol": 1e-5}),
+    ("batch_norm_running_update", [(4, 3)], lambda m, x: _batch_norm_running(m, x), {"atol": 1e-5}),
+    ("group_norm", [(2, 6, 4), (6,), (6,)], lambda m, x, w, b: m.F.group_norm(x, 3, w, b), {"atol": 1e-5}),
+    ("group_norm_no_affine", [(2, 4, 3, 3)], lambda m, x: m.F.group_norm(x, 2), {"atol": 1e-5}),
+    ("instance_norm", [(2, 3, 5)], lambda m, x: m.F.instance_norm(x), {"atol": 1e-5}),
+    ("local_response_norm", [(2, 4, 5)], lambda m, x: m.F.local_response_norm(x, 3), {"atol": 1e-5}),
+    ("embedding", [(10, 4)], lambda m, w: m.F.embedding(m.tensor([[1, 2], [9, 1]]), w), {}),
+    ("embedding_padding_idx", [(10, 4)], lambda m, w: m.F.embedding(m.tensor([[1, 2], [9, 1]]), w, padding_idx=1), {}),
+    ("dropout_eval", [(4, 5)], lambda m, x: m.F.dropout(x, 0.5, training=False), {}),
+    ("dropout_p0", [(4, 5)], lambda m, x: m.F.dropout(x, 0.0), {}),
+    ("sdpa", [(2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)], lambda m, q, k, v: m.F.scaled_dot_product_attention(q, k, v), {"atol": 1e-5}),
+    ("sdpa_causal", [(2, 3, 5, 4)] * 3, lambda m, q, k, v: m.F.scaled_dot_product_attention(q, k, v, is_causal=True), {"atol": 1e-5}),
+    ("sdpa_bool_mask", [(2, 3, 5, 4)] * 3, lambda m, q, k, v: m.F.scaled_dot_product_attention(q, k, v, attn_mask=m.tensor(np.tril(np.ones((5, 5), bool)))), {"atol": 1e-5}),
+    ("sdpa_float_mask_scale", [(2, 5, 4), (2, 6, 4), (2, 6, 4), (5, 6)], lambda m, q, k, v, b: m.F.scaled_dot_product_attention(q, k, v, attn_mask=b, scale=0.3), {"atol": 1e-5}),
+    ("sdpa_gqa", [(1, 4, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4)], lambda m, q, k, v: m.F.scaled_dot_product_attention(q, k, v, enable_gqa=True), {"atol": 1e-5}),
+]
+
+LOSSES = [
+    ("cross_entropy", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT)), {}),
+    ("cross_entropy_sum", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT), reduction="sum"), {}),
+    ("cross_entropy_none", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT), reduction="none"), {}),
+    ("cross_entropy_weight", [(6, 5), (5,)], lambda m, x, w: m.F.cross_entropy(x, m.tensor(TGT), weight=w.detach().abs()), {}),
+    ("cross_entropy_ignore_index", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT_IGN)), {}),
+    ("cross_entropy_ignore_custom", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT), ignore_index=0), {}),
+    ("cross_entropy_smoothing", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT), label_smoothing=0.1), {}),
+    ("cross_entropy_smoothing_ignore_weight", [(6, 5), (5,)], lambda m, x, w: m.F.cross_entropy(x, m.tensor(TGT_IGN), weight=w.detach().abs(), label_smoothing=0.2), {}),
+    ("cross_entropy_probs", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(PROBS)), {}),
+    ("cross_entropy_probs_smoothing", [(6, 5)], lambda m, x: m.F.cross_entropy(x, m.tensor(PROBS), label_smoothing=0.3, reduction="sum"), {}),
+    ("cross_entropy_3d", [(2, 5, 3)], lambda m, x: m.F.cross_entropy(x, m.tensor(TGT.reshape(2, 3))), {}),
+    ("cross_entropy_unbatched", [(5,)], lambda m, x: m.F.cross_entropy(x, m.tensor(3)), {}),
+    ("nll_loss", [(6, 5)], lambda m, x: m.F.nll_loss(x.log_softmax(-1), m.tensor(TGT)), {}),
+    ("nll_loss_weight_ignore", [(6, 5), (5,)], lambda m, x, w: m.F.nll_loss(x, m.tensor(TGT_IGN), weight=w.detach().abs()), {}),
+    ("nll_loss_3d_none", [(2, 5, 3)], lambda m, x: m.F.nll_loss(x, m.tensor(TGT.reshape(2, 3)), reduction="none"), {}),
+    ("mse_loss", [(4, 5), (4, 5)], lambda m, x, y: m.F.mse_loss(x, y), {}),
+    ("mse_loss_sum", [(4, 5), (4, 5)], lambda m, x, y: m.F.mse_loss(x, y, reduction="sum"), {}),
+    ("l1_loss", [(4, 5), (4, 5)], lambda m, x, y: m.F.l1_loss(x, y, reduction="none"), {}),
+    ("smooth_l1_loss", [(4, 5), (4, 5)], lambda m, x, y: m.F.smooth_l1_loss(x, y, beta=0.5), {}),
+    ("huber_loss", [(4, 5), (4, 5)], lambda m, x, y: m.F.huber_loss(x, y, delta=0.7), {}),
+    ("bce", [(4, 5), (4, 5)], lambda m, x, y: m.F.binary_cross_entropy(x.sigmoid(), y.sigmoid()), {}),
+    ("bce_weight_sum", [(4, 5), (4, 5), (5,)], lambda m, x, y, w: m.F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), weight=w.detach().abs(), reduction="sum"), {}),
+    ("bce_saturated", [(4,)], lambda m, x: m.F.binary_cross_entropy(x, m.tensor([1.0, 0.0, 1.0, 0.0])), {"vals": [[0.0, 1.0, 1.0, 0.0]], "forward_only": True}),
+    ("bce_with_logits", [(4, 5), (4, 5)], lambda m, x, y: m.F.binary_cross_entropy_with_logits(x * 10, y.sigmoid()), {}),
+    ("bce_with_logits_pos_weight", [(4, 5), (4, 5), (5,)], lambda m, x, y, w: m.F.binary_cross_entropy_with_logits(x, y.sigmoid(), pos_weight=w.detach().abs()), {}),
+    ("kl_div", [(4, 5), (4, 5)], lambda m, x, y: m.F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction="batchmean"), {}),
+    ("kl_div_log_target", [(4, 5), (4, 5)], lambda m, x, y: m.F.kl_div(x.log_softmax(-1), y.log_softmax(-1), reduction="sum", log_target=True), {}),
+    ("margin_ranking", [(6,), (6,), (6,)], lambda m, x, y, s: m.F.margin_ranking_loss(x, y, s.sign(), margin=0.1), {}),
+    ("hinge_embedding", [(6,), (6,)], lambda m, x, s: m.F.hinge_embedding_loss(x, s.sign()), {}),
+    ("soft_margin", [(6,), (6,)], lambda m, x, s: m.F.soft_margin_loss(x, s.detach().sign()), {}),
+    ("cosine_similarity", [(4, 5), (4, 5)], lambda m, x, y: m.F.cosine_similarity(x, y), {}),
+    ("pairwise_distance", [(4, 5), (4, 5)], lambda m, x, y: m.F.pairwise_distance(x, y), {}),
+    ("triplet_margin", [(4, 5), (4, 5), (4, 5)], lambda m, a, p, n: m.F.triplet_margin_loss(a, p, n), {}),
+    ("poisson_nll", [(4, 5), (4, 5)], lambda m, x, y: m.F.poisson_nll_loss(x, y.abs()), {}),
+    ("gaussian_nll", [(4, 5), (4, 5), (4, 5)], lambda m, x, y, v: m.F.gaussian_nll_loss(x, y, v.abs() + 0.1), {}),
+    ("multi_margin", [(6, 5)], lambda m, x: m.F.multi_margin_loss(x, m.tensor(TGT)), {}),
+    ("ctc_shapes_only_via_loss", [(6, 5)], lambda m, x: m.F.multilabel_soft_margin_loss(x, m.tensor((PROBS > 0.2).astype(np.float32))), {}),
+]
+
+
+def _batch_norm_running(m, x):
+    mean, var = m.zeros(3), m.ones(3)
+    out = m.F.batch_norm(x, mean, var, training=True, momentum=0.3)
+    return m.cat([out.flatten(), mean, var])
+
+
+@cases(NN + LOSSES)
+def test_nn_functional(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+def test_cross_entropy_label_smoothing_out_of_range_is_refused():
+    x = lf.randn(3, 4)
+    with pytest.raises(lf.LazyfuseError, match="label_smoothing"):
+        lf.nn.functional.cross_entropy(x, lf.tensor([0, 1, 2]), label_smoothing=1.5)

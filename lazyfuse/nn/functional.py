@@ -158,10 +158,18 @@ def dropout(x, p=0.5, training=False):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 causal=None):
-    """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys."""
+                                 enable_gqa=False, causal=None):
+    """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys;
+    ``enable_gqa`` shares each key/value head among ``query heads / key heads`` query heads (dim -3)."""
     if causal is not None:
         is_causal = causal
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
+            raise ShapeError(f"scaled_dot_product_attention(enable_gqa=True): the query's {heads} heads must be a "
+                             f"multiple of the key's and value's ({kv_heads}, {value.shape[-3]}), as in torch")
+        key = key.repeat_interleave(heads // kv_heads, dim=-3)
+        value = value.repeat_interleave(heads // kv_heads, dim=-3)
     if not (query.dtype.is_float and query.dtype is key.dtype is value.dtype):
         raise DTypeError("scaled_dot_product_attention needs query, key and value of one floating dtype, got "
                          f"{query.dtype.name}, {key.dtype.name}, {value.dtype.name} (as in torch)")
