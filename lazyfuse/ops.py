@@ -447,6 +447,8 @@ def _matmul_operand(engine, t, dtype, shape) -> Node:
 
 def as_torch_data(data, dtype=None):
     """Host data (lists, scalars, numpy, torch) as a CPU torch tensor with torch's inference."""
+    if isinstance(data, np.generic):
+        data = np.asarray(data)   # a numpy scalar keeps its dtype (np.int32(3) is int32, as in torch)
     if isinstance(data, torch.Tensor):
         t = data.detach()
         dt.from_torch(t.dtype)
@@ -459,8 +461,6 @@ def as_torch_data(data, dtype=None):
         if isinstance(data, (str, bytes)) or data is None:
             raise DTypeError(f"data={data!r} is not numeric: pass numbers, nested lists of numbers, "
                              "a numpy array or a torch tensor")
-        if isinstance(data, np.generic):
-            data = data.item()
         try:
             t = torch.tensor(data)
         except (ValueError, TypeError, RuntimeError) as e:

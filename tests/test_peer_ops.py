@@ -877,3 +877,137 @@ def test_cross_entropy_label_smoothing_out_of_range_is_refused():
     x = lf.randn(3, 4)
     with pytest.raises(lf.LazyfuseError, match="label_smoothing"):
         lf.nn.functional.cross_entropy(x, lf.tensor([0, 1, 2]), label_smoothing=1.5)
+
+
+# --- sorting, factories, random -----------------------------------------------------------------
+SORT = [
+    ("sort", [(4, 7)], lambda m, x: x.sort()[0], {}),
+    ("sort_dim_desc", [(4, 7)], lambda m, x: x.sort(dim=0, descending=True).values, {}),
+    ("sort_indices_stable", [(10,)], lambda m, x: x.sort(stable=True)[1], {"vals": [[1.0, 0.0, 1.0, 0.0, 2.0, 1.0, 0.0, 2.0, 1.0, 0.0]]}),
+    ("sort_nan", [(4,)], lambda m, x: m.sort(x)[0], {"vals": [[1.0, np.nan, -1.0, np.inf]], "forward_only": True}),
+    ("argsort", [(4, 7)], lambda m, x: x.argsort(1, descending=True), {}),
+    ("msort", [(4, 7)], lambda m, x: m.msort(x), {}),
+    ("topk", [(4, 7)], lambda m, x: x.topk(3)[0], {}),
+    ("topk_smallest_dim0", [(4, 7)], lambda m, x: m.topk(x, 2, dim=0, largest=False).values, {}),
+    ("topk_indices", [(4, 7)], lambda m, x: x.topk(3, sorted=True).indices, {}),
+    ("kthvalue", [(4, 7)], lambda m, x: x.kthvalue(2, 1)[0], {}),
+    ("median", [(4, 7)], lambda m, x: x.median(), {}),
+    ("median_dim", [(4, 7)], lambda m, x: x.median(1).values, {}),
+    ("quantile", [(4, 7)], lambda m, x: m.quantile(x, 0.3, dim=1), {}),
+    ("mode", [(4, 7)], lambda m, x: x.round().mode(1)[0], {"forward_only": True}),
+    ("unique", [(4, 7)], lambda m, x: m.unique(x.round()), {"forward_only": True}),
+    ("unique_counts", [(4, 7)], lambda m, x: x.round().unique(return_counts=True)[1], {"forward_only": True}),
+    ("nonzero", [(4, 7)], lambda m, x: (x > 0).nonzero(), {}),
+    ("nonzero_as_tuple", [(4, 7)], lambda m, x: m.nonzero(x > 0, as_tuple=True)[1], {}),
+    ("masked_select", [(4, 7)], lambda m, x: x.masked_select(x > 0), {}),
+    ("argwhere", [(4, 7)], lambda m, x: m.argwhere(x > 0), {}),
+    ("searchsorted", [(8,), (5,)], lambda m, s, v: m.searchsorted(s.sort()[0], v), {}),
+    ("bucketize", [(8,), (5,)], lambda m, s, v: m.bucketize(v, s.sort()[0], right=True), {}),
+    ("histc", [(40,)], lambda m, x: m.histc(x, bins=5, min=-2, max=2), {"forward_only": True}),
+    ("bincount", [(5,)], lambda m, x: m.bincount(m.tensor([0, 1, 1, 4, 2])), {}),
+    ("clone", [(4, 5)], lambda m, x: x.clone(), {}),
+    ("detach_method", [(4, 5)], lambda m, x: x.detach() * x, {}),
+    ("contiguous_of_transpose", [(4, 5)], lambda m, x: x.T.contiguous(), {}),
+    ("diff", [(4, 5)], lambda m, x: m.diff(x, dim=1), {}),
+    ("trace", [(4, 4)], lambda m, x: m.trace(x), {}),
+    ("cross", [(4, 3), (4, 3)], lambda m, x, y: m.cross(x, y, dim=1), {}),
+    ("kron", [(2, 3), (2, 2)], lambda m, x, y: m.kron(x, y), {}),
+    ("cdist", [(4, 3), (5, 3)], lambda m, x, y: m.cdist(x, y), {"atol": 1e-5}),
+    ("atleast_2d", [(3,)], lambda m, x: m.atleast_2d(x), {}),
+    ("rot90", [(3, 4)], lambda m, x: m.rot90(x, 1, (0, 1)), {}),
+    ("std_unbiased_false_kw", [(3, 4)], lambda m, x: x.std(unbiased=False), {}),
+]
+
+
+@cases(SORT)
+def test_sorting_and_misc(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+FACTORIES = [
+    ("arange", lambda m: m.arange(10)), ("arange_start_step", lambda m: m.arange(-3, 17, 3)),
+    ("arange_neg_step", lambda m: m.arange(5, -5, -2)), ("arange_float", lambda m: m.arange(0, 1, 0.1)),
+    ("arange_float_dtype", lambda m: m.arange(0.5, 6, 1.5, dtype=m.float64)), ("arange_empty", lambda m: m.arange(5, 5)),
+    ("arange_int_dtype_float_bounds", lambda m: m.arange(0, 10, 2.5, dtype=m.int64)),
+    ("arange_int32", lambda m: m.arange(7, dtype=m.int32)), ("arange_big", lambda m: m.arange(2 ** 20)[-3:]),
+    ("linspace", lambda m: m.linspace(5, 10, 3)), ("linspace_one", lambda m: m.linspace(5, 10, 1)),
+    ("linspace_zero", lambda m: m.linspace(5, 10, 0)), ("linspace_neg", lambda m: m.linspace(-1, -10, 7)),
+    ("linspace_int_dtype", lambda m: m.linspace(0, 10, 4, dtype=m.int64)), ("logspace", lambda m: m.logspace(0, 2, 5)),
+    ("eye", lambda m: m.eye(3)), ("eye_rect", lambda m: m.eye(2, 4)), ("eye_dtype", lambda m: m.eye(3, dtype=m.bool)),
+    ("zeros", lambda m: m.zeros(2, 3)), ("zeros_tuple", lambda m: m.zeros((2, 3), dtype=m.int32)),
+    ("zeros_0size", lambda m: m.zeros(0, 3)), ("ones", lambda m: m.ones(4)), ("ones_scalar", lambda m: m.ones(())),
+    ("full", lambda m: m.full((2, 3), 4)), ("full_float", lambda m: m.full((2, 3), 4.5)),
+    ("full_bool", lambda m: m.full((2,), True)), ("full_dtype", lambda m: m.full([2, 2], 3, dtype=m.float16)),
+    ("full_list_shape", lambda m: m.full([3], -1.0)),
+    ("zeros_like", lambda m: m.zeros_like(m.ones(2, 3, dtype=m.int32))),
+    ("ones_like_dtype", lambda m: m.ones_like(m.ones(2, 3), dtype=m.int64)),
+    ("full_like", lambda m: m.full_like(m.ones(2, 3), 7)), ("full_like_int", lambda m: m.full_like(m.ones(2, dtype=m.int64), 7.9)),
+    ("empty_like_shape", lambda m: m.zeros(m.empty_like(m.ones(2, 3)).shape)), ("empty_shape", lambda m: m.zeros(m.empty(4, 0, 2).shape)),
+    ("new_zeros", lambda m: m.ones(2, dtype=m.int32).new_zeros(3, 2)), ("new_ones", lambda m: m.ones(2).new_ones((2,))),
+    ("new_full", lambda m: m.ones(2).new_full((2, 2), 3)), ("new_tensor", lambda m: m.ones(2).new_tensor([1, 2])),
+    ("tensor_nested", lambda m: m.tensor([[1, 2], [3, 4]])), ("tensor_bool", lambda m: m.tensor([True, False])),
+    ("tensor_mixed", lambda m: m.tensor([1, 2.5])), ("tensor_scalar", lambda m: m.tensor(3.5)),
+    ("tensor_empty", lambda m: m.tensor([])), ("tensor_dtype", lambda m: m.tensor([1, 2], dtype=m.float32)),
+    ("tensor_numpy_int32", lambda m: m.tensor(np.array([1, 2], np.int32))), ("tensor_numpy_scalar_int32", lambda m: m.tensor(np.int32(3))),
+    ("tensor_numpy_f64", lambda m: m.tensor(np.array([1.5]))), ("tril_indices", lambda m: m.tril_indices(3, 3)),
+    ("triu_indices", lambda m: m.triu_indices(3, 4, 1)), ("complex_free_polar_abs", lambda m: m.arange(4).float().abs()),
+]
+
+
+@pytest.mark.parametrize("case", [c[1] for c in FACTORIES], ids=[c[0] for c in FACTORIES])
+def test_factories(case):
+    got, want = case(M_LAZY), case(M_TORCH)
+    _compare("factory", got, want, 1e-6, 1e-6)
+
+
+RANDOM = [
+    ("rand", lambda m: m.rand(3, 4)), ("rand_tuple", lambda m: m.rand((2, 3), dtype=m.float64)),
+    ("randn", lambda m: m.randn(5)), ("randint", lambda m: m.randint(0, 10, (3, 4))),
+    ("randint_high_only", lambda m: m.randint(5, (6,))), ("randint_dtype", lambda m: m.randint(0, 3, (2,), dtype=m.int32)),
+    ("randperm", lambda m: m.randperm(7)), ("rand_like", lambda m: m.rand_like(m.ones(2, 3))),
+    ("randn_like", lambda m: m.randn_like(m.ones(2, 3, dtype=m.float16))),
+    ("randint_like", lambda m: m.randint_like(m.ones(2, 3), 5)),
+    ("multinomial", lambda m: m.multinomial(m.tensor([[0.1, 0.5, 0.4], [0.9, 0.05, 0.05]]), 2)),
+    ("multinomial_replacement", lambda m: m.ones(5).multinomial(8, replacement=True)),
+    ("bernoulli", lambda m: m.bernoulli(m.full((4,), 0.5))), ("normal", lambda m: m.normal(0.0, 2.0, (3,))),
+    ("normal_tensor", lambda m: m.normal(m.zeros(3), m.ones(3))),
+    ("uniform_", lambda m: m.zeros(3, 2).uniform_(-1, 1)), ("normal_", lambda m: m.zeros(3).normal_(0, 1)),
+    ("bernoulli_", lambda m: m.zeros(4).bernoulli_(0.3)), ("exponential_", lambda m: m.zeros(4).exponential_()),
+    ("dropout", lambda m: m.F.dropout(m.ones(4, 5), 0.5, training=True)),
+]
+
+
+def test_arange_with_bounds_against_the_step_is_refused_as_torch():
+    with pytest.raises(RuntimeError):
+        torch.arange(5, 2)
+    with pytest.raises(lf.ShapeError, match="arange"):
+        lf.arange(5, 2)
+    with pytest.raises(lf.ShapeError, match="arange"):
+        lf.arange(0, 3, -1.5)
+
+
+@pytest.mark.parametrize("case", [c[1] for c in RANDOM], ids=[c[0] for c in RANDOM])
+def test_random_ops_shapes_and_dtypes(case):
+    lf.manual_seed(0)
+    got, want = case(M_LAZY), case(M_TORCH)
+    assert tuple(got.shape) == tuple(want.shape)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    lf.manual_seed(0)
+    again = case(M_LAZY)
+    np.testing.assert_array_equal(again.numpy(), got.numpy())   # lazyfuse's generator is seeded
+
+
+def test_random_values_are_in_range():
+    lf.manual_seed(1)
+    r = lf.rand(1000).numpy()
+    assert 0 <= r.min() and r.max() < 1 and 0.4 < r.mean() < 0.6
+    i = lf.randint(-3, 4, (1000,)).numpy()
+    assert set(np.unique(i)) == set(range(-3, 4))
+    n = lf.randn(4000).numpy()
+    assert abs(n.mean()) < 0.1 and 0.9 < n.std() < 1.1
+    p = lf.randperm(50).numpy()
+    assert sorted(p.tolist()) == list(range(50))
+    d = lf.nn.functional.dropout(lf.ones(4000), 0.25, training=True).numpy()
+    assert set(np.unique(d)) <= {0.0, np.float32(1 / 0.75)} and 0.2 < (d == 0).mean() < 0.3
+    m = lf.multinomial(lf.tensor([0.0, 1.0, 0.0]), 5, replacement=True).numpy()
+    assert (m == 1).all()
