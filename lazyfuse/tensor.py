@@ -590,7 +590,10 @@ class Tensor:
     def view(self, *shape):
         """As ``reshape`` but always a view of the same storage: ShapeError when strides don't allow one."""
         if len(shape) == 1 and isinstance(shape[0], (dt.DType, torch.dtype)):
-            raise DTypeError("view(dtype) is not supported; use .to(dtype)")
+            # the bits reinterpreted as another dtype, as torch's, but a copy (an extern): lazyfuse
+            # storages hold one dtype, so writes through it do not reach this tensor
+            from .extern import extern
+            return extern(_bitcast, self, dt.as_dtype(shape[0]).torch)
         shape = self._infer_shape(shape)
         v = self._view.reshape(shape)
         if v is None:
@@ -689,6 +692,11 @@ class Tensor:
         return getitem(self, key)
 
     def __setitem__(self, key, value):
+        if autograd.inplace.records(self, value):   # torch's CopySlices: y = x.clone(); y[k] = v
+            return autograd.inplace.write(self, key, value, lambda v: self._setitem(key, v))
+        self._setitem(key, value)
+
+    def _setitem(self, key, value):
         from .advanced_indexing import setitem, writes_through_index
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
@@ -753,6 +761,8 @@ class Tensor:
     def _apply_in_place(self, other, op: Op, alpha=1) -> "Tensor":
         """``self = self <op> alpha * other``, atomic: see ``copy_``."""
         with self.device.engine.lock:
+            if autograd.recording(self, other):   # (see autograd.inplace.snapshot)
+                return self._copy(autograd.inplace.snapshot(self)._inplace_value(other, op, alpha))
             return self._copy(self._inplace_value(other, op, alpha))
 
     def add_(self, other, *, alpha=1):
@@ -803,16 +813,9 @@ class Tensor:
             return self._copy(src)
 
     def _copy(self, src) -> "Tensor":
-        if self._ag is not None and self._ag.requires_grad and autograd.is_grad_enabled():
-            what = "a leaf Variable" if self._ag.is_leaf else "a tensor"
-            raise autograd.AutogradError(
-                f"{what} that requires grad is being used in an in-place operation; wrap the write in "
-                "`with lf.no_grad():` (optimizer updates) or use an out-of-place op")
+        if autograd.inplace.records(self, src):   # a write into a non-leaf, or of a value that requires grad
+            return autograd.inplace.write(self, None, src, self._copy)
         if isinstance(src, Tensor):
-            if src._ag is not None and src._ag.requires_grad and autograd.is_grad_enabled():
-                raise autograd.AutogradError(
-                    "copy_ (or t[...] = v) of a tensor that requires grad is not differentiable in lazyfuse: "
-                    "build the value out of place (lf.cat, lf.where) or copy v.detach()")
             ops.common_device((self, src))
             node = ops.cast_node(self.device.engine, src._read(), self.dtype)
             if src.shape != self.shape:
@@ -847,3 +850,8 @@ def is_tensor(x) -> bool:
 
 
 __all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
+
+
+def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t.view(dtype)`` as a new tensor (see ``Tensor.view``)."""
+    return t.view(dtype).clone()

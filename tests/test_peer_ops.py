@@ -729,7 +729,7 @@ SETITEM = [
 
 @pytest.mark.parametrize("case", [c[1] for c in SETITEM], ids=[c[0] for c in SETITEM])
 def test_setitem(case):
-    check([(3, 4), (3, 4)], case, forward_only=True)
+    check([(3, 4), (3, 4)], case)
 
 
 def test_setitem_through_a_view_lands_in_the_base():
@@ -1011,3 +1011,144 @@ def test_random_values_are_in_range():
     assert set(np.unique(d)) <= {0.0, np.float32(1 / 0.75)} and 0.2 < (d == 0).mean() < 0.3
     m = lf.multinomial(lf.tensor([0.0, 1.0, 0.0]), 5, replacement=True).numpy()
     assert (m == 1).all()
+
+
+INPLACE = [
+    ("add_mul_", lambda m, x, v: (x * 1).add_(v).mul_(v)),
+    ("sub_div_alpha", lambda m, x, v: (x * 1).sub_(v, alpha=2).div_(v.abs() + 1)),
+    ("copy_whole", lambda m, x, v: m.zeros(3, 4).copy_(v) * x),
+    ("copy_broadcast", lambda m, x, v: (x * 1).copy_(v[0])),
+    ("fill_zero", lambda m, x, v: (x * 1).zero_() + v),
+    ("clamp_", lambda m, x, v: (x * 1).clamp_(-0.5, 0.5)),
+    ("relu_exp_", lambda m, x, v: (x * 1).relu_() * v.exp_()),
+    ("buffer_rows", lambda m, x, v: _rows_into_buffer(m, x, v)),
+    ("setitem_then_inplace", lambda m, x, v: _setitem_then_inplace(m, x, v)),
+]
+
+
+def _rows_into_buffer(m, x, v):
+    buf = m.zeros(3, 4)
+    for i in range(3):
+        buf[i] = x[i] * v[i]
+    return buf
+
+
+def _setitem_then_inplace(m, x, v):
+    y = x.clone()
+    y[:, 1] = v[:, 2] * 3
+    y += v
+    y[y > 1] = 0.0
+    return y.sigmoid()
+
+
+@pytest.mark.parametrize("case", [c[1] for c in INPLACE], ids=[c[0] for c in INPLACE])
+def test_in_place_ops_on_non_leaves_back_propagate_as_torch(case):
+    check([(3, 4), (3, 4)], lambda m, x, v: case(m, x, v.clone() if m.is_lazy or True else v))
+
+
+def test_in_place_autograd_refusals_match_torch():
+    for lib, error in ((torch, RuntimeError), (lf, lf.AutogradError)):
+        w = lib.ones(3, requires_grad=True)
+        with pytest.raises(error, match="leaf"):
+            w.add_(1)
+        with pytest.raises(error, match="in-place|inplace"):
+            (w.exp().exp_()).sum().backward()   # exp's gradient reads its output, then overwritten
+    y = lf.ones(3, requires_grad=True) * 2
+    with pytest.raises(lf.AutogradError, match="view"):
+        y[1:].add_(1)   # lazyfuse does not re-base a view's base: a clear refusal, not a wrong gradient
+    np.testing.assert_array_equal(y.numpy(), [2, 2, 2])
+
+
+def test_an_extern_whose_input_is_written_after_the_forward_raises_at_backward_as_torch():
+    x = lf.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = lf.ones(3)
+    loss = lf.extern(torch.mul, x, w).sum()   # the extern's gradient reads w again at backward
+    w.mul_(5)
+    with pytest.raises(lf.AutogradError, match="in-place"):
+        loss.backward()
+
+
+# --- pow, isclose and other edges tinygrad pins ------------------------------------------------
+POW_EDGE = [
+    ("pow_zero_exponent", lambda m, x, y: x ** y, [[-np.inf, np.inf, 0.0], [0.0, 0.0, 0.0]]),
+    ("pow_zero_zero", lambda m, x, y: x ** y, [[0.0], [0.0]]),
+    ("pow_zero_frac", lambda m, x, y: x ** y, [[0.0, 0.0], [0.3, -0.3]]),
+    ("pow_neg_base_int_exponent", lambda m, x, y: x ** y, [[-2.0, -3.0, -0.5], [2.0, 3.0, -2.0]]),
+    ("pow_neg_base_frac_exponent", lambda m, x, y: x ** y, [[-2.0], [0.5]]),
+    ("pow_neg_inf_frac_const", lambda m, x, y: x ** 0.3 + y, [[-np.inf], [0.0]]),
+    ("pow_neg_inf_odd_const", lambda m, x, y: x ** 3.3 + y, [[-np.inf], [0.0]]),
+    ("pow_zero_const", lambda m, x, y: x ** 0.3 + x ** 0.0 + y, [[0.0], [0.0]]),
+    ("pow_neg_const_at_zero", lambda m, x, y: x ** -1.0 + y, [[-1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]),
+    ("exp2_log2_zero", lambda m, x, y: (x.log2() * y).exp2(), [[0.0], [-0.7]]),
+    ("isclose_inf_nan", lambda m, x, y: x.isclose(y), [[np.inf, -np.inf, np.nan, 0.0] * 4, [np.inf] * 4 + [-np.inf] * 4 + [np.nan] * 4 + [0.0] * 4]),
+    ("isclose_equal_nan", lambda m, x, y: m.isclose(x, y, equal_nan=True), [[np.inf, -np.inf, np.nan, 0.0] * 4, [np.inf] * 4 + [-np.inf] * 4 + [np.nan] * 4 + [0.0] * 4]),
+    ("max_nan_binary", lambda m, x, y: m.maximum(x, y) + m.minimum(y, x), [[np.nan, 1.0, -np.inf], [0.0, np.nan, np.nan]]),
+    ("where_inf_grad", lambda m, x, y: m.where(x > 0, x.log(), y), [[-1.0, 2.0, 0.0], [1.0, 1.0, 1.0]]),
+]
+
+
+@pytest.mark.parametrize("case,vals", [c[1:] for c in POW_EDGE], ids=[c[0] for c in POW_EDGE])
+def test_pow_and_other_edges(case, vals):
+    check(None, case, vals=[np.array(v, np.float32) for v in vals], rtol=1e-5)
+
+
+INT_POW = [(0, [-2, 0, 2]), (1, [-2, 0, 2]), (2, [-2, 0, 2]), (7, [11, 12, 13]), (29, [-2, 0, 2])]
+
+
+@pytest.mark.parametrize("exponent,base", INT_POW)
+def test_integer_power_is_exact(exponent, base):
+    check(None, lambda m, x: x ** exponent, vals=[np.array(base, np.int64)])
+    check(None, lambda m, x: x.int() ** exponent, vals=[np.array(base, np.int64)])
+
+
+def test_integer_to_a_negative_power_is_refused_as_torch():
+    with pytest.raises(RuntimeError):
+        torch.tensor([-2, 0, 2]) ** -2
+    with pytest.raises(lf.LazyfuseError, match="negative"):
+        (lf.tensor([-2, 0, 2]) ** -2).numpy()
+
+
+@pytest.mark.parametrize("exponent", [0.5, 1.5, 2.0, -1.0, 0.0])
+def test_integer_base_float_exponent_is_float(exponent):
+    check(None, lambda m, x: x.int() ** exponent, vals=[np.array([1, 2, 3, 4], np.int64)])
+
+
+def test_trunc_division_of_negative_integers():
+    for lib in (torch, lf):
+        assert lib.tensor(-5).div(2, rounding_mode="trunc").item() == -2
+        assert lib.tensor(-1).div(4, rounding_mode="trunc").item() == 0
+        assert (lib.tensor(-5) // 2).item() == -3
+        assert (lib.tensor(-7) % 3).item() == 2
+
+
+def test_int_or_large_constant_and_zero_stride_mulacc():
+    check(None, lambda m, x: x | 0xFFFFFFFF, vals=[np.array([0, 5], np.int64)])
+    check(None, lambda m, x: x.reshape(1, 1, 1).expand(2, 4, 3).mul(x.reshape(1, 1, 1).expand(2, 4, 3)).sum(-1),
+          vals=[np.array(1.5, np.float32)])
+
+
+def test_bitcast_view_as_another_dtype():
+    check([(3, 3)], lambda m, x: x.view(m.int32), forward_only=True)
+
+
+def test_std_mean_over_empty_dims_gives_nan_as_torch():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check([(1, 0, 3, 0, 5)], lambda m, x: m.stack(m.std_mean(x, dim=(1, 3))), forward_only=True)
+
+
+def test_max_unpool2d_of_max_pool2d():
+    args = {"kernel_size": (3, 3), "stride": (3, 2), "padding": 1}
+    check([(2, 3, 9, 8)], lambda m, x: m.F.max_unpool2d(*m.F.max_pool2d(x, return_indices=True, **args), **args,
+                                                       output_size=(9, 8)), forward_only=True)
+
+
+@pytest.mark.parametrize("creator", ["zeros", "ones", "empty", "rand", "randn", "full"])
+def test_negative_sizes_are_refused_as_torch(creator):
+    make = (lambda lib: getattr(lib, creator)((2, -3), 1.0)) if creator == "full" else \
+        (lambda lib: getattr(lib, creator)(2, -3))
+    with pytest.raises(RuntimeError):
+        make(torch)
+    with pytest.raises(lf.ShapeError):
+        make(lf)
