@@ -1152,3 +1152,38 @@ def test_negative_sizes_are_refused_as_torch(creator):
         make(torch)
     with pytest.raises(lf.ShapeError):
         make(lf)
+
+
+# --- the same cases over other dtypes, layouts and degenerate shapes ----------------------------
+LOW_PRECISION = ["neg", "abs", "relu", "exp", "log", "sqrt", "sin", "tanh", "sigmoid", "erf", "floor", "round",
+                 "add_broadcast", "mul", "div", "maximum", "where", "masked_fill", "pow_tensor"]
+_BY_NAME = {c[0]: c for c in UNARY + BINARY}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.float64])
+@pytest.mark.parametrize("name", LOW_PRECISION)
+def test_elementwise_in_other_float_dtypes(name, dtype):
+    _, shapes, case, kw = _BY_NAME[name]
+    kw = {k: v for k, v in kw.items() if k in ("low", "high")}
+    if dtype == "bfloat16":   # numpy has no bfloat16: the float32 inputs, cast by the case itself
+        check(shapes, lambda m, *xs: case(m, *(x.bfloat16() for x in xs)), forward_only=True, atol=1e-2, rtol=1e-2, **kw)
+    else:
+        tol = 1e-2 if dtype == np.float16 else 1e-7
+        check(shapes, case, dtype=dtype, atol=tol, rtol=tol, grad_atol=tol, grad_rtol=tol, **kw)
+
+
+NON_CONTIGUOUS = ["add", "mul", "exp", "where", "matmul", "softmax", "log_softmax", "sum_dim", "cumsum",
+                  "layer_norm", "cross_entropy", "conv2d", "flip", "gather"]
+_ALL = {c[0]: c for c in UNARY + BINARY + REDUCE + SCANS + MATMUL + CONV + SHAPE + NN + LOSSES}
+
+
+@pytest.mark.parametrize("name", NON_CONTIGUOUS)
+def test_transposed_inputs(name):
+    _, shapes, case, kw = _ALL[name]
+    check(shapes, case, **{**kw, "non_contiguous": True, "atol": max(kw.get("atol", 1e-6), 1e-5)})
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (0, 3), (3, 0)])
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "neg", "square", "clip"])
+def test_unary_on_scalars_and_empty_tensors(name, shape):
+    check([shape], _BY_NAME[name][2])
