@@ -1187,3 +1187,136 @@ def test_transposed_inputs(name):
 @pytest.mark.parametrize("name", ["exp", "sigmoid", "neg", "square", "clip"])
 def test_unary_on_scalars_and_empty_tensors(name, shape):
     check([shape], _BY_NAME[name][2])
+
+
+# --- torch spellings a ported program uses (signatures, keyword arguments, mixed types) ----------
+def _setitem_with_step(m, x):
+    y = x * 1
+    y[::2] = m.tensor([9.0, 8.0, 7.0])
+    return y
+
+
+SPELLINGS = [
+    ("rfloordiv", [(3,4)], lambda m,x: 2 // x, {"low":0.5,"forward_only":True}),
+    ("rmod", [(3,4)], lambda m,x: 2 % x, {"low":0.5,"forward_only":True}),
+    ("sum_keepdim_nodim", [(3,4)], lambda m,x: x.sum(dim=None, keepdim=True), {}),
+    ("mean_keepdim_nodim", [(3,4)], lambda m,x: x.mean(dim=None, keepdim=True), {}),
+    ("amax_nodim", [(3,4)], lambda m,x: x.amax(), {}),
+    ("max_keepdim_tuple_neg", [(3,4,5)], lambda m,x: x.amax(dim=(-1,-2), keepdim=True), {}),
+    ("std_correction2", [(3,4,5)], lambda m,x: x.std(dim=1, correction=2), {}),
+    ("var_list_dims", [(3,4,5)], lambda m,x: x.var([0,2]), {}),
+    ("logsumexp_neg_dim", [(3,4,5)], lambda m,x: x.logsumexp(dim=-2), {}),
+    ("matmul_1d_batched", [(5,), (2,5,3)], lambda m,x,y: x @ y, {}),
+    ("matmul_batched_1d", [(2,3,5), (5,)], lambda m,x,y: x @ y, {}),
+    ("softmax_neg_dim_3d", [(2,3,4)], lambda m,x: m.softmax(x, -2), {}),
+    ("log_softmax_dtype", [(2,3)], lambda m,x: x.log_softmax(-1, dtype=m.float64), {}),
+    ("clamp_min_tensor", [(3,4),(4,)], lambda m,x,y: x.clamp_min(y), {}),
+    ("clamp_max_scalar_fn", [(3,4)], lambda m,x: m.clamp_max(x, 0.2), {}),
+    ("where_cond_int", [(3,4)], lambda m,x: m.where(x > 0, 1, 0), {}),
+    ("where_one_arg", [(3,4)], lambda m,x: m.where(x > 0)[0], {}),
+    ("expand_scalar", [()], lambda m,x: x.expand(3,2), {}),
+    ("squeeze_neg", [(3,1)], lambda m,x: x.squeeze(-1), {}),
+    ("unsqueeze_neg", [(3,2)], lambda m,x: x.unsqueeze(-3), {}),
+    ("permute_neg", [(2,3,4)], lambda m,x: x.permute(-1,0,1), {}),
+    ("transpose_neg", [(2,3,4)], lambda m,x: x.transpose(-1,-3), {}),
+    ("reshape_tuple", [(2,3,4)], lambda m,x: x.reshape((4,-1)), {}),
+    ("view_neg", [(2,3,4)], lambda m,x: x.view(-1), {}),
+    ("getitem_slice_neg_step_none", [(5,)], lambda m,x: x[None, ..., None], {}),
+    ("cat_mixed_dtype", [(2,3)], lambda m,x: m.cat([x, x.double()]), {}),
+    ("cat_int_float", [(2,3)], lambda m,x: m.cat([x.long(), x]), {}),
+    ("stack_out_dims", [(2,3),(2,3)], lambda m,x,y: m.stack((x,y), dim=2), {}),
+    ("chunk_dim", [(3,7)], lambda m,x: x.chunk(2, dim=-1)[1], {}),
+    ("split_list_dim", [(3,7)], lambda m,x: m.split(x, [3,4], dim=1)[1], {}),
+    ("tensor_split", [(7,)], lambda m,x: m.tensor_split(x, 3)[2], {}),
+    ("mean_dtype", [(3,4)], lambda m,x: x.mean(dtype=m.float64), {}),
+    ("sum_bool_dim", [(3,4)], lambda m,x: (x>0).sum(1), {}),
+    ("prod_bool", [(3,4)], lambda m,x: (x>-5).prod(), {}),
+    ("cumsum_bool", [(3,4)], lambda m,x: (x>0).cumsum(1), {}),
+    ("int_mean", [(3,4)], lambda m,x: x.long().float().mean(), {}),
+    ("abs_int", [(3,4)], lambda m,x: (x*3).long().abs(), {}),
+    ("neg_bool_error", [(3,4)], lambda m,x: (~(x>0)).int(), {}),
+    ("argmax_keepdim_nodim", [(3,4)], lambda m,x: x.argmax(keepdim=True), {}),
+    ("topk_largest_kw", [(3,8)], lambda m,x: x.topk(k=2, dim=-1, largest=True, sorted=True).values, {}),
+    ("sort_descending_stable", [(3,8)], lambda m,x: m.sort(x, dim=0, descending=True, stable=True)[0], {}),
+    ("max_pool_ceil_pad", [(1,1,7,7)], lambda m,x: m.F.max_pool2d(x, 3, 2, 1, ceil_mode=True), {}),
+    ("avg_pool_divisor", [(1,1,6,6)], lambda m,x: m.F.avg_pool2d(x, 2, divisor_override=3), {}),
+    ("conv2d_padding_valid", [(1,2,5,5),(3,2,3,3)], lambda m,x,w: m.F.conv2d(x, w, padding="valid"), {"atol":1e-5}),
+    ("linear_1d", [(5,),(3,5),(3,)], lambda m,x,w,b: m.F.linear(x,w,b), {"atol":1e-5}),
+    ("embedding_max_norm_none", [(10,4)], lambda m,w: m.F.embedding(m.tensor([1,2]), w, scale_grad_by_freq=False), {}),
+    ("pad_list", [(3,3)], lambda m,x: m.F.pad(x, [1,1]), {}),
+    ("pad_3d_replicate", [(1,2,3,3,3)], lambda m,x: m.F.pad(x, (1,1,1,1,1,1), mode="replicate"), {}),
+    ("dropout_inplace_eval", [(3,3)], lambda m,x: m.F.dropout(x, 0.3, training=False, inplace=False), {}),
+    ("group_norm_eps", [(2,4,3)], lambda m,x: m.F.group_norm(x, 4, eps=1e-3), {"atol":1e-5}),
+    ("cross_entropy_2d_probs", [(2,5,3)], lambda m,x: m.F.cross_entropy(x, x.detach().softmax(1)), {}),
+    ("nll_sum_ignore", [(4,5)], lambda m,x: m.F.nll_loss(x, m.tensor([1,-100,2,3]), reduction="sum"), {}),
+    ("bce_logits_none", [(4,5),(4,5)], lambda m,x,y: m.F.binary_cross_entropy_with_logits(x, y.detach().sigmoid(), reduction="none"), {}),
+    ("mse_broadcast", [(4,5),(5,)], lambda m,x,y: m.F.mse_loss(x, y.expand(4,5)), {}),
+    ("one_hot_2d", [(1,)], lambda m,x: m.F.one_hot(m.tensor([[0,2],[1,1]]), 3), {}),
+    ("arange_like_factory_in_graph", [(5,)], lambda m,x: x * m.arange(5), {}),
+    ("linspace_in_graph", [(5,)], lambda m,x: x * m.linspace(0,1,5), {}),
+    ("eye_in_graph", [(3,3)], lambda m,x: x @ m.eye(3), {}),
+    ("tril_mask_fill", [(4,4)], lambda m,x: x.masked_fill(m.tril(m.ones(4,4)) == 0, float("-inf")).softmax(-1), {}),
+    ("triu_bool", [(4,4)], lambda m,x: m.triu(m.ones(4,4, dtype=m.bool), 1).int(), {}),
+    ("item_scalar_add", [(3,)], lambda m,x: x + x.sum().item(), {}),
+    ("tolist_roundtrip", [(3,)], lambda m,x: m.tensor(x.tolist()), {"forward_only":True}),
+    ("numel_size", [(3,4)], lambda m,x: x * x.numel() * x.size(1) * x.size()[0], {}),
+    ("dim_method", [(3,4)], lambda m,x: x * x.dim(), {}),
+    ("type_float", [(3,4)], lambda m,x: x.long().type(m.float32), {}),
+    ("to_other", [(3,4)], lambda m,x: x.long().to(x), {}),
+    ("to_device_dtype", [(3,4)], lambda m,x: x.to("cpu", m.float64), {}),
+    ("to_kw", [(3,4)], lambda m,x: x.to(dtype=m.float16), {}),
+    ("double_method", [(3,4)], lambda m,x: x.double(), {}),
+    ("masked_fill_int", [(3,4)], lambda m,x: (x*3).long().masked_fill(x>0, 7), {}),
+    ("addmm_default", [(3,), (2,4), (4,3)], lambda m,b,x,y: b.addmm(x,y), {"atol":1e-5}),
+    ("einsum_bilinear", [(2,3),(4,3,5),(2,5)], lambda m,x,w,y: m.einsum("bi,kij,bj->bk", x, w, y), {"atol":1e-4}),
+    ("einsum_uppercase", [(2,3),(3,4)], lambda m,x,y: m.einsum("Ab,bC->AC", x, y), {"atol":1e-5}),
+    ("einsum_repeated_output_absent", [(3,3),(3,)], lambda m,x,y: m.einsum("ii,i->i", x, y), {}),
+    ("cumsum_neg_dim", [(3,4)], lambda m,x: x.cumsum(dim=-2), {}),
+    ("flatten_start", [(2,3,4)], lambda m,x: m.flatten(x, 1), {}),
+    ("rsqrt_fn", [(3,4)], lambda m,x: m.rsqrt(x), {"low":0.1}),
+    ("sigmoid_fn", [(3,4)], lambda m,x: m.sigmoid(x) + m.tanh(x) + m.relu(x), {}),
+    ("nn_functional_tanh", [(3,4)], lambda m,x: m.F.tanh(x) + m.F.sigmoid(x), {}),
+    ("clamp_tensor_min_only", [(3,4),(4,)], lambda m,x,y: x.clamp(min=y), {}),
+    ("div_scalar_tensor_int", [(3,4)], lambda m,x: m.tensor([1,2,3]) / 2, {}),
+    ("true_div_int_int", [(3,4)], lambda m,x: m.tensor([1,2,3]) / m.tensor([2,2,2]), {}),
+    ("pow_scalar_int_tensor", [(3,4)], lambda m,x: 2 ** m.tensor([1,2,3]), {}),
+    ("float_pow_int_tensor", [(3,4)], lambda m,x: 2.5 ** m.tensor([1,2,3]), {}),
+    ("int_tensor_pow_float_tensor", [(3,)], lambda m,x: m.tensor([1,2,3]) ** x, {"low":0.1}),
+    ("bool_add_scalar", [(3,)], lambda m,x: (x>0) + 1, {}),
+    ("bool_mul_float_scalar", [(3,)], lambda m,x: (x>0) * 1.5, {}),
+    ("int_where_bool", [(3,)], lambda m,x: m.where(x>0, m.tensor([1,2,3]), m.tensor([True,False,True])), {}),
+    ("index_int_bool_mix", [(3,4)], lambda m,x: x[m.tensor([True,False,True]), 1:], {}),
+    ("index_tensor_int_neg", [(3,4)], lambda m,x: x[-1, m.tensor([0,-1])], {}),
+    ("setitem_slice_step_tensor", [(6,)], lambda m,x: _setitem_with_step(m, x), {}),
+    ("nonzero_empty", [(3,)], lambda m,x: (x > 100).nonzero(), {}),
+    ("repeat_interleave_tensor", [(3,)], lambda m,x: x.repeat_interleave(m.tensor([1,0,2])), {}),
+    ("unfold_step_gt_size", [(10,)], lambda m,x: x.unfold(0, 2, 3), {}),
+    ("scatter_add_fn", [(3,4),(2,4)], lambda m,x,s: m.scatter_add(x, 0, m.tensor([[0,1,2,0],[2,2,1,0]]), s), {}),
+    ("gather_neg_dim", [(3,4)], lambda m,x: x.gather(-1, m.tensor([[0],[3],[1]])), {}),
+    ("index_put", [(3,4),(2,)], lambda m,x,v: x.index_put((m.tensor([0,2]), m.tensor([1,3])), v), {}),
+    ("index_put_accumulate", [(3,4),(2,)], lambda m,x,v: x.index_put((m.tensor([0,0]), m.tensor([1,1])), v, accumulate=True), {}),
+]
+
+
+@cases(SPELLINGS)
+def test_torch_spellings(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+
+def test_dropout_in_place_writes_its_input():
+    x = lf.ones(2000)
+    y = lf.nn.functional.dropout(x, 0.5, training=True, inplace=True)
+    assert y is x
+    values = x.numpy()
+    assert set(np.unique(values)) == {0.0, 2.0} and 0.4 < (values == 0).mean() < 0.6
+
+
+def test_where_with_the_condition_alone_is_nonzero_as_tuple():
+    c = np.array([[True, False], [False, True]])
+    got, want = lf.where(lf.tensor(c)), torch.where(torch.tensor(c))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _compare("where(condition)", g, w, 0, 0)
+    with pytest.raises(lf.DTypeError, match="both"):
+        lf.where(lf.tensor(c), lf.ones(2))

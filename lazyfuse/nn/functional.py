@@ -143,18 +143,21 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return out
 
 
-def dropout(x, p=0.5, training=False):
-    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest by 1/(1-p)."""
+def dropout(x, p=0.5, training=False, inplace=False):
+    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest
+    by 1/(1-p) (``inplace``: written into ``x``, which is returned)."""
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
-    _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
-    from ..creation import rand
-    keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
-    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+        out = (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
+    else:
+        _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
+        from ..creation import rand
+        keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
+        out = ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    return x.copy_(out) if inplace else out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
