@@ -230,11 +230,15 @@ def lerp(x, end, weight):
     return (near if abs(w) < 0.5 else far).to(out)
 
 
-def _zero_gradient(out, x, name):
-    """``out`` is piecewise constant in ``x``: it still requires grad where ``x`` does (torch's
+def _zero_gradient(out, *inputs, name=None):
+    """``out`` is piecewise constant in ``inputs``: it still requires grad where one does (torch's
     ``FloorBackward``...), and its gradient is zero, so a loss through it back-propagates."""
-    from .autograd.graph import attach
-    return attach(out, name, [(x, lambda g: g * 0.0)])
+    from .autograd.graph import attach, recording
+    from .autograd.rules import sum_to
+    if not recording(*inputs):
+        return out
+    return attach(out, name or "piecewise_constant",
+                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, _tensor_cls())])
 
 
 def sign(x):
@@ -242,7 +246,7 @@ def sign(x):
     (bool stays bool)."""
     if x.dtype.is_bool:
         return x
-    return _zero_gradient((x > 0).to(x.dtype) - (x < 0).to(x.dtype), x, "sign")
+    return _zero_gradient((x > 0).to(x.dtype) - (x < 0).to(x.dtype), x, name="sign")
 
 
 def _rounding(op):
@@ -253,7 +257,7 @@ def _rounding(op):
             return extern(torch.round, x, decimals=decimals)
         if not x.dtype.is_float:
             return x.clone()   # integers are already whole (torch returns a copy)
-        return _zero_gradient(ops.elementwise(op, x), x, op.label)
+        return _zero_gradient(ops.elementwise(op, x), x, name=op.label)
     method.__name__ = method.__qualname__ = op.label
     method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
                       + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND
@@ -374,8 +378,12 @@ def div(x, other, *, rounding_mode=None):
     if rounding_mode != "trunc":
         raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     q = x // other
-    if q.dtype.is_float:
-        return trunc(x / other)
+    if q.dtype.is_float:   # one op to autograd, as torch's: a zero gradient (not 0 sent through x / 0)
+        from . import autograd
+        grad = autograd.recording(x, other)
+        with autograd.no_grad():
+            q = trunc(x / other)
+        return _zero_gradient(q, x, other, name="div") if grad else q
     inexact = (q * other) != x
     negative = (x < 0) != (other < 0)
     return ops.where(inexact & negative, q + 1, q)

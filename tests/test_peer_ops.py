@@ -1320,3 +1320,63 @@ def test_where_with_the_condition_alone_is_nonzero_as_tuple():
         _compare("where(condition)", g, w, 0, 0)
     with pytest.raises(lf.DTypeError, match="both"):
         lf.where(lf.tensor(c), lf.ones(2))
+
+
+GRADIENT_EDGES = [
+    ("getitem_duplicate_indices", [(4, 3)], lambda m, x: x[m.tensor([0, 0, 2, 0])], {}),
+    ("getitem_list_duplicates", [(4, 3)], lambda m, x: x[[1, 1, 3]], {}),
+    ("getitem_two_tensors_duplicates", [(4, 3)], lambda m, x: x[m.tensor([0, 0]), m.tensor([1, 1])], {}),
+    ("index_select_duplicates", [(4, 3)], lambda m, x: x.index_select(1, m.tensor([2, 2, 0])), {}),
+    ("gather_duplicates", [(4, 3)], lambda m, x: x.gather(0, m.tensor([[0, 0, 0], [0, 0, 0]])), {}),
+    ("embedding_duplicates", [(5, 3)], lambda m, w: m.F.embedding(m.tensor([1, 1, 1, 4]), w), {}),
+    ("sort_values", [(3, 6)], lambda m, x: x.sort(1)[0] * m.arange(6), {}),
+    ("topk_values", [(3, 6)], lambda m, x: x.topk(2)[0], {}),
+    ("max_dim_ties", [(2, 4)], lambda m, x: x.max(1)[0], {"vals": [[[1., 3., 3., 0.], [2., 2., 2., 2.]]]}),
+    ("amax_dim_ties", [(2, 4)], lambda m, x: x.amax(1), {"vals": [[[1., 3., 3., 0.], [2., 2., 2., 2.]]]}),
+    ("median_dim", [(3, 5)], lambda m, x: x.median(1)[0], {}),
+    ("pad_reflect", [(1, 1, 4, 5)], lambda m, x: m.F.pad(x, (2, 2, 1, 1), mode="reflect") ** 2, {}),
+    ("abs_at_zero", [(3,)], lambda m, x: x.abs(), {"vals": [[0.0, -1.0, 1.0]]}),
+    ("relu_at_zero", [(3,)], lambda m, x: x.relu(), {"vals": [[0.0, -1.0, 1.0]]}),
+    ("sqrt_at_zero", [(3,)], lambda m, x: x.sqrt(), {"vals": [[0.0, 4.0, 1.0]]}),
+    ("clamp_at_bounds", [(3,)], lambda m, x: x.clamp(0.0, 1.0), {"vals": [[0.0, 1.0, 0.5]]}),
+    ("max_pool_ties", [(1, 1, 2, 4)], lambda m, x: m.F.max_pool2d(x, 2), {"vals": [np.ones((1, 1, 2, 4), np.float32)]}),
+    ("cumprod_two_zeros", [(6,)], lambda m, x: x.cumprod(0), {"vals": [[2., 0., 3., 0., 5., 1.]]}),
+    ("prod_two_zeros", [(4,)], lambda m, x: x.prod(), {"vals": [[0., 2., 0., 3.]]}),
+    ("logsumexp_neg_inf", [(3,)], lambda m, x: x.logsumexp(0), {"vals": [[-np.inf, 0.0, 1.0]]}),
+    ("softmax_neg_inf", [(3,)], lambda m, x: x.softmax(0), {"vals": [[-np.inf, 0.0, 1.0]]}),
+    ("where_nan_in_the_branch_not_taken", [(3,)], lambda m, x: m.where(x > 0, x.sqrt(), m.zeros_like(x)), {"vals": [[-1.0, 4.0, 0.0]]}),
+    ("mean_of_empty_dim", [(0, 3)], lambda m, x: x.mean(0), {}),
+    ("unfold_overlapping", [(8,)], lambda m, x: x.unfold(0, 3, 1), {}),
+    ("as_strided_overlapping", [(9,)], lambda m, x: x.as_strided((3, 3), (1, 2)), {}),
+    ("triu_past_the_end", [(3, 4)], lambda m, x: x.triu(10) + x.tril(-5), {}),
+    ("copysign", [(3,), (3,)], lambda m, x, y: m.copysign(x, y), {}),
+    ("div_trunc_by_zero", [(2,), (2,)], lambda m, x, y: x.div(y, rounding_mode="trunc"), {"vals": [[1.0, -1.0], [0.0, 0.0]]}),
+    ("div_trunc_broadcast", [(3, 4), (4,)], lambda m, x, y: x.div(y, rounding_mode="trunc") * x, {}),
+    ("fmod_remainder_signs", [(4,), (4,)], lambda m, x, y: m.fmod(x, y) + m.remainder(x, y), {"vals": [[-3.5, 3.5, -0.0, 5.0], [2.0, -2.0, 1.0, np.inf]]}),
+    ("round_half_to_even", [(6,)], lambda m, x: x.round(), {"vals": [[0.5, 1.5, 2.5, -0.5, -1.5, -2.5]]}),
+    ("round_negative_decimals", [(3,)], lambda m, x: x.round(decimals=-1), {"vals": [[15.0, 25.0, -35.0]]}),
+    ("float_to_int_truncates", [(4,)], lambda m, x: x.long() + x.int(), {"vals": [[-1.7, 1.7, -0.5, 2.9]]}),
+    ("int64_large", [(1,)], lambda m, x: m.tensor([2 ** 62, -2 ** 62]) + m.tensor([2 ** 61, -2 ** 61]) * 1, {}),
+    ("int64_wraps", [(1,)], lambda m, x: m.tensor([2 ** 62, 3]) * 4, {}),
+    ("int64_to_float", [(1,)], lambda m, x: m.tensor([2 ** 62 + 1, -(2 ** 53) - 1]).float(), {}),
+    ("int32_wraps", [(1,)], lambda m, x: m.tensor([2 ** 31 - 1], dtype=m.int32) + 1, {}),
+    ("half_sum", [(2000,)], lambda m, x: x.half().sum(), {"low": 0, "high": 1, "rtol": 1e-2}),
+    ("half_softmax", [(4, 50)], lambda m, x: x.half().softmax(-1), {"atol": 1e-3, "rtol": 1e-2}),
+    ("half_matmul", [(8, 16), (16, 8)], lambda m, x, y: x.half() @ y.half(), {"atol": 1e-2, "rtol": 1e-2}),
+    ("half_var", [(4, 50)], lambda m, x: x.half().var(1), {"atol": 1e-2, "rtol": 1e-2}),
+    ("half_layer_norm", [(4, 50)], lambda m, x: m.F.layer_norm(x.half(), (50,)), {"atol": 1e-2, "rtol": 1e-2}),
+    ("half_cross_entropy", [(6, 5)], lambda m, x: m.F.cross_entropy(x.half(), m.tensor([0, 1, 2, 3, 4, 0])), {"atol": 1e-2, "rtol": 1e-2}),
+    ("double_matmul", [(8, 16), (16, 8)], lambda m, x, y: x.double() @ y.double(), {"atol": 1e-10}),
+]
+
+
+@cases(GRADIENT_EDGES)
+def test_gradient_and_value_edges(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+def test_rounding_ops_follow_grad_mode():
+    x = lf.tensor([1.5, -2.5], requires_grad=True)
+    with lf.no_grad():
+        assert not x.floor().requires_grad and not x.div(2.0, rounding_mode="trunc").requires_grad
+    assert x.floor().requires_grad and x.div(2.0, rounding_mode="trunc").requires_grad
