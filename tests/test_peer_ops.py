@@ -1380,3 +1380,85 @@ def test_rounding_ops_follow_grad_mode():
     with lf.no_grad():
         assert not x.floor().requires_grad and not x.div(2.0, rounding_mode="trunc").requires_grad
     assert x.floor().requires_grad and x.div(2.0, rounding_mode="trunc").requires_grad
+
+
+# --- tinygrad's fancy indexing: broadcast index tensors on a 6-d tensor -------------------------
+_R = np.random.default_rng(11)
+FANCY = {
+    "a": _R.integers(-1, 1, size=(2, 1, 1, 1, 1, 1)), "b": _R.integers(0, 1, size=(1, 3, 1, 1, 1, 1)),
+    "c": _R.integers(-5, 5, size=(1, 1, 4, 1, 1, 1)), "d": _R.integers(0, 4, size=(2, 1, 1, 5, 1, 1)),
+    "e": _R.integers(0, 1, size=(1, 1, 1, 1, 6, 1)),
+}
+FANCY_KEYS = [
+    ("abcde", lambda a, b, c, d, e: (a, b, c, d, e)), ("slice_bcd_slice", lambda a, b, c, d, e: (slice(None), b, c, d, slice(None))),
+    ("ab_ellipsis", lambda a, b, c, d, e: (a, b, Ellipsis)), ("a_ellipsis_e", lambda a, b, c, d, e: (a, Ellipsis, e)),
+    ("ellipsis_c_slice_e", lambda a, b, c, d, e: (Ellipsis, c, slice(None), e)),
+    ("int_b_none_d_int", lambda a, b, c, d, e: (1, b, None, d, 1)), ("none_b_int_d_none", lambda a, b, c, d, e: (None, b, 2, d, None)),
+    ("ellipsis_int_d_none", lambda a, b, c, d, e: (Ellipsis, 1, d, None)), ("a_int", lambda a, b, c, d, e: (a, 1)),
+    ("a_tuple", lambda a, b, c, d, e: (a, [1, 1])), ("a_slice_step", lambda a, b, c, d, e: (a, slice(None, None, 2), c)),
+    ("apart_with_slice", lambda a, b, c, d, e: (a, slice(1, 4), slice(None), d)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("key", [k[1] for k in FANCY_KEYS], ids=[k[0] for k in FANCY_KEYS])
+def test_fancy_indexing_with_broadcast_index_tensors(key, dtype):
+    def case(m, x):
+        return x[key(*(m.tensor(FANCY[n].astype(dtype)) for n in "abcde"))]
+    check([(2, 5, 6, 5, 3, 4)], case)
+
+
+EXTREMES = [
+    ("sigmoid_alt", lambda m, x: x.exp() / (1 + x.exp()), [[300.0, -300.0]]),
+    ("relu_maximum_exact", lambda m, x: m.maximum(x, m.zeros_like(x)), [[-1.0, 0.0, 1.0]]),
+    ("round_quantization_ste", lambda m, x: x + 0.125 * (x.round() - x), [[-1.2, -0.7, -0.2, 0.2, 0.7, 1.2]]),
+    ("cmp_in_graph", lambda m, x: x * (x != 0) + x * (x < 0.5), [[0.0, 0.3, -1.0, 2.0]]),
+    ("logcumsumexp_numerical", lambda m, x: x.logcumsumexp(0), [[0.0, 100.0]]),
+    ("stack_max", lambda m, x: m.stack((x, x * 2)).max(0)[0], [[1.0, -2.0]]),
+    ("fancy_index_inf", lambda m, x: x[m.tensor([0, 1, 2])], [[np.inf, -np.inf, np.nan]]),
+    ("inf_where", lambda m, x: m.where(x < 0, x, 1.0), [[np.inf] * 3]),
+    ("abs_signed_zero_inf", lambda m, x: x.abs(), [[-1.0, -0.0, 0.0, 1.0, np.inf, -np.inf]]),
+]
+
+
+@pytest.mark.parametrize("case,vals", [c[1:] for c in EXTREMES], ids=[c[0] for c in EXTREMES])
+def test_extreme_values_and_gradients(case, vals):
+    check(None, case, vals=[np.array(v, np.float32) for v in vals], atol=1e-7, grad_atol=1e-7)
+
+
+@pytest.mark.parametrize("low,high", [(300, 400), (-400, -300)])
+@pytest.mark.parametrize("name", ["hardsigmoid", "gelu_tanh", "gelu", "tanh", "sigmoid", "softplus", "silu", "mish", "elu"])
+def test_activations_of_extreme_inputs(name, low, high):
+    fn = {"hardsigmoid": lambda m, x: m.F.hardsigmoid(x), "gelu_tanh": lambda m, x: m.F.gelu(x, approximate="tanh"),
+          "gelu": lambda m, x: m.F.gelu(x), "tanh": lambda m, x: x.tanh(), "sigmoid": lambda m, x: x.sigmoid(),
+          "softplus": lambda m, x: m.F.softplus(x), "silu": lambda m, x: m.F.silu(x), "mish": lambda m, x: m.F.mish(x),
+          "elu": lambda m, x: m.F.elu(x)}[name]
+    check([(9, 13)], fn, low=low, high=high, grad_atol=1e-6)
+
+
+PAD_SLICES = [((1, 0), lambda y: y[0]), ((3, 0), lambda y: y[0:1]), ((0, 3), lambda y: y[6]), ((0, 3), lambda y: y[4:6])]
+
+
+@pytest.mark.parametrize("value", [0.0, 3.456])
+@pytest.mark.parametrize("pad,take", PAD_SLICES)
+def test_pad_then_slice(pad, take, value):
+    check([(4,)], lambda m, x: take(m.F.pad(x, pad, value=value)))
+    check([(4, 4)], lambda m, x: take(m.F.pad(x, (0, 0) + pad, value=value)))
+
+
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_multicat(dim):
+    check([(5, 6)] * 3, lambda m, x, y, z: m.cat((x, y, z), dim))
+
+
+def test_scatter_with_reduce_multiply_and_add():
+    idx = np.random.default_rng(2).integers(0, 3, size=(3, 4, 5))
+    for value in (float("inf"), float("nan"), 2.0):
+        check([(4, 5, 6)], lambda m, x: x.scatter(1, m.tensor(idx), value, reduce="multiply"), forward_only=True)
+    check([(4, 5, 6), (3, 4, 5)], lambda m, x, s: x.scatter(1, m.tensor(idx), s, reduce="add"), forward_only=True)
+    check([(3, 4, 5)], lambda m, s: m.zeros(4, 5, 6).scatter_reduce(1, m.tensor(idx), s, reduce="prod"), forward_only=True)
+
+
+def test_sum_of_a_padded_tensor_and_of_a_cat():
+    check(None, lambda m, x: m.F.pad(x, (0, 64, 0, 0)).sum(axis=1), vals=[np.ones((256, 256), np.float32)])
+    check([(8, 8), (8, 8)], lambda m, x, y: m.cat([x, y], 1).sum(1))
