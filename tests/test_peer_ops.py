@@ -107,8 +107,30 @@ def check(shapes, case, *, vals=None, low=-2.0, high=2.0, forward_only=False, at
         _compare(f"gradient of input {i}", xs[i].grad, ts[i].grad, grad_atol, grad_rtol)
 
 
-def cases(table):
-    return pytest.mark.parametrize("shapes,case,kw", [pytest.param(*c[1:], id=c[0]) for c in table])
+# Every case compiles its own kernels, so a cold cache pays a compiler run for each: CI runs the
+# ``core`` cases of each table (the fixed bugs and one of each kind), the rest are marked slow.
+SLOW = pytest.mark.slow
+
+
+def _marks(name, core):
+    return () if core == "all" or name in core else SLOW
+
+
+def cases(table, core):
+    """``(id, shapes, case, kwargs)`` rows as the parameters of a test."""
+    return pytest.mark.parametrize("shapes,case,kw", [pytest.param(*c[1:], id=c[0], marks=_marks(c[0], core))
+                                                      for c in table])
+
+
+def named(table, core):
+    """``(id, value, ...)`` rows as parameters: the value(s) after the id."""
+    return [pytest.param(*c[1:], id=c[0], marks=_marks(c[0], core)) for c in table]
+
+
+def slow_except(values, core, ids=None):
+    """Plain parameter values, all but ``core`` marked slow."""
+    ids = ids or [str(v) for v in values]
+    return [pytest.param(v, id=i, marks=_marks(v if isinstance(v, str) else i, core)) for v, i in zip(values, ids)]
 
 
 def _ints(*shape, low=-10, high=10, seed=3):
@@ -255,28 +277,28 @@ CMP_VALS = [np.array([0.0, -0.0, 1.0, 1.0, np.nan, np.inf, -np.inf, 2.0], np.flo
             np.array([-0.0, 0.0, 1.0, 2.0, np.nan, np.inf, np.inf, 1.0], np.float32)]
 
 
-@cases(UNARY + BINARY)
+@cases(UNARY + BINARY, core={"exp", "log", "floor", "sign", "round", "clamp_tensor_bounds", "pow_tensor", "add_broadcast", "add_alpha", "div_trunc", "maximum_ties", "copysign", "where_broadcast", "masked_fill_broadcast", "lerp_tensor", "add_0size"})
 def test_elementwise(shapes, case, kw):
     check(shapes, case, **kw)
 
 
-@pytest.mark.parametrize("case", [c[1] for c in EDGE_UNARY], ids=[c[0] for c in EDGE_UNARY])
+@pytest.mark.parametrize("case", named(EDGE_UNARY, core={"edge_sign", "edge_gelu", "edge_exp", "edge_isinf"}))
 def test_unary_edge_values(case):
     check(None, case, vals=[EDGE32], forward_only=True, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("name", slow_except(["sin", "cos"], core={"sin"}))
 def test_trig_of_large_and_special_values(name):
     check(None, lambda m, x: getattr(x, name)(), vals=[TRIG_EDGE], forward_only=True, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("case", [c[1] for c in EDGE_UNARY[:12]], ids=[c[0] for c in EDGE_UNARY[:12]])
+@pytest.mark.parametrize("case", named(EDGE_UNARY[:12], core={"edge_floor", "edge_sign"}))
 def test_unary_edge_gradients(case):
     finite = EDGE32[np.isfinite(EDGE32) & (np.abs(EDGE32) < 50)]
     check(None, case, vals=[finite], rtol=1e-5)
 
 
-@pytest.mark.parametrize("case", [c[1] for c in CMP], ids=[c[0] for c in CMP])
+@pytest.mark.parametrize("case", named(CMP, core={"eq", "logical_and", "bool_xor", "isclose"}))
 def test_comparisons_and_logic(case):
     check(None, case, vals=CMP_VALS, forward_only=True)
     check([(3, 4, 5), (4, 1)], case, forward_only=True)
@@ -308,7 +330,7 @@ INTEGER = [
 ]
 
 
-@pytest.mark.parametrize("case", [c[1] for c in INTEGER], ids=[c[0] for c in INTEGER])
+@pytest.mark.parametrize("case", named(INTEGER, core={"floordiv", "mod", "lshift", "div_trunc", "bitwise_xor"}))
 def test_integer_semantics(case):
     check(None, case, vals=[INT_A, INT_B])
     check(None, case, vals=[INT_A.astype(np.int32) % 1000, INT_B.astype(np.int32)])
@@ -331,7 +353,7 @@ PROMOTION = [
 ]
 
 
-@pytest.mark.parametrize("case", [c[1] for c in PROMOTION], ids=[c[0] for c in PROMOTION])
+@pytest.mark.parametrize("case", named(PROMOTION, core={"int_plus_float_scalar", "bool_plus_int", "int32_plus_int64", "half_plus_float_scalar"}))
 def test_dtype_promotion(case):
     check(None, case, vals=[INT_A % 100 - 50, np.linspace(-2, 2, 10).astype(np.float32),
                             np.array([True, False] * 5)], forward_only=True)
@@ -426,13 +448,13 @@ SCANS = [
 ]
 
 
-@cases(REDUCE + SCANS)
+@cases(REDUCE + SCANS, core={"sum_axis_kw", "sum_empty_tuple", "prod_zeros", "var_dim_unbiased_pos", "max_dim_indices", "amax_ties", "logsumexp_inf", "cumsum", "cumprod_zeros", "argmax_ties", "any_dim", "all_0size", "mean_0size"})
 def test_reductions_and_scans(shapes, case, kw):
     check(shapes, case, **kw)
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
-@pytest.mark.parametrize("name", ["sum", "prod", "max", "argmax", "cumsum", "mean_as_float"])
+@pytest.mark.parametrize("name", slow_except(["sum", "prod", "max", "argmax", "cumsum", "mean_as_float"], core={"argmax"}))
 def test_integer_reductions_match_torch(name, dtype):
     data = (_ints(4, 5, low=-3, high=4) if dtype != "bool" else _ints(4, 5, low=0, high=2).astype(bool))
     if dtype == "int32":
@@ -562,12 +584,12 @@ RESIZE = [
 ]
 
 
-@cases(MATMUL)
+@cases(MATMUL, core={"matmul_batched_broadcast", "einsum_broadcast", "einsum_ellipsis", "bmm", "matmul_0size_k"})
 def test_matmul_and_einsum(shapes, case, kw):
     check(shapes, case, **kw)
 
 
-@cases(CONV + POOL + RESIZE)
+@cases(CONV + POOL + RESIZE, core={"conv2d_groups", "conv_transpose2d_bias_stride_pad", "max_pool2d_stride_pad", "avg_pool2d_pad_not_counted", "pad_reflect", "pad_negative", "interpolate_bilinear"})
 def test_convolution_pooling_padding_resizing(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -660,7 +682,7 @@ SHAPE = [
 ]
 
 
-@cases(SHAPE)
+@cases(SHAPE, core={"flip", "flip_kw", "meshgrid", "roll_multi", "split_sections", "unfold", "gather", "scatter_add", "index_add", "repeat"})
 def test_shape_ops_and_gather_scatter(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -691,7 +713,7 @@ GETITEM = [
 ]
 
 
-@pytest.mark.parametrize("case", [c[1] for c in GETITEM], ids=[c[0] for c in GETITEM])
+@pytest.mark.parametrize("case", named(GETITEM, core={"bool_mask", "two_tensors", "int_list", "ellipsis_mid", "slice_step", "none"}))
 def test_getitem(case):
     check([(3, 4, 5)], case)
 
@@ -727,7 +749,7 @@ SETITEM = [
 ]
 
 
-@pytest.mark.parametrize("case", [c[1] for c in SETITEM], ids=[c[0] for c in SETITEM])
+@pytest.mark.parametrize("case", named(SETITEM, core={"int_tensor", "bool_mask_scalar", "slice_tensor"}))
 def test_setitem(case):
     check([(3, 4), (3, 4)], case)
 
@@ -868,7 +890,7 @@ def _batch_norm_running(m, x):
     return m.cat([out.flatten(), mean, var])
 
 
-@cases(NN + LOSSES)
+@cases(NN + LOSSES, core={"softmax", "log_softmax", "sdpa_gqa", "layer_norm", "batch_norm_train", "cross_entropy_smoothing_ignore_weight", "nll_loss_weight_ignore", "bce_with_logits_pos_weight", "gelu_tanh", "leaky_relu"})
 def test_nn_functional(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -919,7 +941,7 @@ SORT = [
 ]
 
 
-@cases(SORT)
+@cases(SORT, core={"sort", "topk", "nonzero", "masked_select", "unique"})
 def test_sorting_and_misc(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -954,7 +976,7 @@ FACTORIES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c[1] for c in FACTORIES], ids=[c[0] for c in FACTORIES])
+@pytest.mark.parametrize("case", named(FACTORIES, core={"arange_int_dtype_float_bounds", "tensor_numpy_scalar_int32", "linspace", "eye", "full_bool", "new_zeros", "arange_empty"}))
 def test_factories(case):
     got, want = case(M_LAZY), case(M_TORCH)
     _compare("factory", got, want, 1e-6, 1e-6)
@@ -986,7 +1008,7 @@ def test_arange_with_bounds_against_the_step_is_refused_as_torch():
         lf.arange(0, 3, -1.5)
 
 
-@pytest.mark.parametrize("case", [c[1] for c in RANDOM], ids=[c[0] for c in RANDOM])
+@pytest.mark.parametrize("case", named(RANDOM, core={"randint", "multinomial", "dropout"}))
 def test_random_ops_shapes_and_dtypes(case):
     lf.manual_seed(0)
     got, want = case(M_LAZY), case(M_TORCH)
@@ -1041,7 +1063,7 @@ def _setitem_then_inplace(m, x, v):
     return y.sigmoid()
 
 
-@pytest.mark.parametrize("case", [c[1] for c in INPLACE], ids=[c[0] for c in INPLACE])
+@pytest.mark.parametrize("case", named(INPLACE, core={"add_mul_", "buffer_rows", "setitem_then_inplace", "clamp_"}))
 def test_in_place_ops_on_non_leaves_back_propagate_as_torch(case):
     check([(3, 4), (3, 4)], lambda m, x, v: case(m, x, v.clone() if m.is_lazy or True else v))
 
@@ -1087,7 +1109,7 @@ POW_EDGE = [
 ]
 
 
-@pytest.mark.parametrize("case,vals", [c[1:] for c in POW_EDGE], ids=[c[0] for c in POW_EDGE])
+@pytest.mark.parametrize("case,vals", named(POW_EDGE, core={"pow_zero_exponent", "max_nan_binary", "pow_neg_base_int_exponent"}))
 def test_pow_and_other_edges(case, vals):
     check(None, case, vals=[np.array(v, np.float32) for v in vals], rtol=1e-5)
 
@@ -1095,7 +1117,7 @@ def test_pow_and_other_edges(case, vals):
 INT_POW = [(0, [-2, 0, 2]), (1, [-2, 0, 2]), (2, [-2, 0, 2]), (7, [11, 12, 13]), (29, [-2, 0, 2])]
 
 
-@pytest.mark.parametrize("exponent,base", INT_POW)
+@pytest.mark.parametrize("exponent,base", [pytest.param(*p, marks=_marks(p[0], {7})) for p in INT_POW])
 def test_integer_power_is_exact(exponent, base):
     check(None, lambda m, x: x ** exponent, vals=[np.array(base, np.int64)])
     check(None, lambda m, x: x.int() ** exponent, vals=[np.array(base, np.int64)])
@@ -1108,7 +1130,7 @@ def test_integer_to_a_negative_power_is_refused_as_torch():
         (lf.tensor([-2, 0, 2]) ** -2).numpy()
 
 
-@pytest.mark.parametrize("exponent", [0.5, 1.5, 2.0, -1.0, 0.0])
+@pytest.mark.parametrize("exponent", [pytest.param(e, marks=_marks(e, {0.5})) for e in (0.5, 1.5, 2.0, -1.0, 0.0)])
 def test_integer_base_float_exponent_is_float(exponent):
     check(None, lambda m, x: x.int() ** exponent, vals=[np.array([1, 2, 3, 4], np.int64)])
 
@@ -1144,7 +1166,7 @@ def test_max_unpool2d_of_max_pool2d():
                                                        output_size=(9, 8)), forward_only=True)
 
 
-@pytest.mark.parametrize("creator", ["zeros", "ones", "empty", "rand", "randn", "full"])
+@pytest.mark.parametrize("creator", slow_except(["zeros", "ones", "empty", "rand", "randn", "full"], core={"zeros", "full"}))
 def test_negative_sizes_are_refused_as_torch(creator):
     make = (lambda lib: getattr(lib, creator)((2, -3), 1.0)) if creator == "full" else \
         (lambda lib: getattr(lib, creator)(2, -3))
@@ -1160,8 +1182,8 @@ LOW_PRECISION = ["neg", "abs", "relu", "exp", "log", "sqrt", "sin", "tanh", "sig
 _BY_NAME = {c[0]: c for c in UNARY + BINARY}
 
 
-@pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.float64])
-@pytest.mark.parametrize("name", LOW_PRECISION)
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.float64], ids=["float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("name", slow_except(LOW_PRECISION, core={"exp", "add_broadcast", "pow_tensor"}))
 def test_elementwise_in_other_float_dtypes(name, dtype):
     _, shapes, case, kw = _BY_NAME[name]
     kw = {k: v for k, v in kw.items() if k in ("low", "high")}
@@ -1177,14 +1199,14 @@ NON_CONTIGUOUS = ["add", "mul", "exp", "where", "matmul", "softmax", "log_softma
 _ALL = {c[0]: c for c in UNARY + BINARY + REDUCE + SCANS + MATMUL + CONV + SHAPE + NN + LOSSES}
 
 
-@pytest.mark.parametrize("name", NON_CONTIGUOUS)
+@pytest.mark.parametrize("name", slow_except(NON_CONTIGUOUS, core={"matmul", "cross_entropy"}))
 def test_transposed_inputs(name):
     _, shapes, case, kw = _ALL[name]
     check(shapes, case, **{**kw, "non_contiguous": True, "atol": max(kw.get("atol", 1e-6), 1e-5)})
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (1,), (0, 3), (3, 0)])
-@pytest.mark.parametrize("name", ["exp", "sigmoid", "neg", "square", "clip"])
+@pytest.mark.parametrize("name", slow_except(["exp", "sigmoid", "neg", "square", "clip"], core={"sigmoid"}))
 def test_unary_on_scalars_and_empty_tensors(name, shape):
     check([shape], _BY_NAME[name][2])
 
@@ -1298,7 +1320,7 @@ SPELLINGS = [
 ]
 
 
-@cases(SPELLINGS)
+@cases(SPELLINGS, core={"where_one_arg", "dropout_inplace_eval", "to_device_dtype", "index_put_accumulate", "einsum_bilinear", "setitem_slice_step_tensor", "cat_mixed_dtype", "sum_keepdim_nodim"})
 def test_torch_spellings(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -1370,7 +1392,7 @@ GRADIENT_EDGES = [
 ]
 
 
-@cases(GRADIENT_EDGES)
+@cases(GRADIENT_EDGES, core={"div_trunc_by_zero", "getitem_duplicate_indices", "max_dim_ties", "where_nan_in_the_branch_not_taken", "cumprod_two_zeros", "int64_wraps", "half_cross_entropy"})
 def test_gradient_and_value_edges(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -1400,8 +1422,8 @@ FANCY_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.int32])
-@pytest.mark.parametrize("key", [k[1] for k in FANCY_KEYS], ids=[k[0] for k in FANCY_KEYS])
+@pytest.mark.parametrize("dtype", slow_except([np.int64, np.int32], core={"int64"}, ids=["int64", "int32"]))
+@pytest.mark.parametrize("key", named(FANCY_KEYS, core={"abcde", "int_b_none_d_int"}))
 def test_fancy_indexing_with_broadcast_index_tensors(key, dtype):
     def case(m, x):
         return x[key(*(m.tensor(FANCY[n].astype(dtype)) for n in "abcde"))]
@@ -1421,13 +1443,13 @@ EXTREMES = [
 ]
 
 
-@pytest.mark.parametrize("case,vals", [c[1:] for c in EXTREMES], ids=[c[0] for c in EXTREMES])
+@pytest.mark.parametrize("case,vals", named(EXTREMES, core={"sigmoid_alt", "relu_maximum_exact"}))
 def test_extreme_values_and_gradients(case, vals):
     check(None, case, vals=[np.array(v, np.float32) for v in vals], atol=1e-7, grad_atol=1e-7)
 
 
 @pytest.mark.parametrize("low,high", [(300, 400), (-400, -300)])
-@pytest.mark.parametrize("name", ["hardsigmoid", "gelu_tanh", "gelu", "tanh", "sigmoid", "softplus", "silu", "mish", "elu"])
+@pytest.mark.parametrize("name", slow_except(["hardsigmoid", "gelu_tanh", "gelu", "tanh", "sigmoid", "softplus", "silu", "mish", "elu"], core={"elu", "gelu_tanh"}))
 def test_activations_of_extreme_inputs(name, low, high):
     fn = {"hardsigmoid": lambda m, x: m.F.hardsigmoid(x), "gelu_tanh": lambda m, x: m.F.gelu(x, approximate="tanh"),
           "gelu": lambda m, x: m.F.gelu(x), "tanh": lambda m, x: x.tanh(), "sigmoid": lambda m, x: x.sigmoid(),
@@ -1439,14 +1461,14 @@ def test_activations_of_extreme_inputs(name, low, high):
 PAD_SLICES = [((1, 0), lambda y: y[0]), ((3, 0), lambda y: y[0:1]), ((0, 3), lambda y: y[6]), ((0, 3), lambda y: y[4:6])]
 
 
-@pytest.mark.parametrize("value", [0.0, 3.456])
-@pytest.mark.parametrize("pad,take", PAD_SLICES)
+@pytest.mark.parametrize("value", slow_except([0.0, 3.456], core={"3.456"}))
+@pytest.mark.parametrize("pad,take", [pytest.param(*p, marks=() if i == 2 else SLOW) for i, p in enumerate(PAD_SLICES)])
 def test_pad_then_slice(pad, take, value):
     check([(4,)], lambda m, x: take(m.F.pad(x, pad, value=value)))
     check([(4, 4)], lambda m, x: take(m.F.pad(x, (0, 0) + pad, value=value)))
 
 
-@pytest.mark.parametrize("dim", [-1, 0, 1])
+@pytest.mark.parametrize("dim", slow_except([-1, 0, 1], core={"-1"}))
 def test_multicat(dim):
     check([(5, 6)] * 3, lambda m, x, y, z: m.cat((x, y, z), dim))
 
