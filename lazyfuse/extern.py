@@ -36,7 +36,7 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError
+from .errors import CaptureError, DTypeError, LazyfuseError, UnsupportedOpError, torch_refusal
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.view import View
@@ -330,7 +330,7 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
         text = str(e)
         if "meta" in text.lower() or "data-dependent" in text or "data dependent" in text:
             raise NeedsData(text) from None
-        raise _refusal(name, e) from None
+        raise torch_refusal(name, e) from None
     if isinstance(result, torch.Tensor):
         results, structure = (result,), None
     elif isinstance(result, (tuple, list)) and result and all(isinstance(r, torch.Tensor) for r in result):
@@ -408,13 +408,6 @@ def _takes_out(fn, args, kwargs, like) -> bool:
     except Exception:  # noqa: BLE001 (no out= form)
         return False
     return got is out and tuple(out.shape) == tuple(like.shape) and out.dtype == like.dtype
-
-
-def _refusal(name, e) -> LazyfuseError:
-    text = f"{name}: torch refuses these arguments: {e}"
-    if isinstance(e, TypeError) or "dtype" in str(e) or "not implemented for" in str(e):
-        return DTypeError(text)
-    return ShapeError(text)
 
 
 def _name(fn) -> str:
@@ -572,7 +565,10 @@ def run_eagerly(fn, spec, tensors, dev, name):
     eager_runs += 1
     views = [t._device_view(name) for t in tensors]
     args, kwargs = rebuild(spec, views)
-    result = fn(*args, **kwargs)
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 (torch's validation of arguments its meta kernel could not check)
+        raise torch_refusal(name, e) from None
     return _wrap(result, dev)
 
 

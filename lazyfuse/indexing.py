@@ -2,7 +2,7 @@
 an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
-from .errors import DTypeError, InvalidIndexError, ShapeError
+from .errors import IndexDTypeError, InvalidIndexError, ShapeError
 from .ir.view import View
 
 
@@ -25,7 +25,7 @@ def _expand_key(t, key) -> list:
         out.extend([slice(None)] * (t.ndim - n_real))
     for k in out:
         if not (k is None or isinstance(k, (int, slice, Tensor)) or hasattr(k, "__index__")):
-            raise DTypeError(f"unsupported index {k!r}: use ints, slices, None, ... or an integer Tensor")
+            raise IndexDTypeError(f"unsupported index {k!r}: use ints, slices, None, ... or an integer Tensor")
     return out
 
 
@@ -75,7 +75,7 @@ def index_select(t, dim: int, index):
     from .ir.node import Node, Op
     from .tensor import result_tensor
     if index.dtype.is_float or index.dtype.is_bool:
-        raise DTypeError(f"tensor indices must be integers, got {index.dtype.name}")
+        raise IndexDTypeError(f"tensor indices must be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]

@@ -1484,3 +1484,43 @@ def test_scatter_with_reduce_multiply_and_add():
 def test_sum_of_a_padded_tensor_and_of_a_cat():
     check(None, lambda m, x: m.F.pad(x, (0, 64, 0, 0)).sum(axis=1), vals=[np.ones((256, 256), np.float32)])
     check([(8, 8), (8, 8)], lambda m, x, y: m.cat([x, y], 1).sum(1))
+
+
+# --- bad input: a LazyfuseError, of the builtin class torch's error is or that tinygrad expects ---
+ERRORS = [
+    ("too_many_indices", lambda m: m.ones(4, 3)[1, 77, 77, 77]),
+    ("index_out_of_bounds", lambda m: m.ones(4, 3)[1, 3]),
+    ("negative_index_out_of_bounds", lambda m: m.ones(4, 3)[1, -4]),
+    ("slice_of_a_0d_tensor", lambda m: m.tensor(2)[:]),
+    ("float_tensor_index", lambda m: m.ones(10, 11, 12)[m.tensor(1.1)]),
+    ("bool_mask_of_the_wrong_length", lambda m: m.ones(10, 11, 12)[m.tensor([True, False])]),
+    ("index_tensor_out_of_bounds", lambda m: m.ones(4, 3)[m.tensor([5])]),
+    ("embedding_index_out_of_bounds", lambda m: m.nn.functional.embedding(m.tensor([11]), m.ones(10, 3))),
+    ("gather_dim_out_of_range", lambda m: m.ones(3, 4).gather(2, m.zeros(3, 4, dtype=m.long))),
+    ("sum_dim_out_of_range", lambda m: m.ones(3, 4).sum(2)),
+    ("softmax_dim_out_of_range", lambda m: m.ones(3, 4).softmax(-3)),
+    ("transpose_dim_out_of_range", lambda m: m.ones(3, 4).transpose(0, 3)),
+    ("zero_slice_step", lambda m: m.ones(4, 3)[::0, 1]),
+    ("conv_kernel_larger_than_input", lambda m: m.nn.functional.conv2d(m.ones(1, 1, 6, 7), m.ones(6, 1, 3, 3), dilation=3)),
+    ("conv_padding_of_the_wrong_length", lambda m: m.nn.functional.conv2d(m.ones(2, 16, 2, 2), m.ones(32, 16, 3, 3), padding=(1, 1, 1))),
+    ("einsum_size_mismatch", lambda m: m.einsum("pqrs,tuqvr->pstuv", [m.ones(3, 8, 10, 5), m.ones(11, 5, 13, 16, 8)])),
+    ("einsum_operand_count", lambda m: m.einsum("ij,jk->ij", [m.ones(10, 15), m.ones(15, 20), m.ones(20, 10)])),
+    ("scatter_reduce_unknown_reduce", lambda m: m.ones(4, 5, 6).scatter_reduce(0, m.zeros(3, 4, 5, dtype=m.long), m.ones(4, 5, 6), reduce="INVALID")),
+    ("scatter_reduce_dtype_mismatch", lambda m: m.ones(4, 5, 6).half().scatter_reduce(0, m.zeros(3, 4, 5, dtype=m.long), m.ones(4, 5, 6), reduce="sum")),
+    ("sdpa_gqa_heads_not_a_multiple", lambda m: m.nn.functional.scaled_dot_product_attention(m.ones(2, 31, 4, 8), m.ones(2, 8, 4, 8), m.ones(2, 8, 4, 8), enable_gqa=True)),
+    ("multinomial_more_samples_than_categories", lambda m: m.multinomial(m.ones(3), 5)),
+    ("shift_of_a_float_tensor", lambda m: m.ones(3) << 1),
+    ("topk_past_the_dim", lambda m: m.ones(3, 4).topk(5)),
+    ("reflect_pad_past_the_input", lambda m: m.nn.functional.pad(m.ones(1, 2, 3), (4, 4), mode="reflect")),
+]
+
+
+@pytest.mark.parametrize("make", named(ERRORS, core="all"))
+def test_bad_input_raises_a_lazyfuse_error_like_torch(make):
+    with pytest.raises(Exception) as torch_error:
+        make(torch)
+    with pytest.raises(lf.LazyfuseError) as error:
+        make(lf).numpy()   # (some refusals come at the drain, from torch running the extern)
+    if isinstance(torch_error.value, IndexError):   # (the others: ShapeError is a ValueError...)
+        assert isinstance(error.value, IndexError), error.value
+    assert (lf.ones(2) + 1).tolist() == [2.0, 2.0]   # the engine still works
