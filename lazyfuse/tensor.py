@@ -692,7 +692,8 @@ class Tensor:
         return getitem(self, key)
 
     def __setitem__(self, key, value):
-        if autograd.inplace.records(self, value):   # torch's CopySlices: y = x.clone(); y[k] = v
+        if (self._ag is not None or isinstance(value, Tensor) and value._ag is not None) and \
+                autograd.inplace.records(self, value):   # torch's CopySlices: y = x.clone(); y[k] = v
             return autograd.inplace.write(self, key, value, lambda v: self._setitem(key, v))
         self._setitem(key, value)
 
@@ -813,7 +814,8 @@ class Tensor:
             return self._copy(src)
 
     def _copy(self, src) -> "Tensor":
-        if autograd.inplace.records(self, src):   # a write into a non-leaf, or of a value that requires grad
+        if (self._ag is not None or isinstance(src, Tensor) and src._ag is not None) and \
+                autograd.inplace.records(self, src):   # a write into a non-leaf, or of a value that requires grad
             return autograd.inplace.write(self, None, src, self._copy)
         if isinstance(src, Tensor):
             ops.common_device((self, src))
