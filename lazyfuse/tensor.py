@@ -842,9 +842,54 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
 
+    def __ifloordiv__(self, other):
+        return self._apply_in_place(other, Op.FLOORDIV)
+
+    def __imod__(self, other):
+        return self._apply_in_place(other, Op.MOD)
+
+    def __ipow__(self, other):
+        return self._apply_in_place(other, Op.POW)
+
+    def __iand__(self, other):
+        return self._apply_in_place(other, Op.AND)
+
+    def __ior__(self, other):
+        return self._apply_in_place(other, Op.OR)
+
+    def __ixor__(self, other):
+        return self._apply_in_place(other, Op.XOR)
+
+    # -- torch's in-place view ops: this tensor object reads another view of its storage --------------
+    def _view_in_place(self, out):
+        if self._ag is not None and self._ag.is_leaf and self._ag.requires_grad and autograd.is_grad_enabled():
+            raise autograd.AutogradError("a leaf Variable that requires grad is being used in an in-place "
+                                         "operation (a view op ending in _); use the out-of-place one")
+        self._view, self._ag = out._view, out._ag
+        return self
+
+    def t_(self):
+        """In place ``t()``: this tensor becomes its transpose (the same storage)."""
+        return self._view_in_place(self.t())
+
+    def transpose_(self, dim0, dim1):
+        """In place ``transpose``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.transpose(dim0, dim1))
+
+    swapdims_ = swapaxes_ = transpose_
+
+    def unsqueeze_(self, dim):
+        """In place ``unsqueeze``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.unsqueeze(dim))
+
+    def squeeze_(self, dim=None):
+        """In place ``squeeze``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.squeeze() if dim is None else self.squeeze(dim))
+
 
 # the in-place arithmetic's common case (see Tensor._inplace_value)
-_BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__}
+_BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,
+           Op.FLOORDIV: Tensor.__floordiv__, Op.MOD: Tensor.__mod__, Op.POW: Tensor.__pow__}
 
 
 def is_tensor(x) -> bool:

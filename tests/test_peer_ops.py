@@ -1524,3 +1524,81 @@ def test_bad_input_raises_a_lazyfuse_error_like_torch(make):
     if isinstance(torch_error.value, IndexError):   # (the others: ShapeError is a ValueError...)
         assert isinstance(error.value, IndexError), error.value
     assert (lf.ones(2) + 1).tolist() == [2.0, 2.0]   # the engine still works
+
+
+# --- torch's in-place methods and operators (on a copy of the input: values, not autograd) -------
+def _on_a_copy(write):
+    def case(m, x):
+        y = x.detach().clone() * 1
+        write(m, y)
+        return y
+    return case
+
+
+def _bool_and_in_place(m, x):
+    b = x > 0
+    b &= (x < 1)
+    return b
+
+
+def _clip_by_norm(m, x):
+    return x * (1.0 / (x.norm() + 1e-6)).clamp(max=1.0)
+
+
+IN_PLACE_METHODS = [
+    ("masked_fill_", [(3,4)], _on_a_copy(lambda m,y: y.masked_fill_(y > 0, 1.5)), {"forward_only":True}),
+    ("index_put_", [(3,4)], _on_a_copy(lambda m,y: y.index_put_((m.tensor([0,2]),), m.tensor(3.0))), {"forward_only":True}),
+    ("index_fill_", [(3,4)], _on_a_copy(lambda m,y: y.index_fill_(1, m.tensor([0,2]), -1.0)), {"forward_only":True}),
+    ("scatter_", [(3,4)], _on_a_copy(lambda m,y: y.scatter_(1, m.tensor([[0],[1],[2]]), 9.0)), {"forward_only":True}),
+    ("scatter_add_", [(3,4)], _on_a_copy(lambda m,y: y.scatter_add_(0, m.tensor([[0,1,2,0]]), m.ones(1,4))), {"forward_only":True}),
+    ("fill_diagonal_", [(3,4)], _on_a_copy(lambda m,y: y.fill_diagonal_(7.0)), {"forward_only":True}),
+    ("clamp_", [(3,4)], _on_a_copy(lambda m,y: y.clamp_(-0.5, 0.5)), {"forward_only":True}),
+    ("abs_", [(3,4)], _on_a_copy(lambda m,y: y.abs_()), {"forward_only":True}),
+    ("exp_", [(3,4)], _on_a_copy(lambda m,y: y.exp_()), {"forward_only":True}),
+    ("sigmoid_", [(3,4)], _on_a_copy(lambda m,y: y.sigmoid_()), {"forward_only":True}),
+    ("pow_", [(3,4)], _on_a_copy(lambda m,y: y.pow_(2)), {"forward_only":True}),
+    ("floor_", [(3,4)], _on_a_copy(lambda m,y: y.floor_()), {"forward_only":True}),
+    ("addcmul_", [(3,4)], _on_a_copy(lambda m,y: y.addcmul_(y, y, value=0.5)), {"forward_only":True}),
+    ("lerp_", [(3,4)], _on_a_copy(lambda m,y: y.lerp_(m.zeros(3,4), 0.5)), {"forward_only":True}),
+    ("copy_noncontig", [(3,4)], _on_a_copy(lambda m,y: y.T.copy_(m.ones(4,3))), {"forward_only":True}),
+    ("t_", [(3,4)], lambda m,x: (x.detach().clone()).t_(), {"forward_only":True}),
+    ("unsqueeze_", [(3,4)], lambda m,x: (x.detach().clone()).unsqueeze_(0), {"forward_only":True}),
+    ("squeeze_", [(3,1)], lambda m,x: (x.detach().clone()).squeeze_(), {"forward_only":True}),
+    ("transpose_", [(3,4)], lambda m,x: (x.detach().clone()).transpose_(0,1), {"forward_only":True}),
+    ("resize_as", [(3,4)], lambda m,x: x.reshape_as(m.ones(4,3)), {}),
+    ("iadd", [(3,4)], _on_a_copy(lambda m,y: y.__iadd__(1.0)), {"forward_only":True}),
+    ("imul_tensor", [(3,4)], _on_a_copy(lambda m,y: y.__imul__(y)), {"forward_only":True}),
+    ("itruediv", [(3,4)], _on_a_copy(lambda m,y: y.__itruediv__(2)), {"forward_only":True}),
+    ("ifloordiv", [(3,4)], _on_a_copy(lambda m,y: y.__ifloordiv__(2)), {"forward_only":True}),
+    ("imod", [(3,4)], _on_a_copy(lambda m,y: y.__imod__(2)), {"forward_only":True}),
+    ("ipow", [(3,4)], _on_a_copy(lambda m,y: y.__ipow__(2)), {"forward_only":True}),
+    ("iand_bool", [(3,4)], lambda m,x: _bool_and_in_place(m, x), {"forward_only":True}),
+    ("random_", [(3,4)], lambda m,x: m.zeros(3,4).random_(0, 5).shape and m.zeros(3), {"forward_only":True}),
+    ("zero_view", [(3,4)], _on_a_copy(lambda m,y: y[1].zero_()), {"forward_only":True}),
+    ("add_view", [(3,4)], _on_a_copy(lambda m,y: y[:, 1:3].add_(10)), {"forward_only":True}),
+    ("cumsum_", [(3,4)], _on_a_copy(lambda m,y: y.cumsum_(1)), {"forward_only":True}),
+    ("relu_F_inplace", [(3,4)], _on_a_copy(lambda m,y: m.F.relu(y, inplace=True)), {"forward_only":True}),
+    ("leaky_relu_F_inplace", [(3,4)], _on_a_copy(lambda m,y: m.F.leaky_relu(y, 0.1, inplace=True)), {"forward_only":True}),
+    ("clip_grad_like", [(3,4)], lambda m,x: _clip_by_norm(m, x), {}),
+]
+
+
+@cases(IN_PLACE_METHODS, core={"t_", "unsqueeze_", "ifloordiv", "ipow", "relu_F_inplace", "zero_view", "index_put_", "fill_diagonal_"})
+def test_in_place_methods_and_operators(shapes, case, kw):
+    check(shapes, case, **kw)
+
+
+def test_in_place_view_ops_keep_aliasing_and_autograd():
+    base = lf.zeros(2, 3)
+    alias = base.detach()
+    alias.t_()
+    alias[0] = 1.0   # the transposed view's row 0 is the base's column 0
+    np.testing.assert_array_equal(base.numpy(), [[1, 0, 0], [1, 0, 0]])
+    x = lf.ones(2, 3, requires_grad=True)
+    y = x * 2
+    y.unsqueeze_(0)
+    assert y.shape == (1, 2, 3)
+    (y * lf.arange(3)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 2, 4], [0, 2, 4]])
+    with pytest.raises(lf.AutogradError, match="leaf"):
+        x.t_()

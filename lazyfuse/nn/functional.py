@@ -9,9 +9,9 @@ from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
 from ..ir.shapes import normalize_dim
 
 
-def relu(x):
-    """max(x, 0), elementwise (fuses with its neighbours)."""
-    return x.relu()
+def relu(x, inplace=False):
+    """max(x, 0), elementwise (fuses with its neighbours); ``inplace`` writes it into ``x``."""
+    return x.copy_(x.relu()) if inplace else x.relu()
 
 
 def gelu(x, approximate="none"):
@@ -24,9 +24,9 @@ def gelu(x, approximate="none"):
     return x.gelu()
 
 
-def silu(x):
-    """x * sigmoid(x), elementwise."""
-    return x.silu()
+def silu(x, inplace=False):
+    """x * sigmoid(x), elementwise; ``inplace`` writes it into ``x``."""
+    return x.copy_(x.silu()) if inplace else x.silu()
 
 
 def sigmoid(x):
