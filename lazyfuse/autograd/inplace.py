@@ -6,10 +6,11 @@ The write itself runs as without autograd; then ``y``'s gradient function is rep
 that sends the written elements' gradient to ``v`` and the others' to what ``y`` was before.
 A leaf that requires grad is refused (torch's rule), and so is a write through a view of
 another tensor (torch re-bases the base's graph; lazyfuse does not track a view's base
-object): the error says to clone first.
+object): the error says to write into the base itself.
 """
 from __future__ import annotations
 
+from ..ir import dtypes as dt
 from .graph import AutogradError, attach, needs_grad
 from .mode import is_grad_enabled, no_grad
 
@@ -40,7 +41,8 @@ def write(target, key, value, perform):
         from ..ops import where
         edges.append((old, lambda g: where(written, 0.0, g)))
     if needs_grad(value):
-        edges.append((value, lambda g: _value_gradient(g if key is None else g[key], value)))
+        shape, dtype = value.shape, value.dtype   # (not the tensor: a later write to it changes nothing here)
+        edges.append((value, lambda g: _value_gradient(g if key is None else g[key], shape, dtype)))
     elif needs_grad(old) and written is None:   # wholly overwritten by a constant: still in the graph
         edges.append((old, lambda g: g * 0.0))
     target._ag = None
@@ -60,20 +62,15 @@ def snapshot(t):
 def _written_mask(target, key):
     """A bool tensor of ``target``'s shape, True where ``target[key]`` lands."""
     from ..creation import zeros
-    mask = zeros(target.shape, dtype=_bool(), device=target.device)
+    mask = zeros(target.shape, dtype=dt.bool_, device=target.device)
     mask[key] = True
     return mask
 
 
-def _bool():
-    from ..ir import dtypes as dt
-    return dt.bool_
-
-
-def _value_gradient(g, value):
-    """The gradient of the written elements, summed back to ``value``'s shape (a written value
-    broadcasts, and ``t[key] = v`` drops ``v``'s leading size-1 dims)."""
+def _value_gradient(g, shape, dtype):
+    """The gradient of the written elements, summed back to the value's ``shape`` (a written
+    value broadcasts, and ``t[key] = v`` drops ``v``'s leading size-1 dims)."""
     from .rules import sum_to
-    if value.ndim > g.ndim:
-        g = g.reshape((1,) * (value.ndim - g.ndim) + tuple(g.shape))
-    return sum_to(g, value.shape).to(value.dtype)
+    if len(shape) > g.ndim:
+        g = g.reshape((1,) * (len(shape) - g.ndim) + tuple(g.shape))
+    return sum_to(g, tuple(shape)).to(dtype)
