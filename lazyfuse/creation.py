@@ -148,7 +148,9 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
         start, end, step = int(start), int(end), int(step)
     if step == 0 or (not dtype.is_float and int(step) == 0):
         raise ShapeError("arange: step must be nonzero (an integer dtype truncates the step first)")
-    n = max(0, math.ceil((end - start) / step))
+    if (end - start) * step < 0:
+        raise ShapeError(f"arange: the bounds {start} and {end} are inconsistent with the sign of step={step} (as in torch)")
+    n = math.ceil((end - start) / step)
     if not dtype.is_float:
         # other integer dtypes, as torch: the length from the float bounds, values from the
         # truncated start and step

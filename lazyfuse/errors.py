@@ -14,8 +14,18 @@ class ShapeError(LazyfuseError, ValueError):
     """Shapes that do not broadcast, a dim out of range, a reshape that changes numel."""
 
 
+class InvalidIndexError(ShapeError, IndexError):
+    """An index past a dim's size, more indices than dims, or a dim out of range: also an
+    ``IndexError``, as torch's (and Python's sequence protocol)."""
+
+
 class DTypeError(LazyfuseError, TypeError):
     """A dtype an op does not accept, or data lazyfuse cannot represent."""
+
+
+class IndexDTypeError(DTypeError, IndexError):
+    """An index tensor that is neither integer nor bool: a ``DTypeError``, and an ``IndexError``
+    as torch's."""
 
 
 class DeviceError(LazyfuseError, RuntimeError):
@@ -49,3 +59,14 @@ class ConfigError(LazyfuseError, ValueError):
 class CollectiveError(DeviceError):
     """A collective could not run: no process group, a bad argument, or a failure or timeout inside
     torch.distributed (another rank failed or never reached it). Also a ``RuntimeError``."""
+
+
+def torch_refusal(name: str, e: Exception) -> LazyfuseError:
+    """The error for torch refusing a call lazyfuse made for ``name`` (an extern, checked on the
+    meta device or at its launch), of the class a torch user would catch for it."""
+    text = f"{name}: torch refuses these arguments: {e}"
+    if isinstance(e, IndexError):
+        return InvalidIndexError(text)
+    if isinstance(e, TypeError) or "dtype" in str(e) or "not implemented for" in str(e):
+        return DTypeError(text)
+    return ShapeError(text)

@@ -36,7 +36,7 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError
+from .errors import CaptureError, DTypeError, LazyfuseError, UnsupportedOpError, torch_refusal
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.view import View
@@ -330,7 +330,7 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
         text = str(e)
         if "meta" in text.lower() or "data-dependent" in text or "data dependent" in text:
             raise NeedsData(text) from None
-        raise _refusal(name, e) from None
+        raise torch_refusal(name, e) from None
     if isinstance(result, torch.Tensor):
         results, structure = (result,), None
     elif isinstance(result, (tuple, list)) and result and all(isinstance(r, torch.Tensor) for r in result):
@@ -410,13 +410,6 @@ def _takes_out(fn, args, kwargs, like) -> bool:
     return got is out and tuple(out.shape) == tuple(like.shape) and out.dtype == like.dtype
 
 
-def _refusal(name, e) -> LazyfuseError:
-    text = f"{name}: torch refuses these arguments: {e}"
-    if isinstance(e, TypeError) or "dtype" in str(e) or "not implemented for" in str(e):
-        return DTypeError(text)
-    return ShapeError(text)
-
-
 def _name(fn) -> str:
     """A reader's name of ``fn``: ``torch.cumsum``, ``Tensor.flip``, ``torch.nn.functional.pad``."""
     name = getattr(fn, "__name__", None)
@@ -493,7 +486,12 @@ def extern(fn, *args, **kwargs):
                 _by_signature.clear()
             _by_signature[signature[0]] = (found, spec)
     if found is NEEDS_DATA:
-        return run_eagerly(fn, spec, tensors, dev, _name(fn))
+        result = run_eagerly(fn, spec, tensors, dev, _name(fn))
+        if _any_requires_grad(tensors) and autograd.is_grad_enabled():   # x[mask], masked_select
+            for index, out in ([(None, result)] if isinstance(result, Tensor) else enumerate(result)):
+                if isinstance(out, Tensor):
+                    _record_vjp(fn, spec, tensors, index, out)
+        return result
     grad = _any_requires_grad(tensors) and autograd.is_grad_enabled()
     single = found.single
     if single is not None and not grad:   # the common case, inline: one result, a value
@@ -567,7 +565,10 @@ def run_eagerly(fn, spec, tensors, dev, name):
     eager_runs += 1
     views = [t._device_view(name) for t in tensors]
     args, kwargs = rebuild(spec, views)
-    result = fn(*args, **kwargs)
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 (torch's validation of arguments its meta kernel could not check)
+        raise torch_refusal(name, e) from None
     return _wrap(result, dev)
 
 
@@ -593,6 +594,8 @@ def _vjp(fn, spec, index, k, *tensors_and_grad):
         result = fn(*args, **kwargs)
         if index is not None:
             result = result[index]
+        if not result.requires_grad:   # this result does not depend on tensor k (meshgrid's first on y)
+            return torch.zeros_like(leaves[k])
         (g,) = torch.autograd.grad(result, leaves[k], grad, allow_unused=True)
     return torch.zeros_like(leaves[k]) if g is None else g
 

@@ -32,8 +32,15 @@ def matmul(a, b):
     return ops.matmul(a, b)
 
 
-def where(condition, input, other):
-    """``input`` where ``condition`` is true, else ``other`` (broadcast)."""
+def where(condition, input=None, other=None):  # noqa: A002 (torch's names)
+    """``input`` where ``condition`` is true, else ``other`` (broadcast); ``where(condition)``
+    alone is ``condition.nonzero(as_tuple=True)``, as torch (a drain: its size needs the data)."""
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    if input is None or other is None:
+        from .errors import DTypeError
+        raise DTypeError("where(condition, input, other) needs both input and other (or neither: the indices "
+                         "where condition is true)")
     return ops.where(condition, input, other)
 
 

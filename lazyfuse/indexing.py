@@ -2,7 +2,7 @@
 an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
-from .errors import DTypeError, ShapeError
+from .errors import IndexDTypeError, InvalidIndexError, ShapeError
 from .ir.view import View
 
 
@@ -14,7 +14,7 @@ def _expand_key(t, key) -> list:
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise ShapeError("an index can only have one ellipsis (...)")
     if n_real > t.ndim:
-        raise ShapeError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
+        raise InvalidIndexError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
     out = []
     for k in key:
         if k is Ellipsis:
@@ -25,7 +25,7 @@ def _expand_key(t, key) -> list:
         out.extend([slice(None)] * (t.ndim - n_real))
     for k in out:
         if not (k is None or isinstance(k, (int, slice, Tensor)) or hasattr(k, "__index__")):
-            raise DTypeError(f"unsupported index {k!r}: use ints, slices, None, ... or an integer Tensor")
+            raise IndexDTypeError(f"unsupported index {k!r}: use ints, slices, None, ... or an integer Tensor")
     return out
 
 
@@ -58,7 +58,7 @@ def getitem(t, key):
             i = int(k)
             size = view.shape[dim]
             if not -size <= i < size:
-                raise ShapeError(f"index {i} is out of range for dim {dim} of size {size}")
+                raise InvalidIndexError(f"index {i} is out of range for dim {dim} of size {size}")
             view = view.select(dim, i % size)
     out = t._with_view(view)
     if len(gathers) > 1:
@@ -75,7 +75,7 @@ def index_select(t, dim: int, index):
     from .ir.node import Node, Op
     from .tensor import result_tensor
     if index.dtype.is_float or index.dtype.is_bool:
-        raise DTypeError(f"tensor indices must be integers, got {index.dtype.name}")
+        raise IndexDTypeError(f"tensor indices must be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]

@@ -315,6 +315,8 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
     result_tensor = _t.result_tensor
     shape = x._view.shape
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None   # torch: an empty dim list reduces every dim (``x.sum(dim=())`` is a scalar)
     axes = normalize_dims(dim, len(shape))
     if not shape:
         axes = ()
@@ -445,6 +447,8 @@ def _matmul_operand(engine, t, dtype, shape) -> Node:
 
 def as_torch_data(data, dtype=None):
     """Host data (lists, scalars, numpy, torch) as a CPU torch tensor with torch's inference."""
+    if isinstance(data, np.generic):
+        data = np.asarray(data)   # a numpy scalar keeps its dtype (np.int32(3) is int32, as in torch)
     if isinstance(data, torch.Tensor):
         t = data.detach()
         dt.from_torch(t.dtype)
@@ -457,8 +461,6 @@ def as_torch_data(data, dtype=None):
         if isinstance(data, (str, bytes)) or data is None:
             raise DTypeError(f"data={data!r} is not numeric: pass numbers, nested lists of numbers, "
                              "a numpy array or a torch tensor")
-        if isinstance(data, np.generic):
-            data = data.item()
         try:
             t = torch.tensor(data)
         except (ValueError, TypeError, RuntimeError) as e:

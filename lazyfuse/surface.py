@@ -162,8 +162,9 @@ def _in_place(t, name):
     fn = base if callable(base) else InPlaceOnCopy(name)
 
     def method(*args, **kwargs):
-        value = extern(fn, t, *args, **kwargs)
-        return t.copy_(value)
+        from . import autograd
+        src = autograd.inplace.snapshot(t) if autograd.recording(t, *args, *kwargs.values()) else t
+        return t.copy_(extern(fn, src, *args, **kwargs))
     method.__name__ = name
     return method
 

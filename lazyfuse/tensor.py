@@ -269,6 +269,23 @@ class Tensor:
 
     __rxor__ = __xor__
 
+    # Shifts have no native lowering: torch's ``bitwise_*_shift`` runs as an extern.
+    def __lshift__(self, o):
+        return self.bitwise_left_shift(o)
+
+    def __rshift__(self, o):
+        return self.bitwise_right_shift(o)
+
+    def __rlshift__(self, o):
+        from .extern import extern
+        import torch
+        return extern(torch.bitwise_left_shift, o, self)
+
+    def __rrshift__(self, o):
+        from .extern import extern
+        import torch
+        return extern(torch.bitwise_right_shift, o, self)
+
     __lt__ = ops.binary_method(Op.LT)
     __le__ = ops.binary_method(Op.LE)
     __gt__ = ops.binary_method(Op.GT)
@@ -578,7 +595,10 @@ class Tensor:
     def view(self, *shape):
         """As ``reshape`` but always a view of the same storage: ShapeError when strides don't allow one."""
         if len(shape) == 1 and isinstance(shape[0], (dt.DType, torch.dtype)):
-            raise DTypeError("view(dtype) is not supported; use .to(dtype)")
+            # the bits reinterpreted as another dtype, as torch's, but a copy (an extern): lazyfuse
+            # storages hold one dtype, so writes through it do not reach this tensor
+            from .extern import extern
+            return extern(_bitcast, self, dt.as_dtype(shape[0]).torch)
         shape = self._infer_shape(shape)
         v = self._view.reshape(shape)
         if v is None:
@@ -691,6 +711,12 @@ class Tensor:
         return getitem(self, key)
 
     def __setitem__(self, key, value):
+        if (self._ag is not None or isinstance(value, Tensor) and value._ag is not None) and \
+                autograd.inplace.records(self, value):   # torch's CopySlices: y = x.clone(); y[k] = v
+            return autograd.inplace.write(self, key, value, lambda v: self._setitem(key, v))
+        self._setitem(key, value)
+
+    def _setitem(self, key, value):
         from .advanced_indexing import setitem, writes_through_index
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
@@ -755,6 +781,8 @@ class Tensor:
     def _apply_in_place(self, other, op: Op, alpha=1) -> "Tensor":
         """``self = self <op> alpha * other``, atomic: see ``copy_``."""
         with self.device.engine.lock:
+            if autograd.recording(self, other):   # (see autograd.inplace.snapshot)
+                return self._copy(autograd.inplace.snapshot(self)._inplace_value(other, op, alpha))
             return self._copy(self._inplace_value(other, op, alpha))
 
     def add_(self, other, *, alpha=1):
@@ -805,16 +833,10 @@ class Tensor:
             return self._copy(src)
 
     def _copy(self, src) -> "Tensor":
-        if self._ag is not None and self._ag.requires_grad and autograd.is_grad_enabled():
-            what = "a leaf Variable" if self._ag.is_leaf else "a tensor"
-            raise autograd.AutogradError(
-                f"{what} that requires grad is being used in an in-place operation; wrap the write in "
-                "`with lf.no_grad():` (optimizer updates) or use an out-of-place op")
+        if (self._ag is not None or isinstance(src, Tensor) and src._ag is not None) and \
+                autograd.inplace.records(self, src):   # a write into a non-leaf, or of a value that requires grad
+            return autograd.inplace.write(self, None, src, self._copy)
         if isinstance(src, Tensor):
-            if src._ag is not None and src._ag.requires_grad and autograd.is_grad_enabled():
-                raise autograd.AutogradError(
-                    "copy_ (or t[...] = v) of a tensor that requires grad is not differentiable in lazyfuse: "
-                    "build the value out of place (lf.cat, lf.where) or copy v.detach()")
             ops.common_device((self, src))
             node = ops.cast_node(self.device.engine, src._read(), self.dtype)
             if src.shape != self.shape:
@@ -839,9 +861,54 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
 
+    def __ifloordiv__(self, other):
+        return self._apply_in_place(other, Op.FLOORDIV)
+
+    def __imod__(self, other):
+        return self._apply_in_place(other, Op.MOD)
+
+    def __ipow__(self, other):
+        return self._apply_in_place(other, Op.POW)
+
+    def __iand__(self, other):
+        return self._apply_in_place(other, Op.AND)
+
+    def __ior__(self, other):
+        return self._apply_in_place(other, Op.OR)
+
+    def __ixor__(self, other):
+        return self._apply_in_place(other, Op.XOR)
+
+    # -- torch's in-place view ops: this tensor object reads another view of its storage --------------
+    def _view_in_place(self, out):
+        if self._ag is not None and self._ag.is_leaf and self._ag.requires_grad and autograd.is_grad_enabled():
+            raise autograd.AutogradError("a leaf Variable that requires grad is being used in an in-place "
+                                         "operation (a view op ending in _); use the out-of-place one")
+        self._view, self._ag = out._view, out._ag
+        return self
+
+    def t_(self):
+        """In place ``t()``: this tensor becomes its transpose (the same storage)."""
+        return self._view_in_place(self.t())
+
+    def transpose_(self, dim0, dim1):
+        """In place ``transpose``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.transpose(dim0, dim1))
+
+    swapdims_ = swapaxes_ = transpose_
+
+    def unsqueeze_(self, dim):
+        """In place ``unsqueeze``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.unsqueeze(dim))
+
+    def squeeze_(self, dim=None):
+        """In place ``squeeze``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.squeeze() if dim is None else self.squeeze(dim))
+
 
 # the in-place arithmetic's common case (see Tensor._inplace_value)
-_BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__}
+_BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,
+           Op.FLOORDIV: Tensor.__floordiv__, Op.MOD: Tensor.__mod__, Op.POW: Tensor.__pow__}
 
 
 def is_tensor(x) -> bool:
@@ -849,3 +916,8 @@ def is_tensor(x) -> bool:
 
 
 __all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
+
+
+def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t.view(dtype)`` as a new tensor (see ``Tensor.view``)."""
+    return t.view(dtype).clone()

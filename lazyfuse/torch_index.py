@@ -192,12 +192,15 @@ def _narrowed(src, shape):
 
 
 # -- reversals, diagonals, differences, scatters into views ------------------------------------------
-def flip(x, dims):
-    """``x`` reversed along ``dims``: a copy (as torch's), one ``FLIP`` node that reads the source
-    at n - 1 - i along each dim (index arithmetic; lazyfuse views have no negative strides)."""
+def flip(x, *dim_args, dims=None):
+    """``x`` reversed along ``dims`` (a list, or ints as ``x.flip(0, 2)``): a copy (as torch's), one
+    ``FLIP`` node that reads the source at n - 1 - i along each dim (index arithmetic; lazyfuse
+    views have no negative strides)."""
     from . import autograd
     from .ir.node import Node
     from .tensor import result_tensor
+    if dims is None:
+        dims = dim_args[0] if len(dim_args) == 1 else dim_args
     dims = [dims] if isinstance(dims, int) else list(dims)
     flipped = tuple(sorted({normalize_dim(d, x.ndim) for d in dims if x.shape[normalize_dim(d, x.ndim)] > 1})) \
         if x.ndim else ()

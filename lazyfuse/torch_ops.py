@@ -230,13 +230,23 @@ def lerp(x, end, weight):
     return (near if abs(w) < 0.5 else far).to(out)
 
 
+def _zero_gradient(out, *inputs, name=None):
+    """``out`` is piecewise constant in ``inputs``: it still requires grad where one does (torch's
+    ``FloorBackward``...), and its gradient is zero, so a loss through it back-propagates."""
+    from .autograd.graph import attach, recording
+    from .autograd.rules import sum_to
+    if not recording(*inputs):
+        return out
+    return attach(out, name or "piecewise_constant",
+                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, _tensor_cls())])
+
+
 def sign(x):
-    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN; bool stays bool)."""
+    """-1, 0 or 1 by the sign of ``x``: ``(x > 0) - (x < 0)``, as torch computes it, so NaN gives 0
+    (bool stays bool)."""
     if x.dtype.is_bool:
         return x
-    pos, neg = (x > 0).to(x.dtype), (x < 0).to(x.dtype)
-    out = pos - neg
-    return ops.where(x.isnan(), x, out) if x.dtype.is_float else out
+    return _zero_gradient((x > 0).to(x.dtype) - (x < 0).to(x.dtype), x, name="sign")
 
 
 def _rounding(op):
@@ -247,7 +257,7 @@ def _rounding(op):
             return extern(torch.round, x, decimals=decimals)
         if not x.dtype.is_float:
             return x.clone()   # integers are already whole (torch returns a copy)
-        return ops.elementwise(op, x)   # no gradient edge: torch's is zero everywhere
+        return _zero_gradient(ops.elementwise(op, x), x, name=op.label)
     method.__name__ = method.__qualname__ = op.label
     method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
                       + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND
@@ -368,8 +378,12 @@ def div(x, other, *, rounding_mode=None):
     if rounding_mode != "trunc":
         raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     q = x // other
-    if q.dtype.is_float:
-        return trunc(x / other)
+    if q.dtype.is_float:   # one op to autograd, as torch's: a zero gradient (not 0 sent through x / 0)
+        from . import autograd
+        grad = autograd.recording(x, other)
+        with autograd.no_grad():
+            q = trunc(x / other)
+        return _zero_gradient(q, x, other, name="div") if grad else q
     inexact = (q * other) != x
     negative = (x < 0) != (other < 0)
     return ops.where(inexact & negative, q + 1, q)
@@ -608,6 +622,7 @@ def einsum(equation, *operands):
     for t, x in zip(terms, operands):
         if len(t) != x.ndim:
             raise ShapeError(f"einsum: subscripts {t!r} for an operand of {x.ndim} dims")
+    operands = _einsum_broadcast(terms, operands)
     acc, acc_term = operands[0], terms[0]
     for k in range(1, len(operands)):
         later = set("".join(terms[k + 1:])) | set(rhs)
@@ -618,6 +633,19 @@ def einsum(equation, *operands):
         acc = acc.sum(drop)
         acc_term = "".join(c for c in acc_term if c in rhs)
     return acc.permute([acc_term.index(c) for c in rhs]) if acc_term != rhs else acc
+
+
+def _einsum_broadcast(terms, operands):
+    """A letter of size 1 in one operand broadcasts against its size in another (as torch's
+    einsum): such dims are expanded (views); two different sizes above 1 are an error."""
+    sizes = {}
+    for t, x in zip(terms, operands):
+        for c, n in zip(t, x.shape):
+            if n != 1 and sizes.get(c, 1) not in (1, n):
+                raise ShapeError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {n}, which do not broadcast")
+            sizes[c] = n if n != 1 else sizes.get(c, 1)
+    return tuple(x.expand(tuple(sizes[c] for c in t)) if x.shape != tuple(sizes[c] for c in t) else x
+                 for t, x in zip(terms, operands))
 
 
 def _einsum_pair(a, ta, b, tb, keep):

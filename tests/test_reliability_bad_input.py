@@ -139,7 +139,6 @@ CASES = {
     "transpose dim out of range": (lambda: lf.ones(2, 3).transpose(0, 5), SHAPE, ["dim1=5"]),
     "unsqueeze dim out of range": (lambda: lf.ones(2).unsqueeze(3), SHAPE, ["dim=3"]),
     "flatten start after end": (lambda: lf.ones(2, 3, 4).flatten(2, 1), SHAPE, ["start_dim"]),
-    "view(dtype)": (lambda: lf.ones(2).view(lf.int32), DTYPE, ["to(dtype)"]),
     "cat along a dim out of range": (lambda: lf.cat([lf.ones(2), lf.ones(2)], dim=1), SHAPE, ["dim=1"]),
     "cat of nothing": (lambda: lf.cat([]), DTYPE, ["non-empty"]),
     "stack of different shapes": (lambda: lf.stack([lf.ones(2), lf.ones(3)]), SHAPE, ["same shape"]),

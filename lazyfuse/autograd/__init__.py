@@ -6,4 +6,4 @@ GradFns under ``no_grad``, so the backward pass is lazy IR that fuses like any p
 """
 from .graph import AutogradError, GradFn, Leaf, backward, needs_grad, recording, set_requires_grad  # noqa: F401
 from .mode import enable_grad, is_grad_enabled, no_grad  # noqa: F401
-from . import rules  # noqa: F401
+from . import inplace, rules  # noqa: F401

@@ -63,10 +63,12 @@ def _saved_versions(edges) -> tuple:
         seen.add(id(fn))
         for cell in getattr(fn, "__closure__", None) or ():
             value = cell.cell_contents
-            if isinstance(value, Tensor):
-                saved.setdefault(id(value._storage), (value._storage, value._storage.version))
-            elif callable(value):
-                functions.append(value)
+            # an extern's vjp holds its tensor arguments in a list, read again at backward
+            for item in (value if isinstance(value, (list, tuple)) else (value,)):
+                if isinstance(item, Tensor):
+                    saved.setdefault(id(item._storage), (item._storage, item._storage.version))
+                elif callable(item) and item is value:
+                    functions.append(item)
     return tuple(saved.values())
 
 

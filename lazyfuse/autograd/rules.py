@@ -88,17 +88,18 @@ def _pow_grads(a, b, out):
 
 def _extreme_grads(op, a, b):
     """maximum/minimum: with a scalar it is clamp (gradient where x >= min, as torch's clamp);
-    between tensors a tie splits the gradient in halves (as torch's maximum)."""
+    between tensors a tie splits the gradient in halves, and an input gets it wherever it does
+    not lose, so both get it where a NaN is compared (as torch's maximum)."""
     from ..ops import where
-    wins = (lambda x, y: x > y) if op is Op.MAXIMUM else (lambda x, y: x < y)
+    loses = (lambda x, y: x < y) if op is Op.MAXIMUM else (lambda x, y: x > y)
     if not _is_tensor(b):
         keep = (a >= b) if op is Op.MAXIMUM else (a <= b)
         return (lambda g: where(keep, g, 0.0)), None
     if not _is_tensor(a):
         keep = (b >= a) if op is Op.MAXIMUM else (b <= a)
         return None, (lambda g: where(keep, g, 0.0))
-    return (lambda g: where(a == b, g * 0.5, where(wins(a, b), g, 0.0)),
-            lambda g: where(a == b, g * 0.5, where(wins(b, a), g, 0.0)))
+    return (lambda g: where(a == b, g * 0.5, where(loses(a, b), 0.0, g)),
+            lambda g: where(a == b, g * 0.5, where(loses(b, a), 0.0, g)))
 
 
 def _binary(op, a, b, out):

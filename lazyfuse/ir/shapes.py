@@ -5,7 +5,7 @@ import functools
 import math
 import operator
 
-from ..errors import ShapeError
+from ..errors import InvalidIndexError, ShapeError
 
 
 def prod(shape) -> int:
@@ -57,8 +57,8 @@ def normalize_dim(dim, ndim: int, argname: str = "dim") -> int:
     dim = as_int(dim, argname)
     lo, hi = (-ndim, ndim - 1) if ndim > 0 else (-1, 0)
     if not lo <= dim <= hi:
-        raise ShapeError(f"{argname}={dim} is out of range for a {ndim}-d tensor "
-                         f"(expected a dim in [{lo}, {hi}])")
+        raise InvalidIndexError(f"{argname}={dim} is out of range for a {ndim}-d tensor "
+                                f"(expected a dim in [{lo}, {hi}])")
     return dim % max(ndim, 1)
 
 

@@ -26,7 +26,8 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
 def elu(x, alpha=1.0, inplace=False):
     """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
     _float(x, "elu")
-    return _inplace(x, ops.where(x > 0, x, (x.exp() - 1.0) * alpha), inplace)
+    # exp of min(x, 0): the branch not taken stays finite, so its zero gradient is not 0 * inf = NaN
+    return _inplace(x, ops.where(x > 0, x, (ops.elementwise(ops.Op.MINIMUM, x, 0.0).exp() - 1.0) * alpha), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -41,7 +42,8 @@ def selu(x, inplace=False):
 def celu(x, alpha=1.0, inplace=False):
     """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)``."""
     _float(x, "celu")
-    return _inplace(x, ops.where(x > 0, x, ((x * (1.0 / alpha)).exp() - 1.0) * alpha), inplace)
+    return _inplace(x, ops.where(x > 0, x, ((ops.elementwise(ops.Op.MINIMUM, x, 0.0) * (1.0 / alpha)).exp() - 1.0)
+                                 * alpha), inplace)   # (min: see elu)
 
 
 def softplus(x, beta=1.0, threshold=20.0):

@@ -9,9 +9,9 @@ from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
 from ..ir.shapes import normalize_dim
 
 
-def relu(x):
-    """max(x, 0), elementwise (fuses with its neighbours)."""
-    return x.relu()
+def relu(x, inplace=False):
+    """max(x, 0), elementwise (fuses with its neighbours); ``inplace`` writes it into ``x``."""
+    return x.copy_(x.relu()) if inplace else x.relu()
 
 
 def gelu(x, approximate="none"):
@@ -24,9 +24,9 @@ def gelu(x, approximate="none"):
     return x.gelu()
 
 
-def silu(x):
-    """x * sigmoid(x), elementwise."""
-    return x.silu()
+def silu(x, inplace=False):
+    """x * sigmoid(x), elementwise; ``inplace`` writes it into ``x``."""
+    return x.copy_(x.silu()) if inplace else x.silu()
 
 
 def sigmoid(x):
@@ -143,25 +143,36 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return out
 
 
-def dropout(x, p=0.5, training=False):
-    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest by 1/(1-p)."""
+def dropout(x, p=0.5, training=False, inplace=False):
+    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest
+    by 1/(1-p) (``inplace``: written into ``x``, which is returned)."""
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
-    _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
-    from ..creation import rand
-    keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
-    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+        out = (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
+    else:
+        _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
+        from ..creation import rand
+        keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
+        out = ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    return x.copy_(out) if inplace else out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 causal=None):
-    """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys."""
+                                 enable_gqa=False, causal=None):
+    """softmax(q @ k^T * scale + mask) @ v, as torch's; ``is_causal`` (or ``causal``) masks future keys;
+    ``enable_gqa`` shares each key/value head among ``query heads / key heads`` query heads (dim -3)."""
     if causal is not None:
         is_causal = causal
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
+            raise ShapeError(f"scaled_dot_product_attention(enable_gqa=True): the query's {heads} heads must be a "
+                             f"multiple of the key's and value's ({kv_heads}, {value.shape[-3]}), as in torch")
+        key = key.repeat_interleave(heads // kv_heads, dim=-3)
+        value = value.repeat_interleave(heads // kv_heads, dim=-3)
     if not (query.dtype.is_float and query.dtype is key.dtype is value.dtype):
         raise DTypeError("scaled_dot_product_attention needs query, key and value of one floating dtype, got "
                          f"{query.dtype.name}, {key.dtype.name}, {value.dtype.name} (as in torch)")

@@ -10,7 +10,7 @@ import torch
 
 from ..codegen import autotune, c_compile, c_parallel
 from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, CPrinter, print_c
-from ..errors import CompileError, ShapeError
+from ..errors import CompileError, InvalidIndexError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
@@ -237,7 +237,7 @@ def _check_range(index, dim, size, low) -> int:
     lo, hi = (int(v) for v in torch.aminmax(index))
     if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
-        raise ShapeError(f"index {bad} is out of range for dim {dim} of size {size}")
+        raise InvalidIndexError(f"index {bad} is out of range for dim {dim} of size {size}")
     return lo
 
 

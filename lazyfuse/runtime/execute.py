@@ -11,7 +11,7 @@ import operator
 import struct
 import weakref
 
-from ..errors import DeviceError
+from ..errors import DeviceError, LazyfuseError, torch_refusal
 from ..ir.node import Node, Op
 from .backend import StepKind
 from .build import trace
@@ -148,6 +148,9 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
             lost = settle(calls) | ({collective} if collective is not None else set())
         failed = lost | {at} if isinstance(e, Exception) and collective is None else lost
         salvage(engine, plan, roots, root_bufs, failed, done, lost, e)
+        if collective is None and at < len(plan.steps) and plan.steps[at].kind is StepKind.EXTERN \
+                and isinstance(e, Exception) and not isinstance(e, LazyfuseError):
+            raise torch_refusal(plan.steps[at].name, e) from e
         raise
     finally:
         realize(engine.stats, plan, roots, root_bufs, done, lost)
