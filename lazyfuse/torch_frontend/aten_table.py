@@ -237,11 +237,16 @@ def _out_runner(fn, label):
     return run
 
 
-def _foreach_runner(base):
+def _foreach_runner(base, into_first=False):
     """``_foreach_<op>(lists..., scalars)``: ``<op>`` on each element. A foreach op passes
     positionally what its single-tensor op takes by keyword (``_foreach_addcmul_(s, t1, t2, value)``
-    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names."""
+    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names.
+    ``into_first``: ``base`` is functional and each result is copied into the first list's element."""
     inplace = base.endswith("_")
+    if inplace and not hasattr(aten, base):
+        # (``_foreach_maximum_`` of Adamax: aten has ``maximum`` but no ``maximum_``) the functional op,
+        # copied into each element
+        return _foreach_runner(base[:-1], into_first=True)
     op = getattr(aten, base)
     schemas = [getattr(op, o)._schema for o in op.overloads()]
     n_positional = max(sum(1 for a in sc.arguments if not a.kwarg_only) for sc in schemas)
@@ -250,7 +255,8 @@ def _foreach_runner(base):
 
     def call(a, kw):
         kw.update(zip(keywords, a[n_positional:]))
-        return op(*a[:n_positional], **kw)
+        out = op(*a[:n_positional], **kw)
+        return a[0].copy_(out) if into_first else out
 
     def run(func, args, kwargs):
         drains.counters.decomposed[str(func)] += 1
@@ -263,7 +269,7 @@ def _foreach_runner(base):
         for i in range(len(args[0])):
             a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
             outs.append(call(a, {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}))
-        return None if inplace else outs
+        return None if inplace or into_first else outs
     return run
 
 
@@ -545,19 +551,22 @@ native("argmax")(lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim))
 native("argmin")(lambda x, dim=None, keepdim=False: x.argmin(dim, keepdim))
 
 
+# (each of var, std, var_mean has three overloads: (self, unbiased), (self, dim, unbiased, keepdim) and
+# (self, dim, *, correction, keepdim); lazyfuse's var takes all three spellings, a bool dim as unbiased)
 @native("var")
-def _var(x, dim=None, *, correction=None, keepdim=False):
-    return x.var(_dims(dim), keepdim, correction=correction)
+def _var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return x.var(_dims(dim), unbiased, keepdim, correction=correction)
 
 
 @native("std")
-def _std(x, dim=None, *, correction=None, keepdim=False):
-    return x.std(_dims(dim), keepdim, correction=correction)
+def _std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return x.std(_dims(dim), unbiased, keepdim, correction=correction)
 
 
 @native("var_mean")
-def _var_mean(x, dim=None, *, correction=None, keepdim=False):
-    return x.var(_dims(dim), keepdim, correction=correction), x.mean(_dims(dim), keepdim)
+def _var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    mean_dim = None if isinstance(dim, bool) else _dims(dim)
+    return x.var(_dims(dim), unbiased, keepdim, correction=correction), x.mean(mean_dim, keepdim)
 
 
 # -- matmul -------------------------------------------------------------------------------------------
@@ -573,8 +582,18 @@ def _addmm(bias, a, b, *, beta=1, alpha=1):
 
 
 # -- views (they alias their base, as in torch) ---------------------------------------------------------
-native("view", "_unsafe_view", "reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size))
-                                                            if stride else x.view(tuple(size)))
+@native("view", "_unsafe_view")
+def _view(x, size):
+    if isinstance(size, torch.dtype):   # view.dtype: a reinterpretation of the bits, which lazyfuse lacks
+        if dt.as_dtype(size) is x.dtype:
+            return x.view(x.shape)
+        raise DTypeError(f"aten::view.dtype: viewing a {x.dtype.name} tensor's bits as {size} is not supported "
+                         "(lazyfuse has no bit reinterpretation); use .to(dtype) for a converted copy")
+    return x.view(tuple(size))
+
+
+# (aten's reshape reaches here from torch's decompositions: a view where strides allow, else a copy)
+native("reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size)))
 native("expand")(lambda x, size, *, implicit=False: x.expand(tuple(size)))
 native("permute")(lambda x, dims: x.permute(tuple(dims)))
 native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)

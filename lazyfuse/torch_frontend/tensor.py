@@ -19,6 +19,7 @@ from . import drains
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _strided = torch.strided
+_tensor_data = torch._C.TensorBase.data   # the C getter and setter of ``.data``, wrapped by LazyTensor.data
 
 
 def from_lf(lf_tensor, requires_grad: bool = False) -> "LazyTensor":
@@ -64,6 +65,12 @@ class LazyTensor(torch.Tensor):
             return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype}, pending)"
         return repr(self._plain("print"))
 
+    def __format__(self, format_spec):
+        # torch formats a 0-d tensor as its number only for the plain Tensor type (f"{loss:.4f}")
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def numpy(self, *, force=False):
         """Drains, then a numpy array holding a copy of the value (as ``t.cpu().numpy()``)."""
         return self._plain(".numpy()").numpy()
@@ -79,6 +86,21 @@ class LazyTensor(torch.Tensor):
     def __reduce_ex__(self, protocol):
         # pickling (torch.save) stores the plain value: a lazy tensor's data only exists after a drain
         return self._plain("pickle").__reduce_ex__(protocol)
+
+    @property
+    def data(self):
+        return _tensor_data.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        # torch's ``x.data = y`` swaps x's metadata for y's in place (``set_data``); the lazyfuse tensor
+        # behind x is the frontend's to swap, or x would keep showing its old value. A plain tensor
+        # (``m.weight.data = torch.randn(...)``) is uploaded first, as ``copy_`` would.
+        if type(value) is not LazyTensor:
+            from .convert import wrap
+            value = wrap(value, device=self._lf.device) if isinstance(value, torch.Tensor) else value
+        _tensor_data.__set__(self, value)
+        self._lf = value._lf
 
     def __deepcopy__(self, memo):
         # copy.deepcopy(model): a new lazy tensor with a copy of the value, recorded (no drain)
