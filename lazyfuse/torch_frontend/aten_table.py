@@ -459,9 +459,37 @@ def _sign(x):
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
+def _dense_order(x, memory_format):
+    """The dims of ``x`` from the outermost in memory to the innermost, where torch's ``preserve_format``
+    (the default of ``clone`` and the ``*_like`` factories) keeps its strides: ``x`` is dense and does not
+    overlap but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
+    layout is visible: in ``stride()``, and in which element a random fill of ``empty_like(x)`` draws
+    first, so ``dropout`` of a transposed tensor draws torch eager's mask only so.)"""
+    view = x._view
+    if memory_format not in (None, torch.preserve_format) or view.is_contiguous():
+        return None
+    order = sorted(range(len(view.shape)), key=lambda d: -view.strides[d])
+    expected = 1
+    for d in reversed(order):
+        if view.shape[d] != 1 and view.strides[d] != expected:
+            return None
+        expected *= view.shape[d]
+    return order
+
+
+def _in_layout_of(x, memory_format, make):
+    """``make(y)`` (a new contiguous tensor shaped like ``y``) for ``y`` = ``x``, laid out as torch's
+    ``memory_format`` asks: for a preserved layout, made in memory order and permuted back."""
+    order = _dense_order(x, memory_format)
+    if order is None:
+        return make(x)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return make(x.permute(tuple(order))).permute(tuple(inverse))
+
+
 @native("clone")
 def _clone(x, memory_format=None):
-    return x.clone()
+    return _in_layout_of(x, memory_format, lambda y: y.clone())
 
 
 @native("fill")
@@ -479,8 +507,8 @@ def _like(fill):
         value = rest[0] if fill is None else fill
         d = dt.as_dtype(dtype) if dtype is not None else x.dtype
         if value is empty:
-            return empty(x.shape, dtype=d, device=x.device)
-        return full(x.shape, value, dtype=d, device=x.device)
+            return _in_layout_of(x, memory_format, lambda y: empty(y.shape, dtype=d, device=y.device))
+        return _in_layout_of(x, memory_format, lambda y: full(y.shape, value, dtype=d, device=y.device))
     return like
 
 
