@@ -255,3 +255,189 @@ def test_nn_modules_match_torch_eager_outputs_gradients_and_buffers(name, traini
             assert_same(lx.grad, x.grad, 1e-3)
     for (bname, be), bl in zip(eager.named_buffers(), lazy.buffers()):   # running_mean/var, num_batches_tracked
         assert_same(bl, be)
+
+
+# -- the autograd API --------------------------------------------------------------------------------------
+def _differential(program, *inputs, tol=1e-5, grad=True):
+    """``program(*tensors)`` on plain leaves and on frontend leaves of the same values (floating ones
+    requiring grad, with ``grad``): its results, and the inputs' gradients, equal."""
+    plain_in = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    lazy_in = [lf.lazy(x.detach().clone()).requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    torch.manual_seed(0)
+    out_e = program(*plain_in)
+    torch.manual_seed(0)
+    out_l = program(*lazy_in)
+    assert_same(out_l, out_e, tol)
+    for xl, xe in zip(lazy_in, plain_in):
+        assert (xl.grad is None) == (xe.grad is None)
+        if xe.grad is not None:
+            assert_same(xl.grad, xe.grad, tol)
+
+
+A, W = _inputs(3, 4), _inputs(4, 4) * 0.5
+
+
+def test_autograd_grad_with_create_graph_takes_a_double_backward():
+    def program(x, w):
+        g, = torch.autograd.grad((x @ w).tanh().sum(), x, create_graph=True)
+        gw, = torch.autograd.grad((g ** 2).sum(), w)
+        return g, gw
+    _differential(program, A, W)
+
+
+def test_retain_grad_hooks_and_backward_with_a_gradient():
+    def program(x, w):
+        h = x @ w
+        h.retain_grad()
+        h.register_hook(lambda g: g * 2)              # a tensor hook rewrites the gradient flowing on
+        seen = []
+        x.register_hook(lambda g: seen.append(g.sum()))
+        out = h.relu() * 3
+        out.backward(gradient=torch.ones_like(out) * 0.5)
+        return h.grad, seen[0], out.grad_fn is not None, h.is_leaf
+    _differential(program, A, W)
+
+
+def test_gradients_accumulate_over_two_backwards_and_zero_in_place():
+    def program(x, w):
+        (x * w[0]).sum().backward()
+        first = x.grad.clone()
+        (x ** 2).sum().backward(retain_graph=False)
+        second = x.grad.clone()
+        w.grad.zero_()
+        return first, second, w.grad
+    _differential(program, A, W)
+
+
+def test_grad_modes_and_detach_keep_torch_semantics():
+    def program(x, w):
+        with torch.no_grad():
+            a = x * 2
+            with torch.enable_grad():
+                b = x * 3
+        with torch.inference_mode():
+            c = x + 1
+        d = (x * 2).detach()
+        d.add_(1)                                       # a detached result is a tensor of its own
+        e = x * 4
+        e.detach_()
+        return (a, b, c, d, e, a.requires_grad, b.requires_grad, c.requires_grad, c.is_inference(),
+                d.requires_grad, e.requires_grad, e.grad_fn is None)
+    _differential(program, A, W)
+
+
+class _Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        a, = ctx.saved_tensors
+        return 3 * a * a * g
+
+
+def test_autograd_function_subclass_and_checkpointing():
+    import torch.utils.checkpoint as checkpoint
+
+    def program(x, w):
+        y = _Cube.apply(x @ w)
+        z = checkpoint.checkpoint(lambda a: (a @ w).sin(), y, use_reentrant=False)
+        zr = checkpoint.checkpoint(lambda a: (a * w[0]).cos(), x, use_reentrant=True)
+        (z.sum() + zr.sum()).backward()
+        return y, z, zr
+    _differential(program, A, W)
+
+
+# -- views and in-place writes (torch's test_view_ops style) ------------------------------------------------
+B = _inputs(4, 6)
+
+
+def test_writes_through_view_chains_reach_the_base_and_back():
+    def program(b):
+        b = b.clone()
+        v = b.view(2, 12)
+        v[0, :3] = 7                                   # setitem through a view
+        t = b.t()
+        t[1].mul_(2)                                   # in place through a transpose's row
+        n = b.narrow(1, 2, 3)
+        n.zero_()
+        d = b.diagonal()
+        d.fill_(1)
+        u = b.unfold(1, 2, 2)
+        u[..., 0] += 10
+        s = b.as_strided((2, 2), (6, 1), 1)
+        s.mul_(-1)
+        parts = b.split(2, dim=1)
+        parts[1].add_(100)
+        chunks = b.chunk(2, 0)
+        chunks[0][0, 0] = -5
+        p = b.permute(1, 0).unsqueeze(0)
+        p[0, 2, 1] = 3
+        b.reshape(24)[5] = -1                          # reshape of a contiguous tensor is a view
+        e = b[0:1].expand(3, 6)
+        b.add_(0.5)                                    # the base written: every view sees it
+        return b, v, t, n, d, u, s, parts, chunks, p, e
+    _differential(program, B, grad=False)
+
+
+def test_strides_offsets_contiguity_and_aliasing_are_torchs():
+    def layout(t):
+        return tuple(t.shape), t.stride(), t.storage_offset(), t.is_contiguous()
+
+    def program(b):
+        views = [b.t(), b.narrow(1, 2, 3), b.diagonal(), b.unfold(1, 2, 2), b.as_strided((2, 2), (6, 1), 1),
+                 b[1:, ::2], b.permute(1, 0).unsqueeze(0), b[0:1].expand(3, 6), b.split(2, dim=1)[1],
+                 b.t().reshape(24), b.t().contiguous(), b.t().clone(), torch.empty_like(b.t()),
+                 b.view(2, 12).transpose(0, 1)[3:], b + 1, (b[2:] + 1)]
+        # (torch's own view tests tell a view from a copy by its storage's data pointer)
+        aliases = [(v.data_ptr() == b.data_ptr() + v.storage_offset() * b.element_size(),
+                    v.untyped_storage().data_ptr() == b.untyped_storage().data_ptr(), v._is_view(), v._base is b)
+                   for v in views]
+        return [layout(v) for v in views], aliases
+    _differential(program, B, grad=False)
+    _differential(program, B)
+
+
+def test_copy_broadcasts_and_converts_dtypes_and_data_assignment_swaps_the_value():
+    def program(b):
+        a = b.new_zeros(4, 6)
+        a.copy_(b[0])                                  # a row broadcast over the rows
+        i = b.new_zeros(4, 6, dtype=torch.int64)
+        i.copy_(b * 10)                                # float -> int64, truncating
+        d = b.new_zeros(2, 3, dtype=torch.float64)
+        d.copy_(b[:2, :3])
+        d[1].copy_(torch.tensor([1.5, 2.5, 3.5]))      # a plain value copied in
+        c = b.clone()
+        c.data = c.data * 2                            # x.data = ...: the tensor now holds the new value
+        return a, i, d, c, c + 1
+    _differential(program, B, grad=False)
+
+
+def test_data_assignment_of_a_plain_tensor_and_module_dtype_moves():
+    model = lf.lazy(nn.Linear(3, 2))
+    model.weight.data = torch.eye(2, 3)                # nn.init style: a plain value assigned
+    assert type(model.weight) is LazyTensor and isinstance(model.weight, nn.Parameter)
+    assert torch.equal(lf.eager(model.weight), torch.eye(2, 3))
+    model.double()                                     # Module._apply assigns .data too
+    assert model.weight.dtype == torch.float64 and isinstance(model.weight, LazyTensor)
+    out = model(lf.lazy(torch.ones(1, 3, dtype=torch.float64)))
+    torch.testing.assert_close(lf.eager(out), torch.ones(1, 2, dtype=torch.float64) + lf.eager(model.bias))
+
+
+def test_manual_seed_reproduces_rand_randn_dropout_and_multinomial_as_torch_eager():
+    def draws(x):
+        out = []
+        for _ in range(2):
+            torch.manual_seed(5)
+            out += [torch.rand(3), torch.randn(2, 2), F.dropout(x, 0.5), F.dropout(x.t(), 0.3),
+                    torch.multinomial(x.softmax(-1), 2), torch.randint(0, 9, (4,)), x.new_empty(5).uniform_(),
+                    x.new_empty(3).normal_(), torch.bernoulli(x.sigmoid())]
+        return out
+    eager, lazy = draws(B), draws(lf.lazy(B))
+    assert_same([v for v in lazy if isinstance(v, LazyTensor)], [e for v, e in zip(lazy, eager)
+                                                                 if isinstance(v, LazyTensor)])
+    for v, e in zip(lazy, eager):
+        torch.testing.assert_close(plain(v), e)
+    assert torch.equal(plain(lazy[2]), plain(lazy[11]))   # the same seed, the same mask
