@@ -441,3 +441,220 @@ def test_manual_seed_reproduces_rand_randn_dropout_and_multinomial_as_torch_eage
     for v, e in zip(lazy, eager):
         torch.testing.assert_close(plain(v), e)
     assert torch.equal(plain(lazy[2]), plain(lazy[11]))   # the same seed, the same mask
+
+
+# -- a nanoGPT train.py loop -----------------------------------------------------------------------------
+GPT_ARGS = dict(block_size=16, vocab_size=65, n_layer=2, n_head=4, n_embd=32, dropout=0.1, bias=True)
+
+
+def _cosine_lr(it, warmup_iters=2, lr_decay_iters=8, learning_rate=6e-3, min_lr=6e-4):
+    """train.py's ``get_lr``: linear warmup, then cosine decay to ``min_lr``."""
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
+
+
+def _train_py(to_device):
+    """train.py's loop at toy size, on tensors moved in by ``to_device`` (plain torch: the identity):
+    AdamW groups from ``configure_optimizers``, the lr written into each group, dropout on, two micro-steps
+    of gradient accumulation through a disabled GradScaler, ``clip_grad_norm_``, ``estimate_loss`` under
+    ``no_grad`` in eval mode, a checkpoint dict through ``torch.save``, then ``generate`` with top-k."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**GPT_ARGS))
+    model = lf.lazy(model) if to_device is lf.lazy else model
+    optimizer = model.configure_optimizers(0.1, 6e-3, (0.9, 0.95), "cpu")
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    gen = torch.Generator().manual_seed(3)
+    data = torch.randint(0, GPT_ARGS["vocab_size"], (500,), generator=gen)
+
+    def get_batch():
+        ix = torch.randint(len(data) - 16, (4,), generator=gen)
+        x = torch.stack([data[i:i + 16] for i in ix])
+        y = torch.stack([data[i + 1:i + 17] for i in ix])
+        return to_device(x), to_device(y)
+
+    @torch.no_grad()
+    def estimate_loss():
+        model.eval()
+        losses = torch.zeros(2)
+        for k in range(2):
+            logits, loss = model(*get_batch())
+            losses[k] = loss.item()
+        model.train()
+        return losses.mean()
+
+    log = []
+    X, Y = get_batch()
+    torch.manual_seed(11)   # the dropout masks
+    for it in range(3):
+        for group in optimizer.param_groups:
+            group["lr"] = _cosine_lr(it)
+        if it % 2 == 0:
+            log.append(estimate_loss().item())
+        for micro_step in range(2):
+            logits, loss = model(X, Y)
+            loss = loss / 2
+            X, Y = get_batch()   # the next batch fetched while the step is pending (train.py's order)
+            scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        log += [loss.item() * 2, float(norm)]
+    checkpoint = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": 3,
+                "best_val_loss": torch.tensor(log[0]), "model_args": GPT_ARGS}, checkpoint)
+    checkpoint.seek(0)
+    model.eval()
+    torch.manual_seed(7)
+    sample = model.generate(to_device(torch.zeros((1, 1), dtype=torch.long)), 12, temperature=0.8, top_k=10)
+    return log, torch.load(checkpoint, weights_only=False), plain(sample), model
+
+
+def test_a_nanogpt_train_py_loop_matches_torch_eager_losses_checkpoint_and_samples():
+    log_e, ckpt_e, sample_e, _ = _train_py(lambda t: t)
+    log_l, ckpt_l, sample_l, model = _train_py(lf.lazy)
+    assert log_l == pytest.approx(log_e, rel=1e-4, abs=1e-5)
+    assert torch.equal(sample_l, sample_e)
+    assert ckpt_l["model"].keys() == ckpt_e["model"].keys()
+    for k, v in ckpt_e["model"].items():   # the checkpoint holds plain tensors: it loads anywhere
+        assert type(ckpt_l["model"][k]) is torch.Tensor
+        torch.testing.assert_close(ckpt_l["model"][k], v, rtol=1e-4, atol=1e-5)
+    assert ckpt_l["optimizer"]["param_groups"] == ckpt_e["optimizer"]["param_groups"]
+    for i, state in ckpt_e["optimizer"]["state"].items():
+        for k, v in state.items():
+            assert type(ckpt_l["optimizer"]["state"][i][k]) is torch.Tensor
+            torch.testing.assert_close(ckpt_l["optimizer"]["state"][i][k], v, rtol=1e-4, atol=1e-6)
+    # resuming from the checkpoint: a plain model loads it, and crop_block_size's surgery works lazily
+    resumed = GPT(GPTConfig(**GPT_ARGS))
+    resumed.load_state_dict(ckpt_l["model"])
+    resumed.eval()
+    model.crop_block_size(8)
+    resumed.crop_block_size(8)
+    assert isinstance(model.transformer.wpe.weight, LazyTensor) and model.transformer.wpe.weight.shape == (8, 32)
+    assert model.get_num_params() == resumed.get_num_params()
+    idx = torch.randint(0, 65, (2, 8), generator=torch.Generator().manual_seed(1))
+    assert model(lf.lazy(idx), lf.lazy(idx))[1].item() == pytest.approx(resumed(idx, idx)[1].item(), rel=1e-5)
+
+
+# -- tinygrad's torch-backend test patterns -------------------------------------------------------------------
+def test_small_op_patterns_of_a_torch_backend_suite():
+    L = lf.lazy
+    a = L(torch.ones(4, dtype=torch.int32))
+    assert (a + 1).dtype == torch.int32 and (a + 1).cpu().numpy().tolist() == [2] * 4
+    e = L(torch.tensor([1.0, 2, 3, 4])).reshape(4, 1).expand(4, 4)
+    np.testing.assert_equal(e.cpu().numpy(), np.repeat(np.arange(1.0, 5)[:, None], 4, 1))
+    s = L(torch.arange(70)).reshape(1, 1, 10, 7).as_strided((1, 1, 10, 5), (0, 0, 7, 1), storage_offset=0)
+    s = s.as_strided((1, 1, 5, 5), (50, 50, 7, 1), storage_offset=21)
+    np.testing.assert_equal(s.cpu().numpy().sum(-1), [[[115, 150, 185, 220, 255]]])
+    r = L(torch.arange(8.0))
+    assert (r[3:] + 1).storage_offset() == 0 and r[3:].detach().storage_offset() == 3
+    tail = r[3:]
+    torch.add(L(torch.ones(5)), L(torch.ones(5)), out=tail)           # out= into a view keeps its offset
+    assert tail.storage_offset() == 3 and r.tolist() == [0, 1, 2, 2, 2, 2, 2, 2]
+    assert L(torch.arange(12.0)).reshape(3, 4).permute(1, 0)[1:].storage_offset() == 1
+    c = L(torch.arange(6.0))
+    assert c[3:].as_strided((2,), (1,), 0).tolist() == [0, 1] and c[3:].as_strided((2,), (1,)).tolist() == [3, 4]
+    p = L(torch.ones(4))
+    p += L(torch.ones(4))
+    p += 1
+    assert p.exp2().tolist() == [8.0] * 4 and torch.isfinite(p).all().item()
+    x = _inputs(2, 3, 4)
+    lx = L(x)
+    for dims in [(), (1, 2), 2]:
+        assert torch.equal(plain(torch.amax(lx, dims)), torch.amax(x, dims))
+        assert torch.equal(plain(torch.amin(lx, dims)), torch.amin(x, dims))
+    top = torch.topk(L(torch.tensor([1, 3, 2, 4])), k=2)
+    assert top.values.tolist() == [4, 3] and top.indices.tolist() == [3, 1]
+    m = L(torch.tensor([4, 3, 2, 1]))
+    assert torch.masked_select(m, L(torch.tensor([True, False, True, False]))).tolist() == [4, 2]
+    assert torch.equal(L(torch.tensor([[1, 2], [3, 4]])), L(torch.tensor([[1, 2], [3, 4]])))
+    assert not torch.equal(L(torch.tensor([[1, 2], [3, 4]])), L(torch.tensor([[1, 2], [1, 2]])))
+    z = L(torch.tensor([1, 2, 3]))
+    z[1] = 4
+    assert z.tolist() == [1, 4, 3] and str(z) == str(torch.tensor([1, 4, 3]))
+    assert (L(torch.tensor([10.0, 7, 5])) // L(torch.tensor([3.0, 2, 2]))).tolist() == [3, 3, 2]
+    i64 = L(torch.zeros(4, dtype=torch.int64)) ^ L(torch.ones(4)).to(dtype=torch.int64)
+    assert i64.dtype == torch.int64 and i64.tolist() == [1] * 4
+    g = L(torch.arange(9.0)).reshape(1, 1, 3, 3).requires_grad_(True)
+    F.max_pool2d(g, kernel_size=2, stride=1).sum().backward()
+    assert g.grad.squeeze().tolist() == [[0, 0, 0], [0, 1, 1], [0, 1, 1]]
+    q = L(torch.arange(4.0)).reshape(1, 1, 2, 2).requires_grad_(True)
+    padded = F.pad(q, (1, 1, 1, 1), mode="circular")
+    assert padded[0, 0].tolist() == [[3, 2, 3, 2], [1, 0, 1, 0], [3, 2, 3, 2], [1, 0, 1, 0]]
+    padded.sum().backward()
+    assert q.grad.tolist() == [[[[4, 4], [4, 4]]]]
+    d = _inputs(4, 5, 6)
+    assert torch.equal(plain(torch.linalg.diagonal(L(d))), torch.linalg.diagonal(d))
+    sym = L(torch.tensor([[1.0, 2], [2, 1]]))
+    w, v = torch.linalg.eigh(sym)
+    torch.testing.assert_close(plain(v @ torch.diag(w) @ v.T), plain(sym), atol=1e-6, rtol=0)
+    assert torch.linalg.det(torch.diag(L(torch.tensor([1.0, 2, 3, 4, 5])))).item() == pytest.approx(120)
+    batch = L(_inputs(60, 1, 8, 8))
+    picked = batch[torch.randint(0, 60, (7,))]
+    assert picked.shape == (7, 1, 8, 8) and isinstance(picked, LazyTensor)
+
+
+def test_host_reads_printing_and_python_protocols_behave_as_on_torch():
+    x = _inputs(3, 4)
+    lx = lf.lazy(x)
+    assert lx.tolist() == x.tolist() and lx[0, 0].item() == x[0, 0].item()
+    assert float(lx.sum()) == pytest.approx(float(x.sum())) and int(lx.argmax()) == int(x.argmax())
+    assert f"{lx[0, 0]:.3f}" == f"{x[0, 0]:.3f}" and f"{lx.sum():8.2f}" == f"{x.sum():8.2f}"
+    assert repr(lx) == repr(x) and str(lx * 2) == str(x * 2)
+    assert lx.numpy().dtype == np.float32 and np.array_equal(np.asarray(lx), x.numpy())
+    assert (len(lx), lx.size(1), lx.dim(), lx.numel(), lx.element_size(), lx.nbytes) == \
+        (len(x), x.size(1), x.dim(), x.numel(), x.element_size(), x.nbytes)
+    assert lx.device == x.device and lx.is_cpu and lx.layout == torch.strided
+    assert [plain(row).tolist() for row in lx] == [row.tolist() for row in x]
+    assert bool(lx.sum() > -100) and (lx > 0).any().item() == (x > 0).any().item()
+    assert torch.allclose(lx, lf.lazy(x)) and lx.cpu().requires_grad is False
+    i = torch.tensor([0, 2])
+    lx[0] = torch.arange(4.0)
+    lx[:, 1] += 1
+    lx[lx < 0] = 0
+    lx[i, 0] = 5
+    x = x.clone()
+    x[0] = torch.arange(4.0)
+    x[:, 1] += 1
+    x[x < 0] = 0
+    x[i, 0] = 5
+    assert torch.equal(plain(lx), x)
+    assert torch.equal(plain(torch.einsum("ij,kj->ik", lx, lx)), torch.einsum("ij,kj->ik", x, x))
+    for op in (lambda t: t.sort(dim=1).values, lambda t: t.cumsum(0), lambda t: t.flip(0), lambda t: t.roll(1, 0),
+               lambda t: t.repeat(2, 1), lambda t: t.tril(), lambda t: t.triu(1), lambda t: t.unflatten(1, (2, 2)),
+               lambda t: torch.cat([t, t], 1), lambda t: torch.stack([t, t]), lambda t: t[[0, 1], [1, 2]],
+               lambda t: t.max(dim=1).values, lambda t: t.var(1, keepdim=True), lambda t: t.std(0, unbiased=False),
+               lambda t: t.double().half().float()):
+        assert_same(op(lx), op(x))
+
+
+# -- what the frontend refuses, and how ---------------------------------------------------------------------------
+def test_a_bit_reinterpreting_view_is_refused_naming_the_op_and_the_alternative():
+    x = lf.lazy(torch.ones(4))
+    assert x.view(torch.float32).storage_offset() == 0      # the same dtype: a view of itself
+    with pytest.raises(lf.DTypeError, match=r"aten::view\.dtype.*\.to\(dtype\)"):
+        x.view(torch.int32)
+    assert (x + 1).tolist() == [2.0] * 4                     # the engine still works
+
+
+def test_an_lstm_over_a_packed_sequence_matches_torch_eager():
+    def program(lstm, x):
+        packed = nn.utils.rnn.pack_padded_sequence(x, torch.tensor([2, 5, 3]), batch_first=True,
+                                                   enforce_sorted=False)
+        out, (h, c) = lstm(packed)
+        (h[-1] ** 2).sum().backward()               # a sequence classifier's loss on the last hidden state
+        return out.data, out.batch_sizes, h, c, [p.grad for p in lstm.parameters()]
+    torch.manual_seed(0)
+    eager = nn.LSTM(3, 4, batch_first=True, num_layers=2)
+    torch.manual_seed(0)
+    lazy = lf.lazy(nn.LSTM(3, 4, batch_first=True, num_layers=2))
+    x = _inputs(3, 5, 3)
+    data_e, sizes_e, *rest_e = program(eager, x)
+    data_l, sizes_l, *rest_l = program(lazy, lf.lazy(x))
+    assert type(sizes_l) is torch.Tensor and torch.equal(sizes_l, sizes_e)   # batch_sizes stays on the host
+    assert_same([data_l, *rest_l], [data_e, *rest_e], 1e-5)

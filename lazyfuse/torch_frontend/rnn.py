@@ -6,16 +6,18 @@ saves the op's oneDNN *workspace*, a ``uint8`` buffer lazyfuse has no dtype for,
 ``aten::mkldnn_rnn_layer_backward``. So both ops are recorded here from torch's LSTM formulas (gates
 ``i, f, g, o`` in that order, as torch's weights hold them): the forward unrolled over time, the
 backward as backpropagation through time over the forward recomputed from the same inputs (the
-workspace torch hands back is an empty plain tensor of ours, never read). Packed sequences
-(``batch_sizes``) keep torch's own op, which lazyfuse refuses with a clear ``DTypeError``.
+workspace torch hands back is an empty plain tensor of ours, never read). A packed sequence takes
+torch's other LSTM path (``aten::lstm.data``: per-step aten ops, recorded as any), once its
+``_pack_padded_sequence`` is recorded here with ``batch_sizes`` kept a plain CPU tensor.
 """
 from __future__ import annotations
 
 import torch
 
 from ..functions import cat, stack
+from . import fallback
 from .aten_table import _fallback, _unwrap, raw
-from .tensor import from_lf, lf_device_of
+from .tensor import LazyTensor, from_lf, lf_device_of
 
 _LSTM = 2   # the ``mode`` torch passes for an LSTM (oneDNN's rnn kind)
 
@@ -94,3 +96,21 @@ def _lstm_layer_backward(func, args, kwargs):
     db = dgates_all.sum(0)
     return (from_lf(stack(dx, 0)), from_lf(dw_ih), from_lf(dw_hh), from_lf(db), from_lf(db.clone()), from_lf(dh),
             from_lf(dc))
+
+
+@raw("_pack_padded_sequence")
+def _pack_padded_sequence(func, args, kwargs):
+    """``pack_padded_sequence``'s op, lazily: the packed rows are the first ``batch_sizes[t]`` sequences
+    at each time ``t``; ``batch_sizes`` (from the lengths, a plain tensor) stays a plain CPU tensor, as
+    torch's always is: its RNN kernels read it on the host."""
+    x, lengths, batch_first = args[0], args[1], args[2] if len(args) > 2 else kwargs.get("batch_first", False)
+    if type(lengths) is LazyTensor:
+        lengths = lengths.cpu()
+    lengths = lengths.tolist()
+    if type(x) is not LazyTensor or kwargs or not lengths or lengths != sorted(lengths, reverse=True) \
+            or lengths[-1] <= 0:
+        return fallback.run_eagerly(func, args, kwargs, x._lf.device)   # (torch's own checks and errors)
+    x = x._lf.transpose(0, 1) if batch_first else x._lf
+    batch_sizes = [sum(1 for n in lengths if n > t) for t in range(lengths[0])]
+    data = cat([x[t, :b] for t, b in enumerate(batch_sizes)], 0)
+    return from_lf(data), torch.tensor(batch_sizes, dtype=torch.int64)
