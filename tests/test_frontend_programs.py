@@ -186,6 +186,7 @@ MODULES = {
     "layernorm": (lambda: nn.LayerNorm(6), lambda: _inputs(4, 6)),
     "groupnorm": (lambda: nn.GroupNorm(2, 4), lambda: _inputs(2, 4, 5, 5)),
     "embedding_padding_idx": (lambda: nn.Embedding(5, 3, padding_idx=1), lambda: torch.tensor([[1, 2, 1], [0, 1, 4]])),
+    "embedding_bag_max": (lambda: nn.EmbeddingBag(5, 3, mode="max"), lambda: torch.tensor([[1, 2, 1], [0, 3, 4]])),
     "dropout": (lambda: nn.Dropout(0.3), lambda: _inputs(4, 6)),
     "maxpool2d": (lambda: nn.MaxPool2d(2), lambda: _inputs(2, 4, 7, 7)),
     "maxpool1d_padded": (lambda: nn.MaxPool1d(3, stride=2, padding=1), lambda: _inputs(2, 4, 9)),
@@ -661,3 +662,11 @@ def test_an_lstm_over_a_packed_sequence_matches_torch_eager():
     data_l, sizes_l, *rest_l = program(lazy, lf.lazy(x))
     assert type(sizes_l) is torch.Tensor and torch.equal(sizes_l, sizes_e)   # batch_sizes stays on the host
     assert_same([data_l, *rest_l], [data_e, *rest_e], 1e-5)
+
+
+def test_a_sparse_gradient_is_refused_naming_the_op_and_the_fix():
+    embedding = lf.lazy(nn.Embedding(5, 3, sparse=True))
+    out = embedding(lf.lazy(torch.tensor([1, 2])))
+    with pytest.raises(lf.DTypeError, match=r"sparse_coo_tensor.*nn\.Embedding\(sparse=True\).*sparse=False"):
+        out.sum().backward()
+    torch.testing.assert_close(lf.eager(embedding.weight * 2), lf.eager(embedding.weight) * 2)   # still usable

@@ -306,6 +306,19 @@ def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
 
 
+@raw("_embedding_bag", "_embedding_bag_forward_only")
+def _embedding_bag(func, args, kwargs):
+    # torch's meta function for this op gives its bookkeeping outputs (offset2bag, bag_size) other sizes than
+    # its CPU kernel returns, so an extern node's buffers would not fit them: it runs eagerly (a drain)
+    return fallback.run_eagerly(func, args, kwargs, lf_device_of(args))
+
+
+@raw("_sparse_coo_tensor_with_dims_and_tensors", "_sparse_coo_tensor_unsafe", "_sparse_csr_tensor_unsafe")
+def _sparse_tensor(func, args, kwargs):
+    raise DTypeError(f"{func}: a sparse tensor (such as the gradient of nn.Embedding(sparse=True)) is not supported: "
+                     "lazyfuse holds strided tensors only; use sparse=False (a dense gradient)")
+
+
 def _draws_on_host(device) -> bool:
     """Random ops draw from torch's own generator on the host (bit-equal to torch eager;
     ``torch.manual_seed`` works as is), except inside ``lf.capture`` (warmup included): there a
