@@ -670,3 +670,42 @@ def test_a_sparse_gradient_is_refused_naming_the_op_and_the_fix():
     with pytest.raises(lf.DTypeError, match=r"sparse_coo_tensor.*nn\.Embedding\(sparse=True\).*sparse=False"):
         out.sum().backward()
     torch.testing.assert_close(lf.eager(embedding.weight * 2), lf.eager(embedding.weight) * 2)   # still usable
+
+
+# -- mixed-precision training and data loading ---------------------------------------------------------------
+@pytest.mark.parametrize("init_scale", [4.0, 2.0 ** 120], ids=["finite", "overflowing"])
+def test_an_enabled_grad_scaler_unscales_skips_and_backs_off_like_torch_eager(init_scale):
+    def program(model, x):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+        for _ in range(2):
+            opt.zero_grad()
+            scaler.scale((model(x) ** 2).sum()).backward()
+            scaler.unscale_(opt)                       # gradients unscaled and checked for inf/NaN
+            scaler.step(opt)                           # skipped where they are not finite
+            scaler.update()
+        return scaler.get_scale(), list(model.parameters())
+    x = _inputs(2, 4) * (1e10 if init_scale > 1e30 else 1)
+    scale_e, params_e = program(_classifier()[0], x)
+    scale_l, params_l = program(lf.lazy(_classifier()[0]), lf.lazy(x))
+    assert scale_l == scale_e
+    assert_same(params_l, params_e)
+
+
+def test_autocast_data_loading_and_a_random_out_variant_follow_torch():
+    model, x = _classifier()[0], _inputs(2, 4)
+    lazy = lf.lazy(copy.deepcopy(model))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert_same(lazy(lf.lazy(x)), model(x))        # a bfloat16 linear, as torch's autocast casts it
+    data = torch.utils.data.TensorDataset(lf.lazy(_inputs(10, 3)), lf.lazy(torch.arange(10)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    seen = []
+    for xb, yb in loader:                              # the default collate stacks frontend tensors
+        assert type(xb) is LazyTensor and xb.shape[1:] == (3,)
+        seen += yb.tolist()
+    assert sorted(seen) == list(range(10))
+    out = lf.lazy(torch.empty(10, dtype=torch.long))
+    torch.manual_seed(0)
+    assert torch.randperm(10, out=out) is out
+    torch.manual_seed(0)
+    assert out.tolist() == torch.randperm(10).tolist()

@@ -301,6 +301,31 @@ def _copy(func, args, kwargs):
     return func(dest, src._lf.torch(), *args[2:], **kwargs)
 
 
+@raw("_amp_foreach_non_finite_check_and_unscale_")
+def _amp_unscale(func, args, kwargs):
+    """amp's ``GradScaler.unscale_``: each gradient times ``inv_scale``, and ``found_inf`` set to 1 where any
+    of them holds an infinity or a NaN. The scaler makes ``found_inf`` and ``inv_scale`` itself, as plain
+    tensors on the gradients' reported device (the host), so ``found_inf`` is written from the gradients by
+    a drain, which its next step forces anyway: it reads ``found_inf`` on the host, as torch's does."""
+    grads, found_inf, inv_scale = args
+    if kwargs or not grads or not all(type(g) is LazyTensor for g in grads):
+        return _fallback(func, args, kwargs)
+    scale = inv_scale._lf if type(inv_scale) is LazyTensor else inv_scale.item()
+    found = None
+    for g in grads:
+        x = g._lf
+        total = (x * 0).sum()      # NaN exactly where some element is infinite or NaN
+        bad = total != total       # (read before the write below: program order)
+        found = bad if found is None else found | bad
+        x.copy_(x * scale)
+    if type(found_inf) is LazyTensor:
+        found_inf._lf.copy_(where(found, 1.0, found_inf._lf))
+    else:
+        drains.note("amp's found_inf, a plain tensor")
+        found_inf.copy_(torch.where(found.torch(), 1.0, found_inf))
+    drains.counters.native[str(func)] += 1
+
+
 @raw("detach", "alias", "lift_fresh")
 def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
@@ -618,6 +643,9 @@ native("mv")(lambda a, b: (a @ b.unsqueeze(1)).squeeze(1))
 
 @native("addmm", "baddbmm")
 def _addmm(bias, a, b, *, beta=1, alpha=1):
+    opmath = dt.opmath(a.dtype)
+    if opmath is not a.dtype:   # float16/bfloat16 (autocast's linear): torch adds the bias in float32, rounding once
+        return _addmm(bias.to(opmath), a.to(opmath), b.to(opmath), beta=beta, alpha=alpha).to(a.dtype)
     prod = _scaled(a @ b, alpha)
     return prod if beta == 0 else _scaled(bias, beta) + prod
 
