@@ -709,3 +709,27 @@ def test_autocast_data_loading_and_a_random_out_variant_follow_torch():
     assert torch.randperm(10, out=out) is out
     torch.manual_seed(0)
     assert out.tolist() == torch.randperm(10).tolist()
+
+
+def test_channels_last_layouts_are_torchs():
+    x = _inputs(2, 3, 4, 5)
+    for make in (lambda t: t.contiguous(memory_format=torch.channels_last),
+                 lambda t: t.to(memory_format=torch.channels_last),
+                 lambda t: torch.zeros_like(t, memory_format=torch.channels_last)):
+        eager, lazy = make(x), make(lf.lazy(x))
+        assert lazy.stride() == eager.stride() and lazy.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(plain(lazy), eager)
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+    torch.manual_seed(0)
+    lazy_conv = lf.lazy(nn.Conv2d(3, 4, 3)).to(memory_format=torch.channels_last)
+    assert lazy_conv.weight.stride() == conv.weight.stride()
+    assert_same(lazy_conv(lf.lazy(x)), conv(x))
+
+
+def test_resizing_in_place_is_refused_unless_the_size_is_kept():
+    x = lf.lazy(torch.arange(6.0))
+    assert x.resize_(6) is x                            # (what torch's out= kernels ask)
+    with pytest.raises(lf.ShapeError, match=r"aten\.resize_.*fixed size.*new tensor"):
+        x.resize_(2, 3)
+    assert x.tolist() == [0.0, 1, 2, 3, 4, 5]

@@ -326,6 +326,15 @@ def _amp_unscale(func, args, kwargs):
     drains.counters.native[str(func)] += 1
 
 
+@raw("resize_")
+def _resize_(func, args, kwargs):
+    target, size = args[0], tuple(args[1])
+    if tuple(target.shape) == size:   # (torch's out= kernels resize their output to the size it has)
+        return target
+    raise ShapeError(f"{func}: resizing a lazyfuse frontend tensor in place ({tuple(target.shape)} -> {size}) is "
+                     "not supported: its storage has a fixed size; make a new tensor (torch.empty(...), x.new_empty)")
+
+
 @raw("detach", "alias", "lift_fresh")
 def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
@@ -477,6 +486,8 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
     if device is not None and torch.device(device) != x.device.torch_device:
         return NotImplemented   # leaving lazyfuse: the fallback hands back a plain copy
     out = x.to(dtype) if dtype is not None else x
+    if memory_format is not None and memory_format is not torch.preserve_format:
+        return _in_layout_of(out, memory_format, lambda y: y.clone())   # .to(memory_format=channels_last)
     return out.clone() if out is x else out
 
 
@@ -497,13 +508,20 @@ def _sign(x):
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
+# torch's channels-last formats: the dims from the outermost in memory (N, H, W, C; N, D, H, W, C)
+_LAST_DIM_ORDERS = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
+
+
 def _dense_order(x, memory_format):
-    """The dims of ``x`` from the outermost in memory to the innermost, where torch's ``preserve_format``
-    (the default of ``clone`` and the ``*_like`` factories) keeps its strides: ``x`` is dense and does not
-    overlap but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
+    """The dims of ``x`` from the outermost in memory to the innermost for a result in ``memory_format``: a
+    channels-last format's order, or, for torch's ``preserve_format`` (the default of ``clone``, ``_to_copy``
+    and the ``*_like`` factories), the order of ``x``'s own strides where ``x`` is dense and does not overlap
+    but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
     layout is visible: in ``stride()``, and in which element a random fill of ``empty_like(x)`` draws
     first, so ``dropout`` of a transposed tensor draws torch eager's mask only so.)"""
     view = x._view
+    if memory_format in _LAST_DIM_ORDERS and len(view.shape) == len(_LAST_DIM_ORDERS[memory_format]):
+        return list(_LAST_DIM_ORDERS[memory_format])
     if memory_format not in (None, torch.preserve_format) or view.is_contiguous():
         return None
     order = sorted(range(len(view.shape)), key=lambda d: -view.strides[d])
