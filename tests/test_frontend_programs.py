@@ -733,3 +733,59 @@ def test_resizing_in_place_is_refused_unless_the_size_is_kept():
     with pytest.raises(lf.ShapeError, match=r"aten\.resize_.*fixed size.*new tensor"):
         x.resize_(2, 3)
     assert x.tolist() == [0.0, 1, 2, 3, 4, 5]
+
+
+class _Tied(nn.Module):
+    """A ModuleList, a registered buffer updated in place in forward, and an output head tied to the input
+    embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(7, 4)
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.head = nn.Linear(4, 7, bias=False)
+        self.head.weight = self.embed.weight
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, idx):
+        self.calls += 1
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = x + block(x).relu()
+        return self.head(x)
+
+
+def test_module_api_state_dict_round_trips_save_load_tying_and_freezing():
+    torch.manual_seed(0)
+    eager = _Tied()
+    lazy = lf.lazy(copy.deepcopy(eager))
+    assert [n for n, _ in lazy.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    assert [n for n, _ in lazy.named_buffers()] == ["calls"] and lazy.head.weight is lazy.embed.weight
+    assert all(isinstance(p, nn.Parameter) and isinstance(p, LazyTensor) for p in lazy.parameters())
+    lazy.apply(lambda m: nn.init.zeros_(m.bias) if isinstance(m, nn.Linear) and m.bias is not None else None)
+    eager.apply(lambda m: nn.init.zeros_(m.bias) if isinstance(m, nn.Linear) and m.bias is not None else None)
+    lazy.blocks[0].requires_grad_(False)
+    eager.blocks[0].requires_grad_(False)
+    idx = torch.tensor([[1, 5, 2], [0, 6, 6]])
+    for model, i in ((eager, idx), (lazy, lf.lazy(idx))):
+        model.eval()
+        assert not model.blocks[1].training
+        model.train()
+        model(i).logsumexp(-1).sum().backward()
+    assert lazy.blocks[0].weight.grad is None and lazy.calls.item() == 1
+    assert_same([p.grad for p in lazy.parameters() if p.requires_grad],
+                [p.grad for p in eager.parameters() if p.requires_grad])
+    # lazy -> bytes -> plain, and plain -> lazy: values, dtypes, and the tie kept
+    buffer = io.BytesIO()
+    torch.save(lazy.state_dict(), buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer)
+    assert all(type(v) is torch.Tensor for v in saved.values()) and saved["calls"].dtype == torch.int64
+    restored = _Tied()
+    restored.load_state_dict(saved)
+    for k, v in eager.state_dict().items():
+        torch.testing.assert_close(restored.state_dict()[k], v)
+    again = lf.lazy(_Tied())
+    again.load_state_dict(restored.state_dict())
+    assert again.head.weight is again.embed.weight and type(again.calls) is LazyTensor
+    assert_same(list(again.state_dict().values()), list(eager.state_dict().values()))
