@@ -514,8 +514,8 @@ _LAST_DIM_ORDERS = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (
 
 def _dense_order(x, memory_format):
     """The dims of ``x`` from the outermost in memory to the innermost for a result in ``memory_format``: a
-    channels-last format's order, or, for torch's ``preserve_format`` (the default of ``clone``, ``_to_copy``
-    and the ``*_like`` factories), the order of ``x``'s own strides where ``x`` is dense and does not overlap
+    channels-last format's order, or, for torch's ``preserve_format`` (the default of ``clone`` and the
+    ``*_like`` factories), the order of ``x``'s own strides where ``x`` is dense and does not overlap
     but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
     layout is visible: in ``stride()``, and in which element a random fill of ``empty_like(x)`` draws
     first, so ``dropout`` of a transposed tensor draws torch eager's mask only so.)"""
