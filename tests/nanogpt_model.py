@@ -1,9 +1,11 @@
 """A GPT of nanoGPT's structure (github.com/karpathy/nanoGPT, model.py, MIT licence), written
-for these tests: the same modules, parameter names, initialisation, weight tying, forward and
-``generate`` as that file, without its pretrained-checkpoint loading, optimizer grouping and
-MFU helpers. It is plain torch: the tests run it unchanged on torch eager and on the lazyfuse
+for these tests: the same modules, parameter names, initialisation, weight tying, forward,
+``generate``, ``get_num_params``, ``crop_block_size`` and ``configure_optimizers`` (weight-decay groups,
+``fused`` probed through ``inspect.signature``) as that file, without its pretrained-checkpoint loading
+and MFU helper. It is plain torch: the tests run it unchanged on torch eager and on the lazyfuse
 frontend.
 """
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -122,6 +124,12 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+    def get_num_params(self, non_embedding=True):
+        n_params = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            n_params -= self.transformer.wpe.weight.numel()
+        return n_params
+
     def forward(self, idx, targets=None):
         device = idx.device
         b, t = idx.size()
@@ -141,6 +149,29 @@ class GPT(nn.Module):
             logits = self.lm_head(x[:, [-1], :])  # note: using list [-1] to preserve the time dim
             loss = None
         return logits, loss
+
+    def crop_block_size(self, block_size):
+        """Model surgery: a shorter context (the position embedding cut, as a new Parameter)."""
+        assert block_size <= self.config.block_size
+        self.config.block_size = block_size
+        self.transformer.wpe.weight = nn.Parameter(self.transformer.wpe.weight[:block_size])
+        for block in self.transformer.h:
+            if hasattr(block.attn, 'bias'):
+                block.attn.bias = block.attn.bias[:, :, :block_size, :block_size]
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW over two groups: every parameter of two or more dims decays, the others do not."""
+        param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+        decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+        nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+        optim_groups = [
+            {'params': decay_params, 'weight_decay': weight_decay},
+            {'params': nodecay_params, 'weight_decay': 0.0},
+        ]
+        fused_available = 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        use_fused = fused_available and device_type == 'cuda'
+        extra_args = dict(fused=True) if use_fused else dict()
+        return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):

@@ -7,7 +7,7 @@ code; ``report()`` tells which aten ops were recorded natively, which as extern 
 eagerly, and which lines of torch code forced a drain; ``lf.explain`` which aten ops each kernel
 computes (``trace_origins()``).
 """
-from . import operators, optimizers  # noqa: F401  (LazyTensor's operators; torch's Adam on the device)
+from . import operators, optimizers, rnn  # noqa: F401  (LazyTensor's operators; torch's Adam on the device; LSTM)
 from .aten_table import MixedTensorError  # noqa: F401
 from .convert import eager, lazy  # noqa: F401
 from .drains import counters, report, reset  # noqa: F401

@@ -237,11 +237,16 @@ def _out_runner(fn, label):
     return run
 
 
-def _foreach_runner(base):
+def _foreach_runner(base, into_first=False):
     """``_foreach_<op>(lists..., scalars)``: ``<op>`` on each element. A foreach op passes
     positionally what its single-tensor op takes by keyword (``_foreach_addcmul_(s, t1, t2, value)``
-    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names."""
+    vs ``addcmul_(s, t1, t2, *, value)``): those are passed under the single op's keyword names.
+    ``into_first``: ``base`` is functional and each result is copied into the first list's element."""
     inplace = base.endswith("_")
+    if inplace and not hasattr(aten, base):
+        # (``_foreach_maximum_`` of Adamax: aten has ``maximum`` but no ``maximum_``) the functional op,
+        # copied into each element
+        return _foreach_runner(base[:-1], into_first=True)
     op = getattr(aten, base)
     schemas = [getattr(op, o)._schema for o in op.overloads()]
     n_positional = max(sum(1 for a in sc.arguments if not a.kwarg_only) for sc in schemas)
@@ -250,7 +255,8 @@ def _foreach_runner(base):
 
     def call(a, kw):
         kw.update(zip(keywords, a[n_positional:]))
-        return op(*a[:n_positional], **kw)
+        out = op(*a[:n_positional], **kw)
+        return a[0].copy_(out) if into_first else out
 
     def run(func, args, kwargs):
         drains.counters.decomposed[str(func)] += 1
@@ -263,7 +269,7 @@ def _foreach_runner(base):
         for i in range(len(args[0])):
             a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
             outs.append(call(a, {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}))
-        return None if inplace else outs
+        return None if inplace or into_first else outs
     return run
 
 
@@ -295,9 +301,56 @@ def _copy(func, args, kwargs):
     return func(dest, src._lf.torch(), *args[2:], **kwargs)
 
 
+@raw("_amp_foreach_non_finite_check_and_unscale_")
+def _amp_unscale(func, args, kwargs):
+    """amp's ``GradScaler.unscale_``: each gradient times ``inv_scale``, and ``found_inf`` set to 1 where any
+    of them holds an infinity or a NaN. The scaler makes ``found_inf`` and ``inv_scale`` itself, as plain
+    tensors on the gradients' reported device (the host), so ``found_inf`` is written from the gradients by
+    a drain, which its next step forces anyway: it reads ``found_inf`` on the host, as torch's does."""
+    grads, found_inf, inv_scale = args
+    if kwargs or not grads or not all(type(g) is LazyTensor for g in grads):
+        return _fallback(func, args, kwargs)
+    scale = inv_scale._lf if type(inv_scale) is LazyTensor else inv_scale.item()
+    found = None
+    for g in grads:
+        x = g._lf
+        total = (x * 0).sum()      # NaN exactly where some element is infinite or NaN
+        bad = total != total       # (read before the write below: program order)
+        found = bad if found is None else found | bad
+        x.copy_(x * scale)
+    if type(found_inf) is LazyTensor:
+        found_inf._lf.copy_(where(found, 1.0, found_inf._lf))
+    else:
+        drains.note("amp's found_inf, a plain tensor")
+        found_inf.copy_(torch.where(found.torch(), 1.0, found_inf))
+    drains.counters.native[str(func)] += 1
+
+
+@raw("resize_")
+def _resize_(func, args, kwargs):
+    target, size = args[0], tuple(args[1])
+    if tuple(target.shape) == size:   # (torch's out= kernels resize their output to the size it has)
+        return target
+    raise ShapeError(f"{func}: resizing a lazyfuse frontend tensor in place ({tuple(target.shape)} -> {size}) is "
+                     "not supported: its storage has a fixed size; make a new tensor (torch.empty(...), x.new_empty)")
+
+
 @raw("detach", "alias", "lift_fresh")
 def _alias(func, args, kwargs):
     return LazyTensor(args[0]._lf.detach())
+
+
+@raw("_embedding_bag", "_embedding_bag_forward_only")
+def _embedding_bag(func, args, kwargs):
+    # torch's meta function for this op gives its bookkeeping outputs (offset2bag, bag_size) other sizes than
+    # its CPU kernel returns, so an extern node's buffers would not fit them: it runs eagerly (a drain)
+    return fallback.run_eagerly(func, args, kwargs, lf_device_of(args))
+
+
+@raw("_sparse_coo_tensor_with_dims_and_tensors", "_sparse_coo_tensor_unsafe", "_sparse_csr_tensor_unsafe")
+def _sparse_tensor(func, args, kwargs):
+    raise DTypeError(f"{func}: a sparse tensor (such as the gradient of nn.Embedding(sparse=True)) is not supported: "
+                     "lazyfuse holds strided tensors only; use sparse=False (a dense gradient)")
 
 
 def _draws_on_host(device) -> bool:
@@ -433,6 +486,8 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
     if device is not None and torch.device(device) != x.device.torch_device:
         return NotImplemented   # leaving lazyfuse: the fallback hands back a plain copy
     out = x.to(dtype) if dtype is not None else x
+    if memory_format is not None and memory_format is not torch.preserve_format:
+        return _in_layout_of(out, memory_format, lambda y: y.clone())   # .to(memory_format=channels_last)
     return out.clone() if out is x else out
 
 
@@ -453,9 +508,44 @@ def _sign(x):
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
+# torch's channels-last formats: the dims from the outermost in memory (N, H, W, C; N, D, H, W, C)
+_LAST_DIM_ORDERS = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
+
+
+def _dense_order(x, memory_format):
+    """The dims of ``x`` from the outermost in memory to the innermost for a result in ``memory_format``: a
+    channels-last format's order, or, for torch's ``preserve_format`` (the default of ``clone`` and the
+    ``*_like`` factories), the order of ``x``'s own strides where ``x`` is dense and does not overlap
+    but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
+    layout is visible: in ``stride()``, and in which element a random fill of ``empty_like(x)`` draws
+    first, so ``dropout`` of a transposed tensor draws torch eager's mask only so.)"""
+    view = x._view
+    if memory_format in _LAST_DIM_ORDERS and len(view.shape) == len(_LAST_DIM_ORDERS[memory_format]):
+        return list(_LAST_DIM_ORDERS[memory_format])
+    if memory_format not in (None, torch.preserve_format) or view.is_contiguous():
+        return None
+    order = sorted(range(len(view.shape)), key=lambda d: -view.strides[d])
+    expected = 1
+    for d in reversed(order):
+        if view.shape[d] != 1 and view.strides[d] != expected:
+            return None
+        expected *= view.shape[d]
+    return order
+
+
+def _in_layout_of(x, memory_format, make):
+    """``make(y)`` (a new contiguous tensor shaped like ``y``) for ``y`` = ``x``, laid out as torch's
+    ``memory_format`` asks: for a preserved layout, made in memory order and permuted back."""
+    order = _dense_order(x, memory_format)
+    if order is None:
+        return make(x)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return make(x.permute(tuple(order))).permute(tuple(inverse))
+
+
 @native("clone")
 def _clone(x, memory_format=None):
-    return x.clone()
+    return _in_layout_of(x, memory_format, lambda y: y.clone())
 
 
 @native("fill")
@@ -473,8 +563,8 @@ def _like(fill):
         value = rest[0] if fill is None else fill
         d = dt.as_dtype(dtype) if dtype is not None else x.dtype
         if value is empty:
-            return empty(x.shape, dtype=d, device=x.device)
-        return full(x.shape, value, dtype=d, device=x.device)
+            return _in_layout_of(x, memory_format, lambda y: empty(y.shape, dtype=d, device=y.device))
+        return _in_layout_of(x, memory_format, lambda y: full(y.shape, value, dtype=d, device=y.device))
     return like
 
 
@@ -545,19 +635,22 @@ native("argmax")(lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim))
 native("argmin")(lambda x, dim=None, keepdim=False: x.argmin(dim, keepdim))
 
 
+# (each of var, std, var_mean has three overloads: (self, unbiased), (self, dim, unbiased, keepdim) and
+# (self, dim, *, correction, keepdim); lazyfuse's var takes all three spellings, a bool dim as unbiased)
 @native("var")
-def _var(x, dim=None, *, correction=None, keepdim=False):
-    return x.var(_dims(dim), keepdim, correction=correction)
+def _var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return x.var(_dims(dim), unbiased, keepdim, correction=correction)
 
 
 @native("std")
-def _std(x, dim=None, *, correction=None, keepdim=False):
-    return x.std(_dims(dim), keepdim, correction=correction)
+def _std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return x.std(_dims(dim), unbiased, keepdim, correction=correction)
 
 
 @native("var_mean")
-def _var_mean(x, dim=None, *, correction=None, keepdim=False):
-    return x.var(_dims(dim), keepdim, correction=correction), x.mean(_dims(dim), keepdim)
+def _var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    mean_dim = None if isinstance(dim, bool) else _dims(dim)
+    return x.var(_dims(dim), unbiased, keepdim, correction=correction), x.mean(mean_dim, keepdim)
 
 
 # -- matmul -------------------------------------------------------------------------------------------
@@ -568,13 +661,26 @@ native("mv")(lambda a, b: (a @ b.unsqueeze(1)).squeeze(1))
 
 @native("addmm", "baddbmm")
 def _addmm(bias, a, b, *, beta=1, alpha=1):
+    opmath = dt.opmath(a.dtype)
+    if opmath is not a.dtype:   # float16/bfloat16 (autocast's linear): torch adds the bias in float32, rounding once
+        return _addmm(bias.to(opmath), a.to(opmath), b.to(opmath), beta=beta, alpha=alpha).to(a.dtype)
     prod = _scaled(a @ b, alpha)
     return prod if beta == 0 else _scaled(bias, beta) + prod
 
 
 # -- views (they alias their base, as in torch) ---------------------------------------------------------
-native("view", "_unsafe_view", "reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size))
-                                                            if stride else x.view(tuple(size)))
+@native("view", "_unsafe_view")
+def _view(x, size):
+    if isinstance(size, torch.dtype):   # view.dtype: a reinterpretation of the bits, which lazyfuse lacks
+        if dt.as_dtype(size) is x.dtype:
+            return x.view(x.shape)
+        raise DTypeError(f"aten::view.dtype: viewing a {x.dtype.name} tensor's bits as {size} is not supported "
+                         "(lazyfuse has no bit reinterpretation); use .to(dtype) for a converted copy")
+    return x.view(tuple(size))
+
+
+# (aten's reshape reaches here from torch's decompositions: a view where strides allow, else a copy)
+native("reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size)))
 native("expand")(lambda x, size, *, implicit=False: x.expand(tuple(size)))
 native("permute")(lambda x, dims: x.permute(tuple(dims)))
 native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)

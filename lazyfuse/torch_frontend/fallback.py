@@ -170,6 +170,7 @@ def run_eagerly(func, args, kwargs, device, leaves: bool = False):
 
     def back(o):
         if isinstance(o, torch.Tensor) and not leaves:
-            return written.get(id(o)) or wrap(o, device=device)
+            target = written.get(id(o))   # (not ``or``: that would ask the tensor's truth value, a drain or an error)
+            return target if target is not None else wrap(o, device=device)
         return o
     return tree_map(back, out)

@@ -12,8 +12,9 @@ a lazy step count (state made here, with torch's keys, before torch would make i
 fused step is then ``_foreach_add_(steps, 1)`` and one ``_fused_adam(w)_`` op, which the frontend
 records natively: torch's single-tensor formulas, bias corrections computed from the lazy count in
 float64 (as torch computes them in Python) and rounded to the parameter's dtype. A captured step then
-advances the count and the corrections on every replay. The group's ``fused`` flag shows in
-``optimizer.state_dict()``; a plain optimizer loading it runs torch's own fused kernel (the same update).
+advances the count and the corrections on every replay. ``optimizer.state_dict()`` shows the group's
+``fused`` and ``foreach`` as the user set them (a plain optimizer loading it steps as torch eager would);
+``optimizer.param_groups`` shows the override.
 
 Loading state into an optimizer: torch moves each state tensor to its parameter's device
 (``Optimizer._process_value_according_to_param_policy``: ``value.to(device=param.device)``). A frontend
@@ -50,12 +51,40 @@ def make_step_capturable(optimizer, args, kwargs) -> None:
         params = group["params"]
         if not params or group.get("differentiable") or not all(type(p) is LazyTensor for p in params):
             continue
+        _keep_user_flags(optimizer, group)
         group["fused"], group["foreach"] = True, False
         # (torch makes state where it has none yet; a loaded state is moved in by load_state_dict:
         # ``_state_follows_its_param``)
         fresh = [p for p in params if p.grad is not None and not optimizer.state[p]]
         for p, step in zip(fresh, _step_counts(fresh)):
             _lazy_state(optimizer.state[p], p, step, group["amsgrad"])
+
+
+# optimizer -> {id(group): (group, the user's fused, the user's foreach)}, for the optimizer's state_dict
+_user_flags = weakref.WeakKeyDictionary()
+
+
+def _keep_user_flags(optimizer, group) -> None:
+    """Remember the ``fused``/``foreach`` the user gave ``group`` before the frontend overrides them, so
+    that ``optimizer.state_dict()`` shows the user's (``_user_flags_in_state_dict``): the override is
+    this process's way of running the step, not a setting a plain optimizer loading the state should
+    inherit (nor a difference from torch eager's state dict)."""
+    flags = _user_flags.get(optimizer)
+    if flags is None:
+        flags = _user_flags[optimizer] = {}
+        optimizer.register_state_dict_post_hook(_user_flags_in_state_dict)
+    kept = flags.get(id(group))
+    if kept is None or kept[0] is not group:
+        flags[id(group)] = (group, group.get("fused"), group.get("foreach"))
+
+
+def _user_flags_in_state_dict(optimizer, state_dict):
+    flags = _user_flags.get(optimizer, {})
+    for group, saved in zip(optimizer.param_groups, state_dict["param_groups"]):
+        kept = flags.get(id(group))
+        if kept is not None and kept[0] is group:
+            saved["fused"], saved["foreach"] = kept[1], kept[2]
+    return state_dict
 
 
 def _step_counts(params: list) -> list:

@@ -11,6 +11,8 @@ optimizer updates record lazily with no extra work, and host reads (``.item()``,
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from ..ir.view import View
@@ -19,6 +21,43 @@ from . import drains
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _strided = torch.strided
+_tensor_data = torch._C.TensorBase.data   # the C getter and setter of ``.data``, wrapped by LazyTensor.data
+_wrapper_storage = torch._C.TensorBase.untyped_storage
+
+# Virtual addresses of lazyfuse storages, for ``data_ptr()``: a wrapper tensor has no memory of its own
+# (torch answers 0 plus the offset for every one), but torch code compares data pointers to tell a
+# view from a copy. So each lazyfuse storage gets an address range of its own, on first ask: two
+# frontend tensors' ``data_ptr()`` are equal exactly when they start at the same element of the same
+# storage. They address nothing: the data lives in lazyfuse's pool (read it with ``.numpy()``).
+_addresses = weakref.WeakKeyDictionary()
+_next_address = [1 << 40]
+
+
+def _address_of(storage) -> int:
+    base = _addresses.get(storage)
+    if base is None:
+        base = _addresses[storage] = _next_address[0]
+        _next_address[0] += (storage.numel * storage.dtype.itemsize + 64) // 64 * 64
+    return base
+
+
+class _StorageView:
+    """What ``untyped_storage()`` returns for a frontend tensor: torch's storage object of the wrapper
+    (no data), whose ``data_ptr()`` and ``nbytes()`` answer for the lazyfuse storage (torch's view tests
+    compare ``a.untyped_storage().data_ptr()`` of a base and its view); everything else is torch's."""
+    __slots__ = ("_wrapper", "_storage")
+
+    def __init__(self, wrapper, storage):
+        self._wrapper, self._storage = wrapper, storage
+
+    def data_ptr(self) -> int:
+        return _address_of(self._storage)
+
+    def nbytes(self) -> int:
+        return self._storage.numel * self._storage.dtype.itemsize
+
+    def __getattr__(self, name):
+        return getattr(self._wrapper, name)
 
 
 def from_lf(lf_tensor, requires_grad: bool = False) -> "LazyTensor":
@@ -64,6 +103,20 @@ class LazyTensor(torch.Tensor):
             return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype}, pending)"
         return repr(self._plain("print"))
 
+    def data_ptr(self) -> int:
+        """A virtual address (``_address_of``): equal for two frontend tensors exactly when they start at the
+        same element of the same lazyfuse storage, as torch's are for views."""
+        return _address_of(self._lf._storage) + self._lf._view.offset * self.element_size()
+
+    def untyped_storage(self):
+        return _StorageView(_wrapper_storage(self), self._lf._storage)
+
+    def __format__(self, format_spec):
+        # torch formats a 0-d tensor as its number only for the plain Tensor type (f"{loss:.4f}")
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def numpy(self, *, force=False):
         """Drains, then a numpy array holding a copy of the value (as ``t.cpu().numpy()``)."""
         return self._plain(".numpy()").numpy()
@@ -79,6 +132,21 @@ class LazyTensor(torch.Tensor):
     def __reduce_ex__(self, protocol):
         # pickling (torch.save) stores the plain value: a lazy tensor's data only exists after a drain
         return self._plain("pickle").__reduce_ex__(protocol)
+
+    @property
+    def data(self):
+        return _tensor_data.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        # torch's ``x.data = y`` swaps x's metadata for y's in place (``set_data``); the lazyfuse tensor
+        # behind x is the frontend's to swap, or x would keep showing its old value. A plain tensor
+        # (``m.weight.data = torch.randn(...)``) is uploaded first, as ``copy_`` would.
+        if type(value) is not LazyTensor:
+            from .convert import wrap
+            value = wrap(value, device=self._lf.device) if isinstance(value, torch.Tensor) else value
+        _tensor_data.__set__(self, value)
+        self._lf = value._lf
 
     def __deepcopy__(self, memo):
         # copy.deepcopy(model): a new lazy tensor with a copy of the value, recorded (no drain)
