@@ -905,6 +905,10 @@ class Tensor:
         """In place ``squeeze``: this tensor becomes the view (the same storage)."""
         return self._view_in_place(self.squeeze() if dim is None else self.squeeze(dim))
 
+    def as_strided_(self, size, stride, storage_offset=None):
+        """In place ``as_strided``: this tensor becomes the view (the same storage)."""
+        return self._view_in_place(self.as_strided(size, stride, storage_offset))
+
 
 # the in-place arithmetic's common case (see Tensor._inplace_value)
 _BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,

@@ -402,30 +402,6 @@ def t(x):
     return x.transpose(0, 1) if x.ndim == 2 else x
 
 
-def _view_in_place(name: str, view: str):
-    """torch's ``x.<view>_()`` (``t_``, ``unsqueeze_``...): ``x`` itself becomes the view of its
-    storage (its metadata changes, no element moves) and is returned. Autograd sees it as the
-    out-of-place view, so ``x``'s later gradient flows through it; a leaf that requires grad is
-    refused, as torch refuses it."""
-    def method(x, *args, **kwargs):
-        from . import autograd
-        if x.requires_grad and x.is_leaf and autograd.is_grad_enabled():
-            raise autograd.AutogradError(f"{name}: a leaf tensor that requires grad cannot change in place; "
-                                         f"use the out-of-place {view}() or wrap it in lf.no_grad()")
-        result = getattr(x, view)(*args, **kwargs)
-        x._view = result._view
-        if result._ag is not None:
-            x._ag = result._ag
-        return x
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``x`` becomes ``x.{view}(...)`` (a view of the same storage) and is returned."
-    return method
-
-
-_VIEWS_IN_PLACE = {"t_": "t", "transpose_": "transpose", "swapaxes_": "swapaxes", "swapdims_": "swapaxes",
-                   "unsqueeze_": "unsqueeze", "squeeze_": "squeeze", "as_strided_": "as_strided"}
-
-
 def narrow(x, dim, start, length):
     """The ``length`` elements of ``dim`` from ``start``: a view."""
     d = normalize_dim(dim, x.ndim)
@@ -816,7 +792,6 @@ def ravel(x):
 
 
 TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENSOR_METHODS})
-TENSOR_METHODS.update({name: _view_in_place(name, view) for name, view in _VIEWS_IN_PLACE.items()})
 
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
