@@ -32,7 +32,7 @@
  *       stay finite and within [-1, 1].
  *   lf_erff 1.18e-7 relative, 9.7e-8 absolute
  *   lf_vpowf 0.502 ulp of float64's result rounded (2^22 random bit-pattern pairs and
- *       2^24 finite-range ones; computed in double)
+ *       3 * 2^22 pairs with finite results; computed in double)
  *   lf_geluf 2.96e-7 (3.18e-7 without FMA), including the far negative
  *       tail (computed as 0.5*x*erfc(-x/sqrt2) with exp(-x^2/2) from an
  *       exactly split x^2 and a 2^64 pre-scale, so there is no 1+erf
