@@ -53,6 +53,14 @@ def _inferred_shape(have: tuple, shape: tuple) -> tuple:
     return shape
 
 
+def _in_place_operator(op: Op, name: str):
+    """``x <op>= other`` as an in-place write (``Tensor._apply_in_place``), returning ``x``."""
+    def method(self, other):
+        return self._apply_in_place(other, op)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
 class Tensor:
     """A lazy, strided view of a device storage: ops record IR and return at once; a host read
     (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
@@ -861,23 +869,14 @@ class Tensor:
     __imul__ = mul_
     __itruediv__ = div_
 
-    def __ifloordiv__(self, other):
-        return self._apply_in_place(other, Op.FLOORDIV)
-
-    def __imod__(self, other):
-        return self._apply_in_place(other, Op.MOD)
-
-    def __ipow__(self, other):
-        return self._apply_in_place(other, Op.POW)
-
-    def __iand__(self, other):
-        return self._apply_in_place(other, Op.AND)
-
-    def __ior__(self, other):
-        return self._apply_in_place(other, Op.OR)
-
-    def __ixor__(self, other):
-        return self._apply_in_place(other, Op.XOR)
+    # the other augmented assignments write in place too (Python would rebind the name to a new
+    # tensor, and views of this one would miss the write)
+    __ifloordiv__ = _in_place_operator(Op.FLOORDIV, "__ifloordiv__")
+    __imod__ = _in_place_operator(Op.MOD, "__imod__")
+    __ipow__ = _in_place_operator(Op.POW, "__ipow__")
+    __iand__ = _in_place_operator(Op.AND, "__iand__")
+    __ior__ = _in_place_operator(Op.OR, "__ior__")
+    __ixor__ = _in_place_operator(Op.XOR, "__ixor__")
 
     # -- torch's in-place view ops: this tensor object reads another view of its storage --------------
     def _view_in_place(self, out):
