@@ -134,13 +134,12 @@ def tensor_attribute(t, name: str):
     return lambda *args, **kwargs: extern(method, t, *args, **kwargs)
 
 
-def _saved_input(t):
-    """What an in-place op written back as ``t.copy_(f(t))`` computes ``f`` of. Under autograd a
-    clone (a lazy copy, fused into ``f``'s kernel): ``f``'s gradient may save its input (clamp's
-    does), and the write would make that saved tensor newer than the forward read (an
-    AutogradError at backward), where torch's in-place op keeps the original value for it."""
-    from .autograd import is_grad_enabled
-    return t.clone() if t.requires_grad and is_grad_enabled() else t
+def in_place_source(t, *others):
+    """What an in-place op written back as ``t.copy_(f(t, *others))`` computes ``f`` of: under
+    autograd a snapshot of ``t`` (``autograd.inplace.snapshot``), since ``f``'s gradient may save
+    its input (clamp's and relu's do, mul's for the other operand) and the write would change it."""
+    from . import autograd
+    return autograd.inplace.snapshot(t) if autograd.recording(t, *others) else t
 
 
 def _in_place(t, name):
@@ -150,7 +149,7 @@ def _in_place(t, name):
         native = getattr(Tensor, name[:-1])
 
         def method(*args, **kwargs):
-            value = native(_saved_input(t), *args, **kwargs)
+            value = native(in_place_source(t, *args, *kwargs.values()), *args, **kwargs)
             if not torch.can_cast(value.dtype.torch, t.dtype.torch):
                 raise DTypeError(f"{name}: the result's dtype {value.dtype} cannot be written into this "
                                  f"{t.dtype} tensor in place (torch refuses it too); use the out-of-place "
@@ -162,9 +161,7 @@ def _in_place(t, name):
     fn = base if callable(base) else InPlaceOnCopy(name)
 
     def method(*args, **kwargs):
-        from . import autograd
-        src = autograd.inplace.snapshot(t) if autograd.recording(t, *args, *kwargs.values()) else t
-        return t.copy_(extern(fn, src, *args, **kwargs))
+        return t.copy_(extern(fn, in_place_source(t, *args, *kwargs.values()), *args, **kwargs))
     method.__name__ = name
     return method
 
@@ -216,7 +213,7 @@ def _in_place_function(fn, qualified_prefix: str, name: str):
         if callable(getattr(Tensor, name, None)) or callable(getattr(torch.Tensor, name, None)):
             return getattr(input, name)(*args, **kwargs)
         out_of_place = getattr(importlib.import_module(_LAZYFUSE_NAMESPACES[qualified_prefix]), name[:-1])
-        return input.copy_(out_of_place(_saved_input(input), *args, **kwargs))
+        return input.copy_(out_of_place(in_place_source(input, *args, *kwargs.values()), *args, **kwargs))
     call.__name__ = name
     call.__qualname__ = qualified_prefix + name
     call.__doc__ = f"torch's in-place {name}: writes ``input`` and returns it."
@@ -311,7 +308,7 @@ def classify(name: str, namespace: str = "Tensor") -> str:
         return "native"
     if namespace == "Tensor" and any(name in vars(c) for c in Tensor.__mro__[1:-1]):
         return "native"
-    if namespace == "Tensor" and name.endswith("_") and refusal(name) is None and name[:-1] and \
+    if namespace == "Tensor" and name.endswith("_") and refusal(name) is None and \
             classify(name[:-1], "Tensor") == "native":
         return "native"   # x.exp_(): the native exp written back (_in_place)
     return "refused" if refusal(name) is not None else "extern"

@@ -809,8 +809,8 @@ FUNCTIONS.update(_stacking_functions())
 _NATIVE_METHOD_FUNCTIONS = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
                             "reciprocal", "isnan", "logical_not", "pow", "clamp", "clip", "sum", "mean", "amax",
                             "amin", "max", "min", "argmax", "argmin", "var", "std", "softmax", "log_softmax",
-                            # views (an extern would return a copy, and a write through it would miss
-                            # the base) and the rest of tensor.py's methods torch also has as functions
+                            # views (as externs they were torch calls recording aliased results, and
+                            # detach's was a copy) and the rest of tensor.py's methods torch also has
                             "reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "detach",
                             "clone", "numel")
 

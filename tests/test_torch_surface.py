@@ -359,3 +359,15 @@ def test_in_place_method_on_a_non_leaf_back_propagates_as_torch(name, args):
     getattr(xt * 1, name)(*args).sum().backward()
     getattr(x * 1, name)(*args).sum().backward()
     same(x.grad, xt.grad)
+
+
+@pytest.mark.parametrize("name", ["relu", "silu"])
+def test_functional_inplace_on_a_non_leaf_back_propagates_as_torch(name):
+    # F.relu(y, inplace=True) wrote y.copy_(y.relu()): relu's gradient saw the written y (AutogradError)
+    xt = torch.randn(3, 4, generator=G, requires_grad=True)
+    x = L(xt.detach()).requires_grad_()
+    y = x * 1
+    assert getattr(F, name)(y, inplace=True) is y
+    y.sum().backward()
+    getattr(TF, name)(xt * 1, inplace=True).sum().backward()
+    same(x.grad, xt.grad)

@@ -9,9 +9,16 @@ from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
 from ..ir.shapes import normalize_dim
 
 
+def _written_back(x, op):
+    """``op(x)`` written into ``x``, which is returned (an ``inplace=True`` form), computed from
+    ``surface.in_place_source(x)`` so that ``op``'s gradient keeps the value it read."""
+    from ..surface import in_place_source
+    return x.copy_(op(in_place_source(x)))
+
+
 def relu(x, inplace=False):
     """max(x, 0), elementwise (fuses with its neighbours); ``inplace`` writes it into ``x``."""
-    return x.copy_(x.relu()) if inplace else x.relu()
+    return _written_back(x, lambda v: v.relu()) if inplace else x.relu()
 
 
 def gelu(x, approximate="none"):
@@ -26,7 +33,7 @@ def gelu(x, approximate="none"):
 
 def silu(x, inplace=False):
     """x * sigmoid(x), elementwise; ``inplace`` writes it into ``x``."""
-    return x.copy_(x.silu()) if inplace else x.silu()
+    return _written_back(x, lambda v: v.silu()) if inplace else x.silu()
 
 
 def sigmoid(x):
