@@ -37,14 +37,20 @@ def _float_unary(f):
     return method
 
 
-def _float_operands(*xs):
-    """(operands in the computing dtype, result dtype) of a float binary function: torch's
-    promotion, then float32 for integers (and opmath for the half types)."""
+def _float_result(*xs):
+    """The result dtype of a float function of ``xs``: torch's promotion, then float32 for integers."""
     Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
-    out = out if out.is_float else dt.float32
+    return out if out.is_float else dt.float32
+
+
+def _float_operands(*xs):
+    """(operands in the computing dtype, result dtype) of a float binary function: torch's
+    promotion, then float32 for integers (and opmath for the half types)."""
+    Tensor = _tensor_cls()
+    out = _float_result(*xs)
     wide = dt.opmath(out)
     return [x.to(wide) if isinstance(x, Tensor) else float(x) for x in xs], out
 
@@ -72,21 +78,14 @@ def tan(x):
 
 
 def _atan(x):
-    """atan of a float32 tensor: Cephes' ``atanf`` (range reduced to |t| <= tan(pi/8), then an odd
-    polynomial: within ~2 ulp), from elementwise ops."""
-    a = x.abs()
-    big, mid = a > 2.414213562373095, a > 0.4142135623730950
-    t = ops.where(big, -1.0 / a, ops.where(mid, (a - 1.0) / (a + 1.0), a))
-    base = ops.where(big, math.pi / 2, ops.where(mid, math.pi / 4, 0.0))
-    z = t * t
-    poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
-    return ops.where(x < 0, -1.0, 1.0) * (base + poly)
+    """atan of a float tensor: one node (``Op.ATAN``: cephes' ``atanf`` polynomial, within ~2 ulp, in
+    the kernels; libm's in float64 C), computed in float32 for the half types and rounded once."""
+    return ops.elementwise(Op.ATAN, x)
 
 
-@_float_unary
 def atan(x):
-    """Elementwise arctangent."""
-    return ops.where(x.isnan(), x, _atan(x))
+    """Elementwise arctangent (integers give float32)."""
+    return _atan(x if x.dtype.is_float else x.to(dt.float32))
 
 
 @_float_unary
@@ -102,18 +101,9 @@ def acos(x):
 
 
 def atan2(x, other):
-    """The angle of the point (``other``, ``x``): ``atan(x / other)`` moved to its quadrant, signed
-    zeros and infinities as C's ``atan2``."""
-    (y, w), out = _float_operands(x, other)
-    y, w = _as_tensors(y, w)
-    y_neg, w_neg = signbit(y), signbit(w)
-    half_turn = ops.where(y_neg, -math.pi, math.pi)
-    both_inf = (y.abs() == math.inf) & (w.abs() == math.inf)
-    ratio = ops.where(both_inf, ops.where(y_neg == w_neg, 1.0, -1.0), y / w)
-    angle = _atan(ratio) + ops.where(w_neg, half_turn, 0.0)
-    zeros = (y == 0) & (w == 0)
-    angle = ops.where(zeros, ops.where(w_neg, half_turn, ops.where(y_neg, -0.0, 0.0)), angle)
-    return ops.where(y.isnan() | w.isnan(), math.nan, angle).to(out)
+    """The angle of the point (``other``, ``x``), signed zeros and infinities as C's ``atan2``: one
+    node (``Op.ATAN2``), in the promoted float dtype (integers: float32)."""
+    return ops.elementwise(Op.ATAN2, x, other, compute_dtype=_float_result(x, other))
 
 
 @_float_unary
@@ -284,11 +274,9 @@ def fmod(x, other):
 
 
 def copysign(x, other):
-    """``|x|`` with the sign of ``other`` (-0.0 counts as negative)."""
-    (a, b), out = _float_operands(x, other)
-    a, b = _as_tensors(a, b)
-    neg = signbit(b)
-    return ops.where(neg, -a.abs(), a.abs()).to(out)
+    """``|x|`` with the sign bit of ``other`` (-0.0 and a negative NaN count as negative, as C's and
+    torch's): one node (``Op.COPYSIGN``), in the promoted float dtype (integers: float32)."""
+    return ops.elementwise(Op.COPYSIGN, x, other, compute_dtype=_float_result(x, other))
 
 
 def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -9,6 +9,7 @@ ops (so they fuse, and autograd differentiates them through those primitives).
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 
 from . import ops
@@ -243,10 +244,10 @@ def _zero_gradient(out, *inputs, name=None):
 
 def sign(x):
     """-1, 0 or 1 by the sign of ``x``: ``(x > 0) - (x < 0)``, as torch computes it, so NaN gives 0
-    (bool stays bool)."""
+    (bool stays bool). One node (``Op.SIGN``); its gradient is zero."""
     if x.dtype.is_bool:
         return x
-    return _zero_gradient((x > 0).to(x.dtype) - (x < 0).to(x.dtype), x, name="sign")
+    return ops.elementwise(Op.SIGN, x)
 
 
 def _rounding(op):
@@ -323,13 +324,19 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's max), -inf -> ``neginf`` (its lowest)."""
     if not x.dtype.is_float:
         return x.clone()
+    hi = _finite_range(x.dtype)[1] if posinf is None else posinf
+    lo = _finite_range(x.dtype)[0] if neginf is None else neginf
+    # one node (Op.NAN_TO_NUM), the three values runtime scalars, computed in x's dtype (torch
+    # casts them to it: a posinf beyond float16's range is inf there too)
+    return ops.elementwise(Op.NAN_TO_NUM, x, float(nan), float(hi), float(lo), compute_dtype=x.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _finite_range(dtype) -> tuple:
+    """(lowest, largest) finite value of a float dtype (torch.finfo's min and max)."""
     import torch
-    info = torch.finfo(x.dtype.torch)
-    hi = info.max if posinf is None else posinf
-    lo = info.min if neginf is None else neginf
-    out = ops.where(x.isnan(), float(nan), x)
-    out = ops.where(out == math.inf, float(hi), out)
-    return ops.where(out == -math.inf, float(lo), out).to(x.dtype)
+    info = torch.finfo(dtype.torch)
+    return info.min, info.max
 
 
 def logical_and(x, other):

@@ -59,6 +59,8 @@ def _unary(op, x, out):
         Op.GELU_GRAD: lambda g: g * (x * x * -0.5).exp() * (2.0 - x * x) * (1.0 / math.sqrt(2.0 * math.pi)),
         Op.SILU: lambda g: g * _silu_grad(x),
         Op.RECIPROCAL: lambda g: -(g * out * out),
+        Op.ATAN: lambda g: g / (x * x + 1.0),
+        Op.SIGN: lambda g: g * 0.0,   # piecewise constant (torch's SignBackward: zeros)
         Op.CAST: lambda g: g,
     }.get(op)
 
@@ -119,7 +121,27 @@ def _binary(op, a, b, out):
         return (lambda g: g), (lambda g: -(g * (a // b)))
     if op is Op.FMOD:
         return (lambda g: g), (lambda g: -(g * (a / b).trunc()))
+    if op is Op.ATAN2:   # atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+        return (lambda g: g * b / (a * a + b * b)), (lambda g: -(g * a) / (a * a + b * b))
+    if op is Op.COPYSIGN:   # torch's rule: out / a (0 where a is 0) for a; zeros for the sign's source
+        from ..ops import where
+        return (lambda g: where(a == 0, 0.0, g * (out / a))), (lambda g: g * 0.0)
     return None
+
+
+def _nan_to_num_grad(x):
+    """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
+    from ..ops import where
+    return lambda g: where(x.abs() < math.inf, g, 0.0)
+
+
+def _locals(op, args, out):
+    """The local derivative of each operand (None: not differentiable in it), times g."""
+    if len(args) == 1:
+        return (_unary(op, args[0], out),)
+    if op is Op.NAN_TO_NUM:
+        return (_nan_to_num_grad(args[0]), None, None, None)
+    return _binary(op, args[0], args[1], out)
 
 
 def _saved_output(out):
@@ -132,12 +154,7 @@ def _saved_output(out):
 
 def record_elementwise(op, args, out):
     """``out = op(*args)`` (args: tensors and Python scalars, broadcast to ``out``)."""
-    saved = _saved_output(out)
-    if len(args) == 1:
-        local = _unary(op, args[0], saved)
-        locals_ = (local,)
-    else:
-        locals_ = _binary(op, args[0], args[1], saved)
+    locals_ = _locals(op, args, _saved_output(out))
     if locals_ is None or all(f is None for f in locals_):
         return out   # comparisons, logic, floor division: not differentiable
     edges = [(x, _through(x, f)) for x, f in zip(args, locals_) if f is not None and _is_tensor(x)]

@@ -31,6 +31,7 @@
  *       |x|*2^-54 absolute in r; |x| >= 2^40 is clamped to 2^40), results
  *       stay finite and within [-1, 1].
  *   lf_erff 1.18e-7 relative, 9.7e-8 absolute
+ *   lf_atanf, lf_atan2f: cephes' atanf polynomial, within ~2 ulp
  *   lf_vpowf 0.502 ulp of float64's result rounded (2^22 random bit-pattern pairs and
  *       3 * 2^22 pairs with finite results; computed in double)
  *   lf_geluf 2.96e-7 (3.18e-7 without FMA), including the far negative
@@ -413,6 +414,48 @@ static inline float lf_sinf(float x)
 }
 
 static inline float lf_cosf(float x) { return lf__sincos(x, 1); }
+
+/* ------------------------------------------------------------------ */
+/* atan, atan2                                                         */
+/* ------------------------------------------------------------------ */
+/* atan(a) for a = |x| >= 0 (or nan): cephes' atanf, a reduced to
+ * |t| <= tan(pi/8) (t = -1/a above tan(3pi/8), (a-1)/(a+1) above
+ * tan(pi/8): one division for the three branches), then an odd polynomial;
+ * within ~2 ulp. */
+static inline float lf__atan_abs(float a)
+{
+    int big = a > 2.414213562373095f, mid = a > 0.4142135623730950f;
+    float num = mid ? a - 1.0f : a, den = mid ? a + 1.0f : 1.0f;
+    num = big ? -1.0f : num;
+    den = big ? a : den;
+    float t = num / den;
+    float base = mid ? 0.78539816339744831f : 0.0f;
+    base = big ? 1.5707963267948966f : base;
+    float z = t * t;
+    float p = ((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z - 3.33329491539e-1f;
+    return base + (p * z * t + t);
+}
+
+static inline float lf_atanf(float x)
+{
+    return lf__withsign(lf__atan_abs(fabsf(x)), x);  /* nan -> nan; atan(-0) = -0 */
+}
+
+/* atan2(y, x): atan(y / x) moved to its quadrant by the sign bits (signed
+ * zeros and infinities as C's atan2, as torch) */
+static inline float lf_atan2f(float y, float x)
+{
+    int yneg = lf__f2i(y) < 0, xneg = lf__f2i(x) < 0;
+    float half_turn = yneg ? -3.14159265358979f : 3.14159265358979f;
+    int both_inf = (fabsf(y) == INFINITY) & (fabsf(x) == INFINITY);
+    float ratio = y / x;
+    ratio = both_inf ? (yneg == xneg ? 1.0f : -1.0f) : ratio;   /* +-pi/4 (+ the half turn) */
+    float angle = lf_atanf(ratio);
+    angle = xneg ? angle + half_turn : angle;                   /* (not + 0: atan2(-0, 1) is -0) */
+    float zero_angle = xneg ? half_turn : lf__withsign(0.0f, y); /* atan2(+-0, +-0) */
+    angle = (y == 0.0f) & (x == 0.0f) ? zero_angle : angle;
+    return (y != y) | (x != x) ? y + x : angle;
+}
 
 /* ------------------------------------------------------------------ */
 /* pow                                                                 */

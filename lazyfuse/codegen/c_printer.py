@@ -929,6 +929,13 @@ def _pow(a, e) -> str:
     return f"{fn}({a[0]}, {a[1]})"
 
 
+def _nan_to_num(a, e) -> str:
+    # one select a statement (see _select: a nested select would not vectorise)
+    ctype = "float" if _f32(e) else "double"
+    return (f"({{ {ctype} lf_v = {a[0]}; lf_v = lf_v != lf_v ? {a[1]} : lf_v; lf_v = lf_v == INFINITY ? {a[2]} : lf_v; "
+            f"lf_v == -INFINITY ? {a[3]} : lf_v; }})")
+
+
 # The C of each elementwise op (printer_base: the rule's signature). Float32 transcendentals call
 # c_math.h's vectorisable functions; rounding is torch's (``round`` half to even: nearbyint
 # under the default rounding mode).
@@ -968,6 +975,12 @@ C_OPS.update({
     Op.ERF: _float32_or_64("lf_erff({x})", "erf({x})"),
     Op.GELU_GRAD: _float32_or_64("lf_gelu_gradf({x})", "(0.5 * (1.0 + erf({x} * 0.70710678118654752440)) + "
                                  "{x} * exp(-0.5 * {x} * {x}) * 0.39894228040143267794)"),
+    Op.ATAN: _float32_or_64("lf_atanf({x})", "atan({x})"),
+    Op.ATAN2: lambda a, e: f"lf_atan2f({a[0]}, {a[1]})" if _f32(e) else f"atan2({a[0]}, {a[1]})",
+    Op.COPYSIGN: lambda a, e: f"copysignf({a[0]}, {a[1]})" if _f32(e) else f"copysign({a[0]}, {a[1]})",
+    # two compares and a subtraction, no select: vectorised, and NaN (both false) gives 0 as torch
+    Op.SIGN: lambda a, e: f"(({COMPUTE[e.dtype.name]})({a[0]} > 0) - ({COMPUTE[e.dtype.name]})({a[0]} < 0))",
+    Op.NAN_TO_NUM: _nan_to_num,
     Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),

@@ -229,6 +229,60 @@ def lf_tanh64(x):
 
 
 @triton.jit
+def lf_signbit(x):
+    # the sign bit of a float of either width (-0.0 included; false for NaN, whose result is NaN)
+    return (x < 0) | ((x == 0) & (1.0 / x < 0))
+
+
+@triton.jit
+def lf_atan_abs(a):
+    # c_math.h's lf__atan_abs: cephes' atanf of a = |x|, one division for the three ranges
+    big = a > 2.414213562373095
+    mid = a > 0.4142135623730950
+    t = tl.where(big, -1.0, tl.where(mid, a - 1.0, a)) / tl.where(big, a, tl.where(mid, a + 1.0, 1.0))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.78539816339744831, 0.0))
+    z = t * t
+    p = ((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1
+    return base + (p * z * t + t)
+
+
+@triton.jit
+def lf_atan(x):
+    # (times -1.0, not negated: -(+0.0) prints as 0 - x before Triton 3.4; atan(-0) is -0)
+    r = lf_atan_abs(tl.abs(x)) * tl.where(lf_signbit(x), -1.0, 1.0)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
+def lf_atan2(y, x):
+    # c_math.h's lf_atan2f: atan(y / x) moved to its quadrant by the signs, as C's atan2
+    yneg = lf_signbit(y)
+    xneg = lf_signbit(x)
+    half_turn = tl.where(yneg, -3.141592653589793, 3.141592653589793)
+    both_inf = (tl.abs(y) == float("inf")) & (tl.abs(x) == float("inf"))
+    ratio = tl.where(both_inf, tl.where(yneg == xneg, 1.0, -1.0), y / x)
+    angle = lf_atan(ratio)
+    angle = tl.where(xneg, angle + half_turn, angle)   # (not + 0: atan2(-0, 1) is -0)
+    angle = tl.where((y == 0) & (x == 0), tl.where(xneg, half_turn, y * 0.0), angle)
+    return tl.where((y != y) | (x != x), y + x, angle)
+
+
+@triton.jit
+def lf_copysign32(a, b):
+    # C's copysign, by the bits (a NaN's sign bit too)
+    bits = (a.to(tl.float32).to(tl.uint32, bitcast=True) & 0x7FFFFFFF) | \
+        (b.to(tl.float32).to(tl.uint32, bitcast=True) & 0x80000000)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def lf_copysign64(a, b):
+    bits = (a.to(tl.float64).to(tl.uint64, bitcast=True) & 0x7FFFFFFFFFFFFFFF) | \
+        (b.to(tl.float64).to(tl.uint64, bitcast=True) & 0x8000000000000000)
+    return bits.to(tl.float64, bitcast=True)
+
+
+@triton.jit
 def lf_sigmoid(x):
     e = tl.exp(-tl.abs(x))
     r = tl.where(x >= 0, 1.0, e) / (1.0 + e)

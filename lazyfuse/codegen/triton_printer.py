@@ -710,6 +710,12 @@ TRITON_OPS.update({
     Op.GELU_GRAD: _call("lf_gelu_grad"),
     Op.SILU: _call("lf_silu"),
     Op.ERF: _call("tl.erf"),
+    Op.ATAN: _call("lf_atan"),
+    Op.ATAN2: lambda a, e: f"lf_atan2({a[0]}, {a[1]})",
+    Op.COPYSIGN: lambda a, e: f"lf_copysign{64 if src_dtype(e).name == 'float64' else 32}({a[0]}, {a[1]})",
+    Op.SIGN: lambda a, e: f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({COMPUTE[e.dtype.name]})",
+    Op.NAN_TO_NUM: lambda a, e: (f'tl.where({a[0]} != {a[0]}, {a[1]}, tl.where({a[0]} == float("inf"), {a[2]}, '
+                                 f'tl.where({a[0]} == float("-inf"), {a[3]}, {a[0]})))'),
     Op.FLOOR: _call("tl.floor"),
     Op.CEIL: _call("tl.ceil"),
     Op.TRUNC: lambda a, e: f"tl.where({a[0]} < 0, tl.ceil({a[0]}), tl.floor({a[0]}))",

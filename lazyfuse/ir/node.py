@@ -54,6 +54,8 @@ class Op(enum.Enum):
     TRUNC = ("trunc", Kind.ELEMENTWISE)
     ROUND = ("round", Kind.ELEMENTWISE)
     ERF = ("erf", Kind.ELEMENTWISE)
+    SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
+    ATAN = ("atan", Kind.ELEMENTWISE)
     # d/dx gelu(x), Phi(x) + x*phi(x): one op for the backward (autograd.rules._gelu_grad)
     GELU_GRAD = ("gelu_grad", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
@@ -65,6 +67,8 @@ class Op(enum.Enum):
     FLOORDIV = ("floordiv", Kind.ELEMENTWISE)
     MOD = ("mod", Kind.ELEMENTWISE)     # the remainder with the divisor's sign (Python's %, torch.remainder)
     FMOD = ("fmod", Kind.ELEMENTWISE)   # the remainder with the dividend's sign (C's fmod, torch.fmod)
+    ATAN2 = ("atan2", Kind.ELEMENTWISE)   # the angle of the point (srcs[1], srcs[0]), as C's atan2(y, x)
+    COPYSIGN = ("copysign", Kind.ELEMENTWISE)   # |srcs[0]| with the sign bit of srcs[1] (float operands only)
     POW = ("pow", Kind.ELEMENTWISE)
     MAXIMUM = ("maximum", Kind.ELEMENTWISE)
     MINIMUM = ("minimum", Kind.ELEMENTWISE)
@@ -79,6 +83,9 @@ class Op(enum.Enum):
     XOR = ("xor", Kind.ELEMENTWISE)
     # elementwise, ternary
     WHERE = ("where", Kind.ELEMENTWISE)
+    # srcs (x, nan, posinf, neginf): x with NaN, +inf and -inf replaced by the three (runtime
+    # scalars: one kernel whatever their values); float operands only
+    NAN_TO_NUM = ("nan_to_num", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -130,8 +137,9 @@ class Op(enum.Enum):
 
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
-    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE,
-    Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.CAT, Op.FLIP}
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.POW, Op.MAXIMUM,
+    Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.CAT,
+    Op.FLIP}
 
 
 class Node:
