@@ -6,6 +6,7 @@ import re
 import subprocess
 
 import numpy as np
+import pytest
 import torch
 
 import lazyfuse as lf
@@ -107,3 +108,22 @@ def test_the_fast_pass_of_a_float_remainder_vectorises(tmp_path):
         assert src.index("lf_large |=") < src.index("lf_fmodf_exact"), src
         prelude = len(PRELUDE.splitlines()) + 1
         assert unvectorised_loops(src, tmp_path) == [prelude + second + 1], src
+
+
+ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one node each
+    "atan": lambda x, y: lf.atan(x), "atan2": lambda x, y: lf.atan2(x, y), "copysign": lambda x, y: lf.copysign(x, y),
+    "sign": lambda x, y: lf.sign(x), "nan_to_num": lambda x, y: lf.nan_to_num(x, 1.0),
+    "leaky_relu": lambda x, y: lf.nn.functional.leaky_relu(x, 0.2),
+    "hardsigmoid": lambda x, y: lf.nn.functional.hardsigmoid(x), "hardswish": lambda x, y: lf.nn.functional.hardswish(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_NODE_OPS))
+def test_the_one_node_ops_vectorise(name, tmp_path):
+    """Their float32 C forms are branch-free (c_math.h's atanf/atan2f, one select a statement), so
+    the node that replaced a vectorised composition is a vectorised loop too."""
+    rng = np.random.default_rng(0)
+    x, y = (lf.tensor(rng.standard_normal(64).astype(np.float32)) for _ in range(2))
+    _, sources = kernel_sources(lambda: ONE_NODE_OPS[name](x, y).numpy())
+    (src,) = sources
+    assert unvectorised_loops(src, tmp_path) == [], src

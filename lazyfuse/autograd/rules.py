@@ -61,8 +61,16 @@ def _unary(op, x, out):
         Op.RECIPROCAL: lambda g: -(g * out * out),
         Op.ATAN: lambda g: g / (x * x + 1.0),
         Op.SIGN: lambda g: g * 0.0,   # piecewise constant (torch's SignBackward: zeros)
+        # (torch's boundaries: hardsigmoid's slope is 0 at +-3, hardswish's is 0 at -3 and 1 at 3)
+        Op.HARDSIGMOID: lambda g: _where((x > -3.0) & (x < 3.0), g / 6.0, 0.0),
+        Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
         Op.CAST: lambda g: g,
     }.get(op)
+
+
+def _where(cond, a, b):
+    from ..ops import where
+    return where(cond, a, b)
 
 
 def _silu_grad(x):
@@ -123,16 +131,16 @@ def _binary(op, a, b, out):
         return (lambda g: g), (lambda g: -(g * (a / b).trunc()))
     if op is Op.ATAN2:   # atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
         return (lambda g: g * b / (a * a + b * b)), (lambda g: -(g * a) / (a * a + b * b))
+    if op is Op.LEAKY_RELU:   # (the slope is a number)
+        return (lambda g: _where(a > 0, g, g * b)), None
     if op is Op.COPYSIGN:   # torch's rule: out / a (0 where a is 0) for a; zeros for the sign's source
-        from ..ops import where
-        return (lambda g: where(a == 0, 0.0, g * (out / a))), (lambda g: g * 0.0)
+        return (lambda g: _where(a == 0, 0.0, g * (out / a))), (lambda g: g * 0.0)
     return None
 
 
 def _nan_to_num_grad(x):
     """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
-    from ..ops import where
-    return lambda g: where(x.abs() < math.inf, g, 0.0)
+    return lambda g: _where(x.abs() < math.inf, g, 0.0)
 
 
 def _locals(op, args, out):

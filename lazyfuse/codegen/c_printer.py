@@ -936,6 +936,14 @@ def _nan_to_num(a, e) -> str:
             f"lf_v == -INFINITY ? {a[3]} : lf_v; }})")
 
 
+def _hard(x: str, e, result: str) -> str:
+    """hardsigmoid/hardswish from ``t = clamp(x + 3, 0, 6)``, torch's order of operations: one select a
+    statement, each comparison false for NaN so that NaN passes (see _select)."""
+    ctype, f = ("float", "f") if _f32(e) else ("double", "")
+    return (f"({{ {ctype} lf_t = {x} + 3.0{f}; lf_t = lf_t < 0 ? 0.0{f} : lf_t; lf_t = lf_t > 6.0{f} ? 6.0{f} : lf_t; "
+            + result.format(x=x, t="lf_t", six=f"6.0{f}") + "; })")
+
+
 # The C of each elementwise op (printer_base: the rule's signature). Float32 transcendentals call
 # c_math.h's vectorisable functions; rounding is torch's (``round`` half to even: nearbyint
 # under the default rounding mode).
@@ -981,6 +989,9 @@ C_OPS.update({
     # two compares and a subtraction, no select: vectorised, and NaN (both false) gives 0 as torch
     Op.SIGN: lambda a, e: f"(({COMPUTE[e.dtype.name]})({a[0]} > 0) - ({COMPUTE[e.dtype.name]})({a[0]} < 0))",
     Op.NAN_TO_NUM: _nan_to_num,
+    Op.LEAKY_RELU: lambda a, e: f"({a[0]} > 0 ? {a[0]} : {a[0]} * {a[1]})",
+    Op.HARDSIGMOID: lambda a, e: _hard(a[0], e, "{t} / {six}"),
+    Op.HARDSWISH: lambda a, e: _hard(a[0], e, "{x} * {t} / {six}"),
     Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),

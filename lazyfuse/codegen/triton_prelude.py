@@ -283,6 +283,14 @@ def lf_copysign64(a, b):
 
 
 @triton.jit
+def lf_hard_clamp(x):
+    # clamp(x + 3, 0, 6) of hardsigmoid/hardswish, NaN passing (each comparison false for it)
+    t = x + 3.0
+    t = tl.where(t < 0, 0.0, t)
+    return tl.where(t > 6, 6.0, t)
+
+
+@triton.jit
 def lf_sigmoid(x):
     e = tl.exp(-tl.abs(x))
     r = tl.where(x >= 0, 1.0, e) / (1.0 + e)

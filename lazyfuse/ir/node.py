@@ -56,6 +56,8 @@ class Op(enum.Enum):
     ERF = ("erf", Kind.ELEMENTWISE)
     SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
     ATAN = ("atan", Kind.ELEMENTWISE)
+    HARDSIGMOID = ("hardsigmoid", Kind.ELEMENTWISE)   # clamp(x + 3, 0, 6) / 6 (NaN propagates)
+    HARDSWISH = ("hardswish", Kind.ELEMENTWISE)       # x * clamp(x + 3, 0, 6) / 6
     # d/dx gelu(x), Phi(x) + x*phi(x): one op for the backward (autograd.rules._gelu_grad)
     GELU_GRAD = ("gelu_grad", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
@@ -69,6 +71,7 @@ class Op(enum.Enum):
     FMOD = ("fmod", Kind.ELEMENTWISE)   # the remainder with the dividend's sign (C's fmod, torch.fmod)
     ATAN2 = ("atan2", Kind.ELEMENTWISE)   # the angle of the point (srcs[1], srcs[0]), as C's atan2(y, x)
     COPYSIGN = ("copysign", Kind.ELEMENTWISE)   # |srcs[0]| with the sign bit of srcs[1] (float operands only)
+    LEAKY_RELU = ("leaky_relu", Kind.ELEMENTWISE)   # srcs (x, slope): x where x > 0, else x * slope
     POW = ("pow", Kind.ELEMENTWISE)
     MAXIMUM = ("maximum", Kind.ELEMENTWISE)
     MINIMUM = ("minimum", Kind.ELEMENTWISE)
@@ -137,7 +140,7 @@ class Op(enum.Enum):
 
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
-    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.POW, Op.MAXIMUM,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.CAT,
     Op.FLIP}
 

@@ -1,5 +1,6 @@
 """Activation functions of ``torch.nn.functional``, native: compositions of lazyfuse's
-elementwise ops, so each fuses into its neighbours' kernel and autograd differentiates it."""
+elementwise ops (``leaky_relu``, ``hardsigmoid`` and ``hardswish`` one op each), so each fuses into
+its neighbours' kernel and autograd differentiates it."""
 from __future__ import annotations
 
 import math
@@ -19,8 +20,10 @@ def _inplace(x, out, inplace):
 
 
 def leaky_relu(x, negative_slope=0.01, inplace=False):
-    """``x`` where positive, else ``negative_slope * x``."""
-    return _inplace(x, ops.where(x > 0, x, x * negative_slope).to(x.dtype), inplace)
+    """``x`` where positive, else ``negative_slope * x``: one node (``Op.LEAKY_RELU``, the slope a
+    runtime scalar)."""
+    _float(x, "leaky_relu")
+    return _inplace(x, ops.elementwise(ops.Op.LEAKY_RELU, x, float(negative_slope), compute_dtype=x.dtype), inplace)
 
 
 def elu(x, alpha=1.0, inplace=False):
@@ -74,15 +77,15 @@ def relu6(x, inplace=False):
 
 
 def hardsigmoid(x, inplace=False):
-    """``clamp(x / 6 + 1/2, 0, 1)``."""
+    """``clamp(x + 3, 0, 6) / 6``: one node (``Op.HARDSIGMOID``)."""
     _float(x, "hardsigmoid")
-    return _inplace(x, ((x + 3.0).clamp(0.0, 6.0) / 6.0).to(x.dtype), inplace)
+    return _inplace(x, ops.elementwise(ops.Op.HARDSIGMOID, x), inplace)
 
 
 def hardswish(x, inplace=False):
-    """``x * hardsigmoid(x)``."""
+    """``x * clamp(x + 3, 0, 6) / 6``: one node (``Op.HARDSWISH``)."""
     _float(x, "hardswish")
-    return _inplace(x, (x * (x + 3.0).clamp(0.0, 6.0) / 6.0).to(x.dtype), inplace)
+    return _inplace(x, ops.elementwise(ops.Op.HARDSWISH, x), inplace)
 
 
 def mish(x, inplace=False):
