@@ -258,7 +258,7 @@ def _rounding(op):
             return extern(torch.round, x, decimals=decimals)
         if not x.dtype.is_float:
             return x.clone()   # integers are already whole (torch returns a copy)
-        return _zero_gradient(ops.elementwise(op, x), x, name=op.label)
+        return ops.elementwise(op, x)   # (its zero gradient: autograd.rules)
     method.__name__ = method.__qualname__ = op.label
     method.__doc__ = (f"Elementwise {op.label} (float tensors; integers are returned as a copy)"
                       + (", half to even, as torch; ``decimals`` other than 0 runs as an extern." if op is Op.ROUND
@@ -270,10 +270,10 @@ floor, ceil, trunc, round = (_rounding(op) for op in (Op.FLOOR, Op.CEIL, Op.TRUN
 
 
 def frac(x):
-    """``x - trunc(x)`` (float tensors)."""
+    """``x - trunc(x)`` (float tensors): one node (``Op.FRAC``)."""
     if not x.dtype.is_float:
         raise DTypeError(f"frac is not implemented for {x.dtype.name} tensors (as in torch)")
-    return x - trunc(x)
+    return ops.elementwise(Op.FRAC, x)
 
 
 def erf(x):
@@ -317,7 +317,7 @@ def isneginf(x):
 
 def isfinite(x):
     """True where ``x`` is neither NaN nor +-inf (always for integers)."""
-    return (x.abs() != math.inf) & ~x.isnan() if x.dtype.is_float else x == x
+    return x.abs() < math.inf if x.dtype.is_float else x == x   # (NaN compares false)
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):

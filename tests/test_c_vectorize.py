@@ -115,12 +115,13 @@ ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one no
     "sign": lambda x, y: lf.sign(x), "nan_to_num": lambda x, y: lf.nan_to_num(x, 1.0),
     "leaky_relu": lambda x, y: lf.nn.functional.leaky_relu(x, 0.2),
     "hardsigmoid": lambda x, y: lf.nn.functional.hardsigmoid(x), "hardswish": lambda x, y: lf.nn.functional.hardswish(x),
+    "selu": lambda x, y: lf.nn.functional.selu(x),
 }
 
 
 @pytest.mark.parametrize("name", sorted(ONE_NODE_OPS))
 def test_the_one_node_ops_vectorise(name, tmp_path):
-    """Their float32 C forms are branch-free (c_math.h's atanf/atan2f, one select a statement), so
+    """Their float32 C forms are branch-free (c_math.h's atanf/atan2f/expm1f, one select a statement), so
     the node that replaced a vectorised composition is a vectorised loop too."""
     rng = np.random.default_rng(0)
     x, y = (lf.tensor(rng.standard_normal(64).astype(np.float32)) for _ in range(2))

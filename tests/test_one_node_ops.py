@@ -1,7 +1,7 @@
 """Ops that were Python compositions of many nodes and now record one node a call (issue 18's record
 cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``atan2`` (59),
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
-``hardswish`` (5). Each: its node count pinned, its values against torch (bit for bit where torch's
+``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``frac`` (2). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -34,9 +34,18 @@ UNARY = {
     "leaky_relu(0.2)": (lambda x: F.leaky_relu(x, 0.2), lambda x: TF.leaky_relu(x, 0.2)),
     "hardsigmoid": (F.hardsigmoid, TF.hardsigmoid),
     "hardswish": (F.hardswish, TF.hardswish),
+    "elu": (F.elu, TF.elu),
+    "elu(0.5)": (lambda x: F.elu(x, 0.5), lambda x: TF.elu(x, 0.5)),
+    "selu": (F.selu, TF.selu),
+    "celu(2)": (lambda x: F.celu(x, 2.0), lambda x: TF.celu(x, 2.0)),
+    "celu(-2)": (lambda x: F.celu(x, -2.0), lambda x: TF.celu(x, -2.0)),
+    "frac": (lf.frac, torch.frac),
+    "round": (lf.round, torch.round),   # (one node before too; its zero gradient is now the op's rule)
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
-APPROXIMATE = {"atan", "atan2"}   # a polynomial, not torch's libm: compared with float64 within a bound
+ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
+# a polynomial, not torch's libm: compared with float64 within a bound
+APPROXIMATE = {"atan", "atan2"} | ELU
 
 
 def _pairs(values):
@@ -128,6 +137,25 @@ def test_atan2_and_atan_on_special_values_and_random_ones_against_float64(dtype,
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(ELU))
+def test_the_elu_family_against_float64(name, dtype, device):
+    """torch's elu kernel, ``expm1(x * input_scale) * negcoef``: within 2 ulps of float64 (c_math.h's
+    lf_expm1f; no ``exp(x) - 1`` cancellation near 0), the half types rounded once as torch's."""
+    lf_fn, torch_fn = UNARY[name]
+    rng = np.random.default_rng(0)
+    values = np.concatenate([SPECIAL, [-1e-6, -1e-30, -30.0, -100.0, 88.0],
+                             rng.standard_normal(2000) * 10.0 ** rng.integers(-8, 2, 2000)])
+    xt = torch.from_numpy(values).float().to(dtype)
+    got = lf_fn(lf.tensor(xt, device=device)).torch()
+    if dtype in (torch.float16, torch.bfloat16):
+        assert_same_values(got[~torch_fn(xt).isfinite()], torch_fn(xt)[~torch_fn(xt).isfinite()])
+        torch.testing.assert_close(got, torch_fn(xt), equal_nan=True)
+    else:
+        assert_close_to_float64(got, torch_fn(xt.double()), 2.0, name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_integer_and_mixed_inputs_promote_as_torch(device):
     it = torch.tensor([[-3, 0, 2], [7, -1, 0]])
     ft = torch.tensor([[0.5, -0.0, -2.0], [1.0, 3.0, -1.0]], dtype=torch.float16)
@@ -143,7 +171,7 @@ def test_integer_and_mixed_inputs_promote_as_torch(device):
 
 
 def test_activations_refuse_integer_tensors_as_torch():
-    for fn in (F.leaky_relu, F.hardsigmoid, F.hardswish):
+    for fn in (F.leaky_relu, F.hardsigmoid, F.hardswish, F.elu, F.selu, F.celu):
         with pytest.raises(lf.DTypeError, match="floating"):
             fn(lf.tensor([1, -2]))
 

@@ -60,7 +60,13 @@ def _unary(op, x, out):
         Op.SILU: lambda g: g * _silu_grad(x),
         Op.RECIPROCAL: lambda g: -(g * out * out),
         Op.ATAN: lambda g: g / (x * x + 1.0),
-        Op.SIGN: lambda g: g * 0.0,   # piecewise constant (torch's SignBackward: zeros)
+        # piecewise constant: a zero gradient (torch's SignBackward, FloorBackward...: zeros)
+        Op.SIGN: lambda g: g * 0.0,
+        Op.FLOOR: lambda g: g * 0.0,
+        Op.CEIL: lambda g: g * 0.0,
+        Op.TRUNC: lambda g: g * 0.0,
+        Op.ROUND: lambda g: g * 0.0,
+        Op.FRAC: lambda g: g,
         # (torch's boundaries: hardsigmoid's slope is 0 at +-3, hardswish's is 0 at -3 and 1 at 3)
         Op.HARDSIGMOID: lambda g: _where((x > -3.0) & (x < 3.0), g / 6.0, 0.0),
         Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
@@ -138,6 +144,12 @@ def _binary(op, a, b, out):
     return None
 
 
+def _elu_grad(x, negcoef, poscoef, input_scale):
+    """torch's elu_backward: ``poscoef`` where x > 0 (and where x is NaN), else the exponential's slope."""
+    return lambda g: _where(x <= 0, g * (x.clamp(max=0.0) * input_scale).exp() * (input_scale * negcoef),
+                            g * poscoef)
+
+
 def _nan_to_num_grad(x):
     """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
     return lambda g: _where(x.abs() < math.inf, g, 0.0)
@@ -149,6 +161,8 @@ def _locals(op, args, out):
         return (_unary(op, args[0], out),)
     if op is Op.NAN_TO_NUM:
         return (_nan_to_num_grad(args[0]), None, None, None)
+    if op is Op.ELU:
+        return (_elu_grad(*args), None, None, None)
     return _binary(op, args[0], args[1], out)
 
 

@@ -416,6 +416,22 @@ static inline float lf_sinf(float x)
 static inline float lf_cosf(float x) { return lf__sincos(x, 1); }
 
 /* ------------------------------------------------------------------ */
+/* expm1                                                               */
+/* ------------------------------------------------------------------ */
+/* e^x - 1 = 2^k expm1(r) + (2^k - 1) (tanh's m and d): no cancellation
+ * near 0, within about an ulp; -0 stays -0, nan propagates through q. */
+static inline float lf_expm1f(float x)
+{
+    float t = lf__clamp_hi(lf__clamp_lo(x, -30.0f), 89.0f);  /* e^-30 - 1 rounds to -1; 2^128 is inf */
+    float ks = t * LF__LOG2E + LF__SHIFT1;
+    float kf = ks - LF__SHIFT1;
+    float q = lf__expm1_poly(lf__ln2_reduce(t, kf));
+    float s = lf__u2f((uint32_t)lf__f2i(ks) << 23);          /* 2^k, k in [-44, 128] */
+    float r = s * q + (s - 1.0f);
+    return x == 0.0f ? x : r;
+}
+
+/* ------------------------------------------------------------------ */
 /* atan, atan2                                                         */
 /* ------------------------------------------------------------------ */
 /* atan(a) for a = |x| >= 0 (or nan): cephes' atanf, a reduced to

@@ -936,6 +936,15 @@ def _nan_to_num(a, e) -> str:
             f"lf_v == -INFINITY ? {a[3]} : lf_v; }})")
 
 
+def _elu(a, e) -> str:
+    # (the exponent of min(x, 0): NaN passes, and expm1 sees no argument that overflows)
+    x, negcoef, poscoef, input_scale = a
+    if _f32(e):
+        return (f"({{ float lf_u = ({x} > 0 ? 0.0f : {x}) * {input_scale}; "
+                f"{x} > 0 ? {x} * {poscoef} : lf_expm1f(lf_u) * {negcoef}; }})")
+    return f"({x} > 0 ? {x} * {poscoef} : expm1(({x} > 0 ? 0.0 : {x}) * {input_scale}) * {negcoef})"
+
+
 def _hard(x: str, e, result: str) -> str:
     """hardsigmoid/hardswish from ``t = clamp(x + 3, 0, 6)``, torch's order of operations: one select a
     statement, each comparison false for NaN so that NaN passes (see _select)."""
@@ -989,6 +998,7 @@ C_OPS.update({
     # two compares and a subtraction, no select: vectorised, and NaN (both false) gives 0 as torch
     Op.SIGN: lambda a, e: f"(({COMPUTE[e.dtype.name]})({a[0]} > 0) - ({COMPUTE[e.dtype.name]})({a[0]} < 0))",
     Op.NAN_TO_NUM: _nan_to_num,
+    Op.ELU: _elu,
     Op.LEAKY_RELU: lambda a, e: f"({a[0]} > 0 ? {a[0]} : {a[0]} * {a[1]})",
     Op.HARDSIGMOID: lambda a, e: _hard(a[0], e, "{t} / {six}"),
     Op.HARDSWISH: lambda a, e: _hard(a[0], e, "{x} * {t} / {six}"),
@@ -996,6 +1006,7 @@ C_OPS.update({
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),
     Op.ROUND: _float32_or_64("nearbyintf({x})", "nearbyint({x})"),
+    Op.FRAC: _float32_or_64("({x} - truncf({x}))", "({x} - trunc({x}))"),
 })
 CPrinter.OPS = C_OPS
 

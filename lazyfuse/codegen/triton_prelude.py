@@ -283,6 +283,21 @@ def lf_copysign64(a, b):
 
 
 @triton.jit
+def lf_expm1(x):
+    # Kahan's expm1: (e - 1) * x / log(e) cancels the rounding of e, in either float width
+    e = tl.exp(x)
+    em1 = e - 1.0
+    r = tl.where(em1 == -1.0, -1.0, em1 * x / tl.log(e))
+    return tl.where((e == 1.0) | (e == float("inf")), tl.where(e == 1.0, x, e), r)
+
+
+@triton.jit
+def lf_elu(x, negcoef, poscoef, input_scale):
+    # c_printer's _elu: torch's elu kernel
+    return tl.where(x > 0, x * poscoef, lf_expm1(tl.where(x > 0, 0.0, x) * input_scale) * negcoef)
+
+
+@triton.jit
 def lf_hard_clamp(x):
     # clamp(x + 3, 0, 6) of hardsigmoid/hardswish, NaN passing (each comparison false for it)
     t = x + 3.0

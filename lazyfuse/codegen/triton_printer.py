@@ -674,7 +674,9 @@ def _round(a, e) -> str:
     fl = f"tl.floor({x})"
     frac = f"({x} - {fl})"
     up = f"(({frac} > 0.5) | (({frac} == 0.5) & ({fl} % 2.0 != 0.0)))"
-    return f"tl.where({x} != {x}, {x}, {fl} + tl.where({up}, 1.0, 0.0))"
+    r = f"({fl} + tl.where({up}, 1.0, 0.0))"
+    # a zero result keeps x's sign, as nearbyint's (round(-0.3) is -0.0): x * 0 has it
+    return f"tl.where({x} != {x}, {x}, tl.where({r} == 0, {x} * 0.0, {r}))"
 
 
 # The Triton of each elementwise op (printer_base: the rule's signature): tanh, sigmoid, gelu,
@@ -717,12 +719,14 @@ TRITON_OPS.update({
     Op.LEAKY_RELU: lambda a, e: f"tl.where({a[0]} > 0, {a[0]}, {a[0]} * {a[1]})",
     Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}) / 6.0)",
     Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}) / 6.0)",
+    Op.ELU: lambda a, e: f"lf_elu({a[0]}, {a[1]}, {a[2]}, {a[3]})",
     Op.NAN_TO_NUM: lambda a, e: (f'tl.where({a[0]} != {a[0]}, {a[1]}, tl.where({a[0]} == float("inf"), {a[2]}, '
                                  f'tl.where({a[0]} == float("-inf"), {a[3]}, {a[0]})))'),
     Op.FLOOR: _call("tl.floor"),
     Op.CEIL: _call("tl.ceil"),
     Op.TRUNC: lambda a, e: f"tl.where({a[0]} < 0, tl.ceil({a[0]}), tl.floor({a[0]}))",
     Op.ROUND: _round,
+    Op.FRAC: lambda a, e: f"({a[0]} - tl.where({a[0]} < 0, tl.ceil({a[0]}), tl.floor({a[0]})))",
 })
 TritonPrinter.OPS = TRITON_OPS
 

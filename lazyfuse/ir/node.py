@@ -53,6 +53,7 @@ class Op(enum.Enum):
     CEIL = ("ceil", Kind.ELEMENTWISE)
     TRUNC = ("trunc", Kind.ELEMENTWISE)
     ROUND = ("round", Kind.ELEMENTWISE)
+    FRAC = ("frac", Kind.ELEMENTWISE)   # x - trunc(x)
     ERF = ("erf", Kind.ELEMENTWISE)
     SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
     ATAN = ("atan", Kind.ELEMENTWISE)
@@ -89,6 +90,9 @@ class Op(enum.Enum):
     # srcs (x, nan, posinf, neginf): x with NaN, +inf and -inf replaced by the three (runtime
     # scalars: one kernel whatever their values); float operands only
     NAN_TO_NUM = ("nan_to_num", Kind.ELEMENTWISE)
+    # srcs (x, negcoef, poscoef, input_scale), runtime scalars: torch's elu kernel, x * poscoef where
+    # x > 0, else expm1(x * input_scale) * negcoef (elu, selu and celu are its three settings)
+    ELU = ("elu", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -141,7 +145,7 @@ class Op(enum.Enum):
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.POW, Op.MAXIMUM,
-    Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.CAT,
+    Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.CAT,
     Op.FLIP}
 
 

@@ -1,5 +1,5 @@
 """Activation functions of ``torch.nn.functional``, native: compositions of lazyfuse's
-elementwise ops (``leaky_relu``, ``hardsigmoid`` and ``hardswish`` one op each), so each fuses into
+elementwise ops (``leaky_relu``, ``hardsigmoid``, ``hardswish`` and ``elu``/``selu``/``celu`` one op each), so each fuses into
 its neighbours' kernel and autograd differentiates it."""
 from __future__ import annotations
 
@@ -26,11 +26,16 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
     return _inplace(x, ops.elementwise(ops.Op.LEAKY_RELU, x, float(negative_slope), compute_dtype=x.dtype), inplace)
 
 
+def _elu(x, negcoef, poscoef, input_scale):
+    """torch's elu kernel, one node (``Op.ELU``, the coefficients runtime scalars): ``x * poscoef``
+    where positive, else ``expm1(x * input_scale) * negcoef``."""
+    return ops.elementwise(ops.Op.ELU, x, float(negcoef), float(poscoef), float(input_scale), compute_dtype=x.dtype)
+
+
 def elu(x, alpha=1.0, inplace=False):
     """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
     _float(x, "elu")
-    # exp of min(x, 0): the branch not taken stays finite, so its zero gradient is not 0 * inf = NaN
-    return _inplace(x, ops.where(x > 0, x, (ops.elementwise(ops.Op.MINIMUM, x, 0.0).exp() - 1.0) * alpha), inplace)
+    return _inplace(x, _elu(x, alpha, 1.0, 1.0), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -39,14 +44,14 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(x, inplace=False):
     """``scale * elu(x, alpha)`` with SELU's constants."""
-    return _inplace(x, elu(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    _float(x, "selu")
+    return _inplace(x, _elu(x, _SELU_ALPHA * _SELU_SCALE, _SELU_SCALE, 1.0), inplace)
 
 
 def celu(x, alpha=1.0, inplace=False):
     """``x`` where positive, else ``alpha * (exp(x / alpha) - 1)``."""
     _float(x, "celu")
-    return _inplace(x, ops.where(x > 0, x, ((ops.elementwise(ops.Op.MINIMUM, x, 0.0) * (1.0 / alpha)).exp() - 1.0)
-                                 * alpha), inplace)   # (min: see elu)
+    return _inplace(x, _elu(x, alpha, 1.0, 1.0 / alpha), inplace)
 
 
 def softplus(x, beta=1.0, threshold=20.0):
