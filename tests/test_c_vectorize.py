@@ -115,7 +115,8 @@ ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one no
     "sign": lambda x, y: lf.sign(x), "nan_to_num": lambda x, y: lf.nan_to_num(x, 1.0),
     "leaky_relu": lambda x, y: lf.nn.functional.leaky_relu(x, 0.2),
     "hardsigmoid": lambda x, y: lf.nn.functional.hardsigmoid(x), "hardswish": lambda x, y: lf.nn.functional.hardswish(x),
-    "selu": lambda x, y: lf.nn.functional.selu(x),
+    "selu": lambda x, y: lf.nn.functional.selu(x), "softplus": lambda x, y: lf.nn.functional.softplus(x, 2.0),
+    "logsigmoid": lambda x, y: lf.nn.functional.logsigmoid(x), "mish": lambda x, y: lf.nn.functional.mish(x),
 }
 
 

@@ -1,7 +1,8 @@
 """Ops that were Python compositions of many nodes and now record one node a call (issue 18's record
 cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``atan2`` (59),
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
-``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``frac`` (2). Each: its node count pinned, its values against torch (bit for bit where torch's
+``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``softplus`` (11), ``logsigmoid`` (7),
+``mish`` (13), ``frac`` (2). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -39,13 +40,18 @@ UNARY = {
     "selu": (F.selu, TF.selu),
     "celu(2)": (lambda x: F.celu(x, 2.0), lambda x: TF.celu(x, 2.0)),
     "celu(-2)": (lambda x: F.celu(x, -2.0), lambda x: TF.celu(x, -2.0)),
+    "softplus": (F.softplus, TF.softplus),
+    "softplus(2, 5)": (lambda x: F.softplus(x, 2.0, 5.0), lambda x: TF.softplus(x, 2.0, 5.0)),
+    "logsigmoid": (F.logsigmoid, TF.logsigmoid),
+    "mish": (F.mish, TF.mish),
     "frac": (lf.frac, torch.frac),
     "round": (lf.round, torch.round),   # (one node before too; its zero gradient is now the op's rule)
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
 # a polynomial, not torch's libm: compared with float64 within a bound
-APPROXIMATE = {"atan", "atan2"} | ELU
+SOFTPLUS = {"softplus", "softplus(2, 5)", "logsigmoid", "mish"}
+APPROXIMATE = {"atan", "atan2"} | ELU | SOFTPLUS
 
 
 def _pairs(values):
@@ -156,6 +162,30 @@ def test_the_elu_family_against_float64(name, dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", sorted(SOFTPLUS))
+def test_the_softplus_family_against_float64(name, dtype, device):
+    """``max(x, 0) + log(1 + e^-|x|)`` (the compositions' formula, kept: a log1p would cost the
+    kernel a division): within 4 ulps of float64 where the result is not far below ``max(x, 0)``'s
+    scale, and within 2^-24 of it absolutely everywhere; libm's log1p in float64 C. Mish's Triton
+    float64 tanh is float32-accurate near 0."""
+    lf_fn, torch_fn = UNARY[name]
+    rng = np.random.default_rng(0)
+    values = np.concatenate([SPECIAL, [-1e-6, 20.0, 20.000002, -16.0, -90.0, 88.0],
+                             rng.standard_normal(2000) * 10.0 ** rng.integers(-6, 2, 2000)])
+    xt = torch.from_numpy(values).float().to(dtype)
+    got, want = lf_fn(lf.tensor(xt, device=device)).torch().double(), torch_fn(xt.double())
+    finite = want.isfinite()
+    assert_same_values(got[~finite], want[~finite].to(dtype).double(), name)
+    eps = torch.finfo(dtype).eps
+    scale = xt.double().abs().clamp_min(1.0)[finite]
+    assert ((got[finite] - want[finite]).abs() <= 4 * eps * want[finite].abs() + eps * scale * 2).all(), name
+    for dt in (torch.float16, torch.bfloat16):   # (computed in float32, rounded once, as torch)
+        x16 = xt.to(dt)
+        torch.testing.assert_close(lf_fn(lf.tensor(x16, device=device)).torch(), torch_fn(x16), equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_integer_and_mixed_inputs_promote_as_torch(device):
     it = torch.tensor([[-3, 0, 2], [7, -1, 0]])
     ft = torch.tensor([[0.5, -0.0, -2.0], [1.0, 3.0, -1.0]], dtype=torch.float16)
@@ -171,7 +201,7 @@ def test_integer_and_mixed_inputs_promote_as_torch(device):
 
 
 def test_activations_refuse_integer_tensors_as_torch():
-    for fn in (F.leaky_relu, F.hardsigmoid, F.hardswish, F.elu, F.selu, F.celu):
+    for fn in (F.leaky_relu, F.hardsigmoid, F.hardswish, F.elu, F.selu, F.celu, F.softplus, F.logsigmoid, F.mish):
         with pytest.raises(lf.DTypeError, match="floating"):
             fn(lf.tensor([1, -2]))
 

@@ -69,6 +69,8 @@ def _unary(op, x, out):
         Op.FRAC: lambda g: g,
         # (torch's boundaries: hardsigmoid's slope is 0 at +-3, hardswish's is 0 at -3 and 1 at 3)
         Op.HARDSIGMOID: lambda g: _where((x > -3.0) & (x < 3.0), g / 6.0, 0.0),
+        Op.LOGSIGMOID: lambda g: g * (-x).sigmoid(),
+        Op.MISH: lambda g: g * _mish_grad(x),
         Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
         Op.CAST: lambda g: g,
     }.get(op)
@@ -144,6 +146,18 @@ def _binary(op, a, b, out):
     return None
 
 
+def _mish_grad(x):
+    """d/dx x tanh(sp(x)) = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = log1p(e^x) (torch's)."""
+    from ..nn.activations import softplus
+    t = softplus(x, 1.0, math.inf).tanh()
+    return t + x * x.sigmoid() * (1.0 - t * t)
+
+
+def _softplus_grad(x, beta, threshold):
+    """torch's softplus_backward: g where x * beta > threshold, else g * sigmoid(x * beta)."""
+    return lambda g: _where(x * beta > threshold, g, g * (x * beta).sigmoid())
+
+
 def _elu_grad(x, negcoef, poscoef, input_scale):
     """torch's elu_backward: ``poscoef`` where x > 0 (and where x is NaN), else the exponential's slope."""
     return lambda g: _where(x <= 0, g * (x.clamp(max=0.0) * input_scale).exp() * (input_scale * negcoef),
@@ -159,10 +173,14 @@ def _locals(op, args, out):
     """The local derivative of each operand (None: not differentiable in it), times g."""
     if len(args) == 1:
         return (_unary(op, args[0], out),)
+    if op in (Op.HARDSIGMOID, Op.HARDSWISH):   # (x, and the clamp's bounds: numbers)
+        return (_unary(op, args[0], out), None, None)
     if op is Op.NAN_TO_NUM:
         return (_nan_to_num_grad(args[0]), None, None, None)
     if op is Op.ELU:
         return (_elu_grad(*args), None, None, None)
+    if op is Op.SOFTPLUS:
+        return (_softplus_grad(*args), None, None)
     return _binary(op, args[0], args[1], out)
 
 

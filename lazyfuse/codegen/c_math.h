@@ -431,6 +431,21 @@ static inline float lf_expm1f(float x)
     return x == 0.0f ? x : r;
 }
 
+/* log(1 + e^-a) for a = |x| (or nan): softplus's, logsigmoid's and mish's
+ * tail, max(x, 0) + log(1 + e^-|x|) = log(1 + e^x) without overflow (the
+ * compositions' formula: a log1p would cost a division more per element,
+ * for the digits of results below ~1e-7 relative to max(x, 0)). */
+static inline float lf__log1p_exp_neg(float a)
+{
+    return lf_logf(1.0f + lf_expf(-a));
+}
+
+/* log1p(e^x), softplus with beta 1 and no threshold (mish's) */
+static inline float lf__softplus(float x)
+{
+    return (x > 0.0f ? x : 0.0f) + lf__log1p_exp_neg(fabsf(x));
+}
+
 /* ------------------------------------------------------------------ */
 /* atan, atan2                                                         */
 /* ------------------------------------------------------------------ */

@@ -937,19 +937,21 @@ def _nan_to_num(a, e) -> str:
 
 
 def _elu(a, e) -> str:
-    # (the exponent of min(x, 0): NaN passes, and expm1 sees no argument that overflows)
+    # (no min(x, 0) before the exponential: lf_expm1f clamps its argument, and the lanes where x > 0
+    # are not selected; a select on the constant 0 would cost a compare and a blend, see _hard)
     x, negcoef, poscoef, input_scale = a
-    if _f32(e):
-        return (f"({{ float lf_u = ({x} > 0 ? 0.0f : {x}) * {input_scale}; "
-                f"{x} > 0 ? {x} * {poscoef} : lf_expm1f(lf_u) * {negcoef}; }})")
-    return f"({x} > 0 ? {x} * {poscoef} : expm1(({x} > 0 ? 0.0 : {x}) * {input_scale}) * {negcoef})"
+    expm1 = "lf_expm1f" if _f32(e) else "expm1"
+    return f"({x} > 0 ? {x} * {poscoef} : {expm1}({x} * {input_scale}) * {negcoef})"
 
 
-def _hard(x: str, e, result: str) -> str:
-    """hardsigmoid/hardswish from ``t = clamp(x + 3, 0, 6)``, torch's order of operations: one select a
-    statement, each comparison false for NaN so that NaN passes (see _select)."""
+def _hard(a, e, result: str) -> str:
+    """hardsigmoid/hardswish from ``t = clamp(x + 3, lo, hi)`` (srcs: x, lo = 0, hi = 6), torch's order
+    of operations. The bounds are runtime scalars because gcc 12 folds constant bounds into compares
+    and blends (~1.3x slower), where a loop-invariant bound compared first is one ``vmaxps``/``vminps``
+    (``lo > t ? lo : t`` passes a NaN ``t``, as torch's clamp)."""
+    x, lo, hi = a
     ctype, f = ("float", "f") if _f32(e) else ("double", "")
-    return (f"({{ {ctype} lf_t = {x} + 3.0{f}; lf_t = lf_t < 0 ? 0.0{f} : lf_t; lf_t = lf_t > 6.0{f} ? 6.0{f} : lf_t; "
+    return (f"({{ {ctype} lf_t = {x} + 3.0{f}; lf_t = {lo} > lf_t ? {lo} : lf_t; lf_t = {hi} < lf_t ? {hi} : lf_t; "
             + result.format(x=x, t="lf_t", six=f"6.0{f}") + "; })")
 
 
@@ -999,9 +1001,14 @@ C_OPS.update({
     Op.SIGN: lambda a, e: f"(({COMPUTE[e.dtype.name]})({a[0]} > 0) - ({COMPUTE[e.dtype.name]})({a[0]} < 0))",
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
+    Op.SOFTPLUS: lambda a, e: (f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : lf__softplus({a[0]} * {a[1]}) / {a[1]})" if _f32(e)
+                               else f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : log1p(exp({a[0]} * {a[1]})) / {a[1]})"),
+    Op.LOGSIGMOID: _float32_or_64("(({x} < 0.0f ? {x} : 0.0f) - lf__log1p_exp_neg(fabsf({x})))",
+                                  "(({x} < 0.0 ? {x} : 0.0) - log1p(exp(-fabs({x}))))"),
+    Op.MISH: _float32_or_64("({x} * lf_tanhf(lf__softplus({x})))", "({x} * tanh(log1p(exp({x}))))"),
     Op.LEAKY_RELU: lambda a, e: f"({a[0]} > 0 ? {a[0]} : {a[0]} * {a[1]})",
-    Op.HARDSIGMOID: lambda a, e: _hard(a[0], e, "{t} / {six}"),
-    Op.HARDSWISH: lambda a, e: _hard(a[0], e, "{x} * {t} / {six}"),
+    Op.HARDSIGMOID: lambda a, e: _hard(a, e, "{t} / {six}"),
+    Op.HARDSWISH: lambda a, e: _hard(a, e, "{x} * {t} / {six}"),
     Op.FLOOR: _float32_or_64("floorf({x})", "floor({x})"),
     Op.CEIL: _float32_or_64("ceilf({x})", "ceil({x})"),
     Op.TRUNC: _float32_or_64("truncf({x})", "trunc({x})"),

@@ -292,17 +292,29 @@ def lf_expm1(x):
 
 
 @triton.jit
+def lf_log1p_exp_neg(a):
+    # c_math.h's lf__log1p_exp_neg: log(1 + e^-a), a = |x|
+    return tl.log(1.0 + tl.exp(-a))
+
+
+@triton.jit
+def lf_softplus1(x):
+    # log1p(e^x) without overflow
+    return tl.where(x > 0, x, 0.0) + lf_log1p_exp_neg(tl.abs(x))
+
+
+@triton.jit
 def lf_elu(x, negcoef, poscoef, input_scale):
     # c_printer's _elu: torch's elu kernel
     return tl.where(x > 0, x * poscoef, lf_expm1(tl.where(x > 0, 0.0, x) * input_scale) * negcoef)
 
 
 @triton.jit
-def lf_hard_clamp(x):
-    # clamp(x + 3, 0, 6) of hardsigmoid/hardswish, NaN passing (each comparison false for it)
+def lf_hard_clamp(x, lo, hi):
+    # clamp(x + 3, lo, hi) of hardsigmoid/hardswish (0 and 6), NaN passing (each comparison false for it)
     t = x + 3.0
-    t = tl.where(t < 0, 0.0, t)
-    return tl.where(t > 6, 6.0, t)
+    t = tl.where(lo > t, lo, t)
+    return tl.where(hi < t, hi, t)
 
 
 @triton.jit

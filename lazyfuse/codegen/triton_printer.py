@@ -717,8 +717,13 @@ TRITON_OPS.update({
     Op.COPYSIGN: lambda a, e: f"lf_copysign{64 if src_dtype(e).name == 'float64' else 32}({a[0]}, {a[1]})",
     Op.SIGN: lambda a, e: f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({COMPUTE[e.dtype.name]})",
     Op.LEAKY_RELU: lambda a, e: f"tl.where({a[0]} > 0, {a[0]}, {a[0]} * {a[1]})",
-    Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}) / 6.0)",
-    Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}) / 6.0)",
+    Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
+    Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
+    Op.SOFTPLUS: lambda a, e: (f"tl.where({a[0]} * {a[1]} > {a[2]}, {a[0]}, "
+                               f"lf_softplus1({a[0]} * {a[1]}) / {a[1]})"),
+    Op.LOGSIGMOID: lambda a, e: f"(tl.where({a[0]} < 0, {a[0]}, 0.0) - lf_log1p_exp_neg(tl.abs({a[0]})))",
+    Op.MISH: lambda a, e: (f"({a[0]} * {'lf_tanh64' if src_dtype(e).name == 'float64' else 'lf_tanh32'}"
+                           f"(lf_softplus1({a[0]})))"),
     Op.ELU: lambda a, e: f"lf_elu({a[0]}, {a[1]}, {a[2]}, {a[3]})",
     Op.NAN_TO_NUM: lambda a, e: (f'tl.where({a[0]} != {a[0]}, {a[1]}, tl.where({a[0]} == float("inf"), {a[2]}, '
                                  f'tl.where({a[0]} == float("-inf"), {a[3]}, {a[0]})))'),

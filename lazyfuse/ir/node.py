@@ -57,8 +57,11 @@ class Op(enum.Enum):
     ERF = ("erf", Kind.ELEMENTWISE)
     SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
     ATAN = ("atan", Kind.ELEMENTWISE)
+    # srcs (x, 0, 6), the clamp's bounds runtime scalars (c_printer._hard says why)
     HARDSIGMOID = ("hardsigmoid", Kind.ELEMENTWISE)   # clamp(x + 3, 0, 6) / 6 (NaN propagates)
     HARDSWISH = ("hardswish", Kind.ELEMENTWISE)       # x * clamp(x + 3, 0, 6) / 6
+    LOGSIGMOID = ("logsigmoid", Kind.ELEMENTWISE)     # min(x, 0) - log1p(e^-|x|)
+    MISH = ("mish", Kind.ELEMENTWISE)                 # x * tanh(log1p(e^x))
     # d/dx gelu(x), Phi(x) + x*phi(x): one op for the backward (autograd.rules._gelu_grad)
     GELU_GRAD = ("gelu_grad", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
@@ -93,6 +96,8 @@ class Op(enum.Enum):
     # srcs (x, negcoef, poscoef, input_scale), runtime scalars: torch's elu kernel, x * poscoef where
     # x > 0, else expm1(x * input_scale) * negcoef (elu, selu and celu are its three settings)
     ELU = ("elu", Kind.ELEMENTWISE)
+    # srcs (x, beta, threshold), runtime scalars: x where x * beta > threshold, else log1p(e^(x beta)) / beta
+    SOFTPLUS = ("softplus", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -144,8 +149,8 @@ class Op(enum.Enum):
 
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
-    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.POW, Op.MAXIMUM,
-    Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.CAT,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
+    Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
     Op.FLIP}
 
 

@@ -1,5 +1,6 @@
 """Activation functions of ``torch.nn.functional``, native: compositions of lazyfuse's
-elementwise ops (``leaky_relu``, ``hardsigmoid``, ``hardswish`` and ``elu``/``selu``/``celu`` one op each), so each fuses into
+elementwise ops (``leaky_relu``, ``hardsigmoid``, ``hardswish``, ``elu``/``selu``/``celu``, ``softplus``,
+``logsigmoid`` and ``mish`` one op each), so each fuses into
 its neighbours' kernel and autograd differentiates it."""
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import math
 
 from .. import ops
 from ..errors import DTypeError
-from ..ir.dtypes import opmath
 
 
 def _float(x, name):
@@ -55,18 +55,16 @@ def celu(x, alpha=1.0, inplace=False):
 
 
 def softplus(x, beta=1.0, threshold=20.0):
-    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold`` (as torch)."""
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold`` (as torch): one node
+    (``Op.SOFTPLUS``, beta and threshold runtime scalars)."""
     _float(x, "softplus")
-    bx = x * beta
-    # max(bx, 0) + log(1 + exp(-|bx|)): no overflow for large bx
-    soft = (ops.elementwise(ops.Op.MAXIMUM, bx, 0.0) + ((-bx.abs()).exp() + 1.0).log()) * (1.0 / beta)
-    return ops.where(bx > threshold, x, soft)
+    return ops.elementwise(ops.Op.SOFTPLUS, x, float(beta), float(threshold), compute_dtype=x.dtype)
 
 
 def logsigmoid(x):
-    """``log(sigmoid(x))`` = ``min(x, 0) - log(1 + exp(-|x|))``."""
+    """``log(sigmoid(x))`` = ``min(x, 0) - log1p(exp(-|x|))``: one node (``Op.LOGSIGMOID``)."""
     _float(x, "logsigmoid")
-    return ops.elementwise(ops.Op.MINIMUM, x, 0.0) - ((-x.abs()).exp() + 1.0).log()
+    return ops.elementwise(ops.Op.LOGSIGMOID, x)
 
 
 def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
@@ -84,20 +82,20 @@ def relu6(x, inplace=False):
 def hardsigmoid(x, inplace=False):
     """``clamp(x + 3, 0, 6) / 6``: one node (``Op.HARDSIGMOID``)."""
     _float(x, "hardsigmoid")
-    return _inplace(x, ops.elementwise(ops.Op.HARDSIGMOID, x), inplace)
+    return _inplace(x, ops.elementwise(ops.Op.HARDSIGMOID, x, 0.0, 6.0, compute_dtype=x.dtype), inplace)
 
 
 def hardswish(x, inplace=False):
     """``x * clamp(x + 3, 0, 6) / 6``: one node (``Op.HARDSWISH``)."""
     _float(x, "hardswish")
-    return _inplace(x, ops.elementwise(ops.Op.HARDSWISH, x), inplace)
+    return _inplace(x, ops.elementwise(ops.Op.HARDSWISH, x, 0.0, 6.0, compute_dtype=x.dtype), inplace)
 
 
 def mish(x, inplace=False):
-    """``x * tanh(softplus(x))`` (float16/bfloat16 in float32, rounded once, as torch)."""
+    """``x * tanh(log1p(exp(x)))``: one node (``Op.MISH``; float16/bfloat16 in float32, rounded once,
+    as torch)."""
     _float(x, "mish")
-    wide = x.to(opmath(x.dtype))
-    return _inplace(x, (wide * softplus(wide).tanh()).to(x.dtype), inplace)
+    return _inplace(x, ops.elementwise(ops.Op.MISH, x), inplace)
 
 
 def softsign(x):
