@@ -140,6 +140,8 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not ops.is_scalar(v) or isinstance(v, bool):
             raise DTypeError(f"arange: {name}={v!r} must be a number")
+        if not math.isfinite(v):
+            raise ShapeError(f"arange: {name}={v!r} must be finite (an unsupported range, as in torch)")
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.float32
     dtype = dt.as_dtype(dtype)

@@ -322,6 +322,7 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
     bases = [torch.empty(_numel(storage_shape), dtype=dtype.torch, device="meta") for _, dtype, storage_shape in inputs]
     metas = [b.as_strided(v.shape, v.strides, v.offset) for b, (v, _, _) in zip(bases, inputs)]
     args, kwargs = rebuild(spec, metas)
+    versions = [m._version for m in metas]
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError as e:
@@ -341,6 +342,12 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
     for r in results:
         outs.append(_described(name, r))
         views.append(_aliased(r, metas, bases, inputs))
+        if views[-1] is not None and metas[views[-1][0]]._version != versions[views[-1][0]]:
+            # an in-place function returning its input: as a view it would never launch, and the
+            # write would silently not happen
+            raise UnsupportedOpError(f"lf.extern({name}): the function writes its input in place and returns it; "
+                                     "an extern must not write its inputs: pass its out-of-place form, or write "
+                                     "back with x.copy_(lf.extern(out_of_place_fn, x, ...))")
     fname = getattr(fn, "__name__", "")
     if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
         if inputs[0][1].name in ("float16", "bfloat16"):

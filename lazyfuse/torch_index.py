@@ -167,6 +167,8 @@ def scatter_add(x, dim, index, src):
     """``x`` plus ``src[i][j]`` at ``[index[i][j]][j]`` (along ``dim``), summed where indices repeat:
     a masked sum over ``dim`` of ``index`` (one reduction kernel)."""
     _check_index(index, "scatter_add")
+    if getattr(src, "dtype", x.dtype) is not x.dtype:   # (torch casts nothing here: neither do we)
+        raise DTypeError(f"scatter_add: src's dtype {src.dtype} must be the input's {x.dtype}; cast src first")
     if x.ndim == 0:
         return index_add(x, 0, index, src)
     d = normalize_dim(dim, x.ndim)
@@ -230,6 +232,8 @@ def flipud(x):
 
 def rot90(x, k=1, dims=(0, 1)):
     """``x`` rotated by ``k`` quarter turns from ``dims[0]`` towards ``dims[1]``."""
+    if len(dims) != 2:
+        raise ShapeError(f"rot90: dims={tuple(dims)} must name exactly two dims (the rotation plane)")
     a, b = (normalize_dim(d, x.ndim) for d in dims)
     if a == b:
         raise ShapeError(f"rot90: the two dims must differ, got {dims}")
@@ -282,6 +286,8 @@ def diag(x, diagonal=0):
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``."""
     from .functions import cat
+    if int(n) < 0:
+        raise ShapeError(f"diff: n={n} (the order) must be non-negative")
     d = normalize_dim(dim, x.ndim)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:

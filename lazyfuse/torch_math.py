@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from . import ops
+from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 
@@ -42,6 +43,10 @@ def _float_operands(*xs):
     promotion, then float32 for integers (and opmath for the half types)."""
     Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
+    if not tensors:
+        import sys
+        name = sys._getframe(1).f_code.co_name   # (the calling op, for the message: this path only)
+        raise DTypeError(f"{name}: pass a Tensor (got only Python numbers: {xs}); wrap one with lf.tensor(v)")
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
     out = out if out.is_float else dt.float32
@@ -58,6 +63,14 @@ def _as_tensors(a, b):
     if not isinstance(b, Tensor):
         b = full((), b, dtype=a.dtype, device=a.device)
     return a, b
+
+
+def _both_tensors(x, other, name):
+    """torch's signature for ``name`` takes two tensors (no Python number): refuse one as torch does."""
+    Tensor = _tensor_cls()
+    if not (isinstance(x, Tensor) and isinstance(other, Tensor)):
+        raise DTypeError(f"{name}: both arguments must be Tensors, got {type(x).__name__} and "
+                         f"{type(other).__name__}; wrap a number with lf.tensor(v)")
 
 
 def _isnan(x):
@@ -244,6 +257,7 @@ def _nan_ignoring(name):
     def method(x, other):
         from . import functions
         pick = getattr(functions, name)
+        _both_tensors(x, other, method.__name__)
         if not x.dtype.is_float and not other.dtype.is_float:
             return pick(x, other)
         return ops.where(_isnan(x), other, ops.where(_isnan(other), x, pick(x, other)))
@@ -260,6 +274,7 @@ fmin.__doc__ = "Elementwise minimum that ignores a NaN (the other value wins; Na
 
 def heaviside(x, values):
     """``values`` where ``x == 0``, else 1 where ``x > 0`` and 0 elsewhere (NaN included), as torch."""
+    _both_tensors(x, values, "heaviside")
     out = dt.promote_types(x.dtype, values.dtype)
     return ops.where(x == 0, values.to(out), (x > 0).to(out))
 
@@ -294,6 +309,10 @@ def copysign(x, other):
 def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """``|x - other| <= atol + rtol |other|`` where both are finite, equality elsewhere (NaNs equal
     when ``equal_nan``), as torch."""
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not tol >= 0:
+            raise ShapeError(f"isclose: {name}={tol} must be greater than or equal to zero")
+    _both_tensors(x, other, "isclose")
     if x.dtype.is_bool and other.dtype.is_bool:
         return x == other
     wide = dt.promote_types(x.dtype, other.dtype)
@@ -343,6 +362,9 @@ def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def bucketize(x, boundaries, *, out_int32=False, right=False):
     """The index of each value's bucket among the sorted 1-d ``boundaries``: how many boundaries
     lie below it (``right``: at or below), a comparison summed over them."""
+    if boundaries.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {boundaries.shape} (searchsorted takes "
+                         "one sorted sequence per row)")
     Tensor = _tensor_cls()
     if not isinstance(x, Tensor):
         from .creation import full
