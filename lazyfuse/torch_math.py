@@ -65,6 +65,14 @@ def _as_tensors(a, b):
     return a, b
 
 
+def _floating_only(name, *xs):
+    """torch's kernels of ``name`` take floating operands only (``"hypot_cpu" not implemented for
+    'Long'``): refuse integer and bool ones as torch does, rather than compute in float32."""
+    Tensor = _tensor_cls()
+    if not any(isinstance(x, float) or isinstance(x, Tensor) and x.dtype.is_float for x in xs):
+        raise DTypeError(f"{name}: not implemented for integer or bool tensors (as torch); call .float() first")
+
+
 def _both_tensors(x, other, name):
     """torch's signature for ``name`` takes two tensors (no Python number): refuse one as torch does."""
     Tensor = _tensor_cls()
@@ -233,12 +241,14 @@ def xlogy(x, y):
 
 def hypot(x, other):
     """``sqrt(x^2 + other^2)``."""
+    _floating_only("hypot", x, other)
     (a, b), out = _float_operands(x, other)
     return (a * a + b * b).sqrt().to(out)
 
 
 def logaddexp(x, other):
     """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal."""
+    _floating_only("logaddexp", x, other)
     (a, b), out = _float_operands(x, other)
     a, b = _as_tensors(a, b)
     m = ops.where(a > b, a, b)
@@ -247,6 +257,7 @@ def logaddexp(x, other):
 
 def logaddexp2(x, other):
     """``log2(2^x + 2^other)``."""
+    _floating_only("logaddexp2", x, other)
     (a, b), out = _float_operands(x, other)
     a, b = _as_tensors(a, b)
     m = ops.where(a > b, a, b)
