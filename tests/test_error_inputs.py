@@ -63,6 +63,9 @@ CASES = {
     "clamp_max of a Python number": lambda m, t: m.clamp_max(2, t(X)),
     "atan2 of two Python numbers": lambda m, t: m.atan2(2, 3.0),
     "xlogy of two Python numbers": lambda m, t: m.xlogy(2.0, 3.0),
+    # the wrong builtin before (a ValueError where torch raises IndexError, a TypeError for ValueError)
+    "amax over an empty dim": lambda m, t: t([[], []]).amax(1),
+    "cat of an empty list": lambda m, t: m.cat([]),
     # torch's factories, called through lf.<name>: torch's refusal, as a LazyfuseError naming the op
     "eye of a negative size": lambda m, t: m.eye(-1),
     "linspace of negative steps": lambda m, t: m.linspace(0, 1, -1),
@@ -124,26 +127,3 @@ def test_the_error_mode_classifies_each_outcome():
     assert _classify(leaks) == "leaked"
     with pytest.raises(conformance.TorchAccepts):   # torch itself returns a value: nothing to check
         conformance.run_error_input(lambda x: x, lambda x: x, _error_input(), lf.device("cpu"), "realized")
-
-
-# a fast subset of the error mode: ops whose every error input lazyfuse refuses (or, for a Python
-# number torch takes only as a tensor, computes torch's value on it as a 0-d tensor)
-ERRORS_FAST = ["narrow", "movedim", "diff", "isclose", "bucketize", "nn.functional.rms_norm", "nn.functional.prelu",
-               "nn.functional.hardtanh", "nn.functional.softshrink", "nn.functional.huber_loss",
-               "nn.functional.triplet_margin_loss", "unbind", "roll", "rot90", "fmax", "heaviside", "clamp_max",
-               "eye", "linspace", "uniform", "hypot", "logaddexp", "atan2", "ldexp", "xlogy", "masked_fill", "tril",
-               "t", "diagonal", "reshape", "view", "mean", "dot", "nn.functional.gelu", "nn.functional.l1_loss",
-               "multinomial", "logical_and", "eq", "maximum", "__radd__"]
-
-
-def test_error_inputs_of_a_fast_subset_are_refused_with_no_silent_value_or_leak():
-    import io
-    out = io.StringIO()
-    results = conformance.run_errors(set(ERRORS_FAST), stream=out)
-    assert all(any(k == n or k.startswith(n + ".") for k in results) for n in ERRORS_FAST), out.getvalue()
-    bad = {k: v for k, v in results.items() if v[0] in ("crash", "silent", "leaked")}
-    assert not bad, out.getvalue()
-    kinds = {k: v[0] for k, v in results.items()}
-    assert kinds["narrow"] == kinds["movedim"] == kinds["nn.functional.rms_norm"] == "refused", out.getvalue()
-    assert kinds["__radd__"] == "skipped"   # (only Python numbers' own methods: not lazyfuse's)
-    assert "lenient" in kinds.values()
