@@ -352,10 +352,12 @@ def _holdable(value) -> bool:
 
 
 def _aliased(tensors) -> bool:
-    """Whether two of ``tensors`` share memory (an ``out=`` onto the input): lazyfuse is handed
-    copies, so the overlap torch refuses is not there to refuse."""
+    """Whether two of ``tensors`` share memory (an ``out=`` onto the input), or one overlaps itself
+    (an expanded ``out=``): lazyfuse is handed dense copies, so the overlap torch refuses is not
+    there to refuse."""
     starts = [t.untyped_storage().data_ptr() for t in tensors if t.numel()]
-    return len(starts) != len(set(starts))
+    overlaps = any(s == 0 and n > 1 for t in tensors for n, s in zip(t.shape, t.stride()))
+    return overlaps or len(starts) != len(set(starts))
 
 
 def _number_for_tensor(error_input) -> bool:
@@ -389,7 +391,7 @@ def run_error_input(op, fn, error_input, dev, mode):
         raise lf.UnsupportedOpError("an input lazyfuse cannot hold (complex, sparse, a dtype it lacks)")
     inputs = _tensors_in([sample.input, list(sample.args), dict(sample.kwargs)])
     if _aliased(inputs):
-        raise lf.UnsupportedOpError("inputs that share memory (the harness copies each one)")
+        raise lf.UnsupportedOpError("inputs that share memory (the harness copies each one densely)")
     originals = [t.detach().clone() for t in inputs]
     counter = [0]   # (lazyfuse's copies before torch runs: an in-place op may write before it raises)
     x = _to_lazy(sample.input, dev, mode, counter)

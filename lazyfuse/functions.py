@@ -61,10 +61,14 @@ def minimum(a, b):
 CAT_SELECTS = 1 << 16
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, out=None):
     """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
     arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
-    all the pending pieces. A large one writes each piece into a slice of one new storage."""
+    all the pending pieces. A large one writes each piece into a slice of one new storage.
+    ``out=`` takes the result (``lazyfuse.extern.write_out``)."""
+    if out is not None:
+        from .extern import write_out
+        return write_out("cat", cat(tensors, dim), out)
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("cat needs a non-empty sequence of Tensors, got an empty one")

@@ -42,10 +42,17 @@ def _check_index(index, name):
         raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
+def _into(out, name, result):
+    from .extern import write_out
+    return write_out(name, result, out)
+
+
 # -- gathers ----------------------------------------------------------------------------------------
-def index_select(x, dim, index):
+def index_select(x, dim, index, *, out=None):
     """``x`` along ``dim`` at the positions ``index`` (a 1-d or 0-d integer tensor)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "index_select", index_select(x, dim, index))
     _check_index(index, "index_select")
     if index.ndim > 1:
         raise ShapeError(f"index_select: index must be 1-d or 0-d, got shape {index.shape}")
@@ -54,17 +61,21 @@ def index_select(x, dim, index):
     return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1))
 
 
-def take(x, index):
+def take(x, index, *, out=None):
     """``x`` flattened, read at ``index`` (any shape; negative counts from the end)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "take", take(x, index))
     _check_index(index, "take")
     return gather_dim(x.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
 
 
-def gather(x, dim, index, *, sparse_grad=False):
+def gather(x, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` along ``dim`` (torch.gather): a flat read of ``x``
     at ``index * stride(dim)`` plus the other coordinates (``index`` no larger than ``x`` off ``dim``)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "gather", gather(x, dim, index))
     _check_index(index, "gather")
     if x.ndim == 0 or index.ndim == 0:
         return take(x, index.reshape(()) if index.ndim == 0 else index) if index.numel() else index.to(x.dtype)

@@ -127,3 +127,36 @@ def test_the_error_mode_classifies_each_outcome():
     assert _classify(leaks) == "leaked"
     with pytest.raises(conformance.TorchAccepts):   # torch itself returns a value: nothing to check
         conformance.run_error_input(lambda x: x, lambda x: x, _error_input(), lf.device("cpu"), "realized")
+
+
+X2 = [[1.0, 2.0], [3.0, 4.0]]
+OUT_CASES = {
+    # name: (the call on m, t with out=o, the out tensor's shape, its dtype)
+    "sum (an extern with out=)": (lambda m, t, o: m.sum(t(X2), 0, out=o), (2,), "float32"),
+    "gather": (lambda m, t, o: m.gather(t(X2), 1, t([[1], [0]]), out=o), (2, 1), "float32"),
+    "index_select": (lambda m, t, o: m.index_select(t(X2), 0, t([1]), out=o), (1, 2), "float32"),
+    "take": (lambda m, t, o: m.take(t(X2), t([3, 0]), out=o), (2,), "float32"),
+    "cat": (lambda m, t, o: m.cat([t(X2), t(X2)], 1, out=o), (2, 4), "float32"),
+    "arange": (lambda m, t, o: m.arange(1, 4, out=o), (3,), "int64"),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_CASES))
+def test_out_takes_the_result_as_torchs(name):
+    call, shape, dtype = OUT_CASES[name]
+    want_out = torch.full(shape, -7, dtype=getattr(torch, dtype))
+    want = call(_Side(torch, TF), torch.tensor, want_out)
+    got_out = lf.full(shape, -7, dtype=getattr(lf, dtype))
+    got = call(_Side(lf, F), lf.tensor, got_out)
+    assert got.tolist() == want.tolist()
+    if got is got_out:   # (before: the extern's out= was never written: it kept its -7s)
+        assert got_out.tolist() == want_out.tolist()
+
+
+def test_out_of_another_dtype_or_shape_is_refused():
+    x = lf.tensor(X2)
+    with pytest.raises(lf.DTypeError, match="out= has dtype"):
+        lf.gather(x, 1, lf.tensor([[1], [0]]), out=lf.zeros(2, 1, dtype=lf.float64))
+    with pytest.raises(lf.ShapeError, match="does not resize"):
+        lf.sum(x, 0, out=lf.zeros(3))
+    assert x.tolist() == X2
