@@ -540,11 +540,12 @@ def write_out(name, result, out):
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
-        raise DTypeError(f"{name}: out= must be {'a lazyfuse Tensor' if len(results) == 1 else f'{len(results)} lazyfuse Tensors'}"
-                         f" (the result's), got {type(out).__name__}")
+        wanted = "a lazyfuse Tensor" if len(results) == 1 else f"{len(results)} lazyfuse Tensors"
+        raise DTypeError(f"{name}: out= must be {wanted} (the result's), got {type(out).__name__}")
     for o, r in zip(outs, results):
         if o.dtype is not r.dtype:
-            raise DTypeError(f"{name}: out= has dtype {o.dtype}, the result {r.dtype}; pass an out of the result's dtype")
+            raise DTypeError(f"{name}: out= has dtype {o.dtype}, the result {r.dtype}; pass an out of the "
+                             "result's dtype")
         if tuple(o.shape) != tuple(r.shape):
             raise ShapeError(f"{name}: out= has shape {tuple(o.shape)}, the result {tuple(r.shape)}; lazyfuse does not "
                              "resize an out tensor: pass one of the result's shape")
