@@ -344,8 +344,10 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
         views.append(_aliased(r, metas, bases, inputs))
         if views[-1] is not None and metas[views[-1][0]]._version != versions[views[-1][0]]:
             # an in-place function returning its input: as a view it would never launch, and the
-            # write would silently not happen (``extern`` runs it on a copy instead)
-            raise _WritesInput(views[-1][0])
+            # write would silently not happen
+            raise UnsupportedOpError(f"lf.extern({name}): the function writes its input in place and returns it; "
+                                     "an extern must not write its inputs: pass its out-of-place form, or write "
+                                     "back with x.copy_(lf.extern(out_of_place_fn, x, ...))")
     fname = getattr(fn, "__name__", "")
     if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
         if inputs[0][1].name in ("float16", "bfloat16"):
@@ -473,9 +475,8 @@ def extern(fn, *args, **kwargs):
     ``fn`` as a torch tensor holding its value; results come back as lazyfuse Tensors (a tuple
     of them for a tuple result), views of an input where torch's are. The call runs at the
     next drain that needs a result, as one launch between kernels (``lf.stats().extern_launches``);
-    an in-place ``fn`` (one that writes a tensor argument and returns it) runs on a copy, written
-    back with ``copy_``; ``fn`` must not write its inputs otherwise. Functions whose result size
-    depends on the data run at once instead (a drain). ``out=`` (lazyfuse Tensors) takes the result as torch's does."""
+    ``fn`` must not write its inputs. Functions whose result size depends on the data run at
+    once instead (a drain). ``out=`` (lazyfuse Tensors) takes the result as torch's does."""
     if kwargs.get("out") is not None:
         return _into_out(fn, args, kwargs)
     signature = None if kwargs else _top_level_signature(fn, args)
@@ -488,10 +489,7 @@ def extern(fn, *args, **kwargs):
             raise DTypeError(f"lf.extern({_name(fn)}): pass at least one lazyfuse Tensor argument "
                              "(factories: use the lazyfuse ones, or lf.tensor(torch_result))")
         dev = common_device(tensors)
-        try:
-            found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
-        except _WritesInput as w:
-            return _in_place(fn, spec, tensors, w.index)
+        found = recipe(fn, spec, tuple([(t._view, t._storage.dtype, t._storage.shape) for t in tensors]), dev.kind)
         if signature is not None:
             if len(_by_signature) >= _RECIPES_MAX:
                 _by_signature.clear()
@@ -523,37 +521,6 @@ def extern(fn, *args, **kwargs):
     if found.structure is None:
         return results[0]
     return _restructure(found.structure, results)
-
-
-class _WritesInput(Exception):
-    """``fn`` wrote tensor argument ``index`` in place and returned it (found on the meta device)."""
-
-    def __init__(self, index):
-        super().__init__(index)
-        self.index = index
-
-
-_on_a_copy = {}   # (fn, spec, written argument): fn run on a copy of that argument
-
-
-def _in_place(fn, spec, tensors, written):
-    """An in-place ``fn`` (``x.add_``, ``x.uniform_``): run as a value on a copy of the tensor it
-    writes, and the result written back with ``copy_`` in program order, as lazyfuse's own
-    in-place methods are; returns that tensor, as torch does."""
-    key = (fn, spec, written)
-    on_a_copy = _on_a_copy.get(key)
-    if on_a_copy is None:
-        def on_a_copy(*ts):
-            args, kwargs = rebuild(spec, [t.clone() if i == written else t for i, t in enumerate(ts)])
-            return fn(*args, **kwargs)
-        # (its name is fn's: a random in-place op keeps drawing from lazyfuse's generator, RANDOM_NAMES)
-        on_a_copy.__name__ = getattr(fn, "__name__", "fn")
-        on_a_copy.__qualname__ = getattr(fn, "__qualname__", on_a_copy.__name__)
-        if len(_on_a_copy) >= _RECIPES_MAX:
-            _on_a_copy.clear()
-        _on_a_copy[key] = on_a_copy
-    target = tensors[written]
-    return target.copy_(extern(on_a_copy, *tensors))
 
 
 def _into_out(fn, args, kwargs):
