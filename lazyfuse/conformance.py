@@ -1,5 +1,7 @@
 """Conformance against torch's operator database: ``python -m lazyfuse.conformance [--ops a,b] [--samples N]``.
 
+(``--errors`` runs the OpInfos' ``error_inputs`` instead, the inputs torch refuses: ``run_errors``.)
+
 Every OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` is run on its
 ``sample_inputs`` (cpu) in float32, float16, int64 and bool (those the op supports), through
 lazyfuse's own name for it: ``Tensor.<name>`` where torch has a method, else ``lf.<name>``,
@@ -267,14 +269,255 @@ def run(names=None, samples_per_dtype=None, dtypes=DTYPES, device="cpu", stream=
     return results
 
 
+# the outcomes of an error input, worst first: the engine broken after it (or a timeout), a value
+# returned where torch raises, a bare Python/torch error escaping lazyfuse, a LazyfuseError a torch
+# user's ``except`` for the ErrorInput's type misses, a Python number taken where torch's signature
+# wants a tensor (torch's value on it as a 0-d tensor: an extension, not a wrong value), and a
+# refusal of the expected type
+ERROR_OUTCOMES = ("crash", "silent", "leaked", "wrong-type", "lenient", "refused")
+ERROR_TIMEOUT_S = 120
+_CANARY = [0.5, -1.0, 2.0, 4.0]
+
+
+class TorchAccepts(Exception):
+    """torch itself does not raise the ErrorInput's exception (this build, this device): nothing to check."""
+
+
+def _engine_broken(dev, lazy_inputs, torch_inputs):
+    """Why the engine is unusable after an error (a fresh op and drain fail, or a live input lost
+    its value), else None: docs/semantics.md, Errors."""
+    import lazyfuse as lf
+    try:
+        got = (lf.tensor(_CANARY, device=dev) * 2).sum().item()
+        if got != 2 * sum(_CANARY):
+            return f"a fresh op after the error computes {got!r}"
+        for lazy, want in zip(lazy_inputs, torch_inputs):
+            got, want = lazy.torch().reshape(-1), want.reshape(-1)   # (torch compares at most 64 dims)
+            same = got.dtype == want.dtype and got.shape == want.shape and bool(
+                ((got == want) | (got != got) & (want != want)).all())   # (NaN equals NaN)
+            if not same:
+                return "a live input lost its value"
+    except Exception as e:  # noqa: BLE001
+        return f"a fresh op after the error raises {type(e).__name__}: {str(e)[:120]}"
+    return None
+
+
+def _tensors_in(value):
+    """The torch or lazyfuse tensors of ``value`` (nested in lists, tuples and dicts)."""
+    import lazyfuse as lf
+    if isinstance(value, (torch.Tensor, lf.Tensor)):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
+
+
+def _raised_inside_lazyfuse(e) -> bool:
+    """Whether ``e`` came from lazyfuse's own code (or a torch call it made), not from Python binding
+    the harness's call to lazyfuse's public function (a TypeError for an argument it does not take)."""
+    import os
+    import lazyfuse as lf
+    root = os.path.dirname(lf.__file__)
+    here = os.path.abspath(__file__)
+    tb, frames = e.__traceback__, []
+    while tb is not None:
+        frames.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
+        tb = tb.tb_next
+    return any(f.startswith(root) and f != here for f in frames)
+
+
+def _classify_raise(e, expected) -> str:
+    import lazyfuse as lf
+    if isinstance(e, (RecursionError, MemoryError, SystemError)):
+        return f"crash: {type(e).__name__}: {str(e)[:160]}"
+    if isinstance(e, lf.LazyfuseError):
+        if isinstance(e, expected):
+            return f"refused: {type(e).__name__}: {str(e)[:160]}"
+        return f"wrong-type: {type(e).__name__} is no {_type_name(expected)}: {str(e)[:160]}"
+    if _raised_inside_lazyfuse(e):
+        return f"leaked: {type(e).__name__}: {str(e)[:160]}"
+    # Python refused the harness's call itself (an argument lazyfuse's signature lacks): torch's own
+    # Python bindings raise the same TypeError for theirs
+    if isinstance(e, expected):
+        return f"refused: {type(e).__name__} (signature): {str(e)[:160]}"
+    return f"wrong-type: {type(e).__name__} (signature) is no {_type_name(expected)}: {str(e)[:160]}"
+
+
+def _type_name(expected):
+    return "/".join(t.__name__ for t in expected) if isinstance(expected, tuple) else expected.__name__
+
+
+def _holdable(value) -> bool:
+    """Whether lazyfuse can hold every tensor of an input (strided, cpu, a dtype it has)."""
+    ok = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
+    return all(t.layout == torch.strided and t.device.type == "cpu" and t.dtype in ok for t in _tensors_in(value))
+
+
+def _aliased(tensors) -> bool:
+    """Whether two of ``tensors`` share memory (an ``out=`` onto the input), or one overlaps itself
+    (an expanded ``out=``): lazyfuse is handed dense copies, so the overlap torch refuses is not
+    there to refuse."""
+    starts = [t.untyped_storage().data_ptr() for t in tensors if t.numel()]
+    overlaps = any(s == 0 and n > 1 for t in tensors for n, s in zip(t.shape, t.stride()))
+    return overlaps or len(starts) != len(set(starts))
+
+
+def _number_for_tensor(error_input) -> bool:
+    """Whether ``error_input`` is one of OpInfo's generic "this binary op takes no Python number
+    here" inputs (any Exception, no regex, a number where the signature wants a tensor)."""
+    sample = error_input.sample_input
+    return error_input.error_type is Exception and error_input.error_regex == "" and any(
+        isinstance(v, (int, float, bool)) for v in (sample.input, *sample.args))
+
+
+def _matches_torch_on_0d(op, sample, got) -> bool:
+    """Whether ``got`` is torch's result with the sample's Python numbers as 0-d tensors."""
+    def as_0d(v):
+        return torch.tensor(v) if isinstance(v, (int, float, bool)) else v
+    try:
+        want = op(as_0d(sample.input), *[as_0d(a) for a in sample.args], **sample.kwargs)
+        torch.testing.assert_close(torch.as_tensor(got), want, check_dtype=False, equal_nan=True)
+    except Exception:  # noqa: BLE001 (torch refuses even that, or the values differ)
+        return False
+    return True
+
+
+def run_error_input(op, fn, error_input, dev, mode):
+    """One OpInfo ErrorInput through lazyfuse: an ``ERROR_OUTCOMES`` kind and why, as 'kind: why'.
+    Raises TorchAccepts where torch does not raise the expected error, UnsupportedOpError where
+    lazyfuse cannot hold the input (complex, a dtype it lacks)."""
+    import signal
+    import lazyfuse as lf
+    sample, expected = error_input.sample_input, error_input.error_type
+    if not _holdable([sample.input, list(sample.args), dict(sample.kwargs)]):
+        raise lf.UnsupportedOpError("an input lazyfuse cannot hold (complex, sparse, a dtype it lacks)")
+    inputs = _tensors_in([sample.input, list(sample.args), dict(sample.kwargs)])
+    if _aliased(inputs):
+        raise lf.UnsupportedOpError("inputs that share memory (the harness copies each one densely)")
+    originals = [t.detach().clone() for t in inputs]
+    counter = [0]   # (lazyfuse's copies before torch runs: an in-place op may write before it raises)
+    x = _to_lazy(sample.input, dev, mode, counter)
+    args = _to_lazy(list(sample.args), dev, mode, counter)
+    kwargs = _to_lazy(dict(sample.kwargs), dev, mode, counter)
+    try:
+        op(sample.input, *sample.args, **sample.kwargs)
+    except expected:
+        pass
+    except Exception as e:  # noqa: BLE001
+        raise TorchAccepts(f"torch raises {type(e).__name__}, not {_type_name(expected)}") from None
+    else:
+        raise TorchAccepts(f"torch returns a value, no {_type_name(expected)}")
+
+    def timed_out(*_):
+        raise TimeoutError(f"no answer in {ERROR_TIMEOUT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(ERROR_TIMEOUT_S)
+    try:
+        out = fn(x, *args, **kwargs)
+        got = _to_torch(out)   # (the drain: a refusal at the launch counts as one)
+        if _number_for_tensor(error_input) and _matches_torch_on_0d(op, sample, got):
+            outcome = "lenient: takes a Python number where torch wants a tensor; torch's value on it as a 0-d tensor"
+        else:
+            outcome = f"silent: returned {_describe(got)} where torch raises {_type_name(expected)}"
+    except TimeoutError as e:
+        outcome = f"crash: {e}"
+    except Exception as e:  # noqa: BLE001
+        outcome = _classify_raise(e, expected)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    broken = _engine_broken(dev, _tensors_in([x, args, kwargs]), originals)
+    return f"crash: {broken} ({outcome})" if broken else outcome
+
+
+def _describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def _function_form(name):
+    import lazyfuse as lf
+    return lambda x, *a, **k: getattr(lf, name)(x, *a, **k)
+
+
+def run_errors(names=None, device="cpu", stream=sys.stdout, verbose=True, span=(0, 1 << 30)):
+    """Run every OpInfo's ``error_inputs`` (the inputs torch refuses, with the exception it raises)
+    through lazyfuse; returns {entry name: (outcome, detail)} (an ``ERROR_OUTCOMES`` kind, the worst
+    over its inputs, or ``skipped``) and prints per-entry lines and a summary to ``stream``."""
+    import lazyfuse as lf
+    dev = lf.device(device)
+    results = {}
+    for index, op in enumerate(op_database()):
+        if not (span[0] <= index < span[1]) or op.error_inputs_func is None:
+            continue
+        label = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if names is not None and op.name not in names and label not in names:
+            continue
+        how, method_fn = lazy_callable(op)
+        outcomes, first, skip = collections.Counter(), {}, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                error_inputs = list(op.error_inputs("cpu"))
+        except Exception as e:  # noqa: BLE001
+            error_inputs, skip = [], f"error_inputs failed: {e}"
+        for k, error_input in enumerate(error_inputs):
+            fn = method_fn
+            if how == "extern" and not _tensors_in([error_input.sample_input.input, list(error_input.sample_input.args),
+                                                    dict(error_input.sample_input.kwargs)]):
+                # (a namespaced factory: lazyfuse has no name for it, and lf.extern needs a tensor)
+                skip = skip or "no tensor argument for lf.extern (lazyfuse has no name for this factory)"
+                continue
+            if how == "method" and not isinstance(error_input.sample_input.input, torch.Tensor):
+                # a Python number's method is Python's, not lazyfuse's: the function form, where there is one
+                if op.name.startswith("__"):
+                    skip = skip or "a Python number's own dunder method"
+                    continue
+                fn = _function_form(op.name)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    outcome = run_error_input(op, fn, error_input, dev, "pending" if k == 0 else "realized")
+            except (TorchAccepts, lf.UnsupportedOpError) as e:
+                skip = skip or str(e)
+                continue
+            kind = outcome.split(":")[0]
+            outcomes[kind] += 1
+            first.setdefault(kind, f"#{k}: {outcome}")
+        worst = next((kind for kind in ERROR_OUTCOMES if outcomes[kind]), None)
+        if worst is None:
+            result = ("skipped", skip or "no error inputs")
+        elif worst == "refused":
+            result = ("refused", f"{outcomes['refused']} inputs")
+        else:
+            result = (worst, first[worst] + "".join(f"; {outcomes[kind]} {kind}" for kind in ERROR_OUTCOMES
+                                                     if outcomes[kind]))
+        results[label] = result
+        if verbose:
+            print(f"{label:50s} {result[0]:10s} {result[1]}", file=stream, flush=True)
+    summary = collections.Counter(r[0] for r in results.values())
+    print(f"\n{len(results)} OpInfo entries with error inputs: " + ", ".join(
+        f"{summary[k]} {k}" for k in ERROR_OUTCOMES[::-1] + ("skipped",)), file=stream)
+    return results
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m lazyfuse.conformance", description=__doc__.splitlines()[0])
     p.add_argument("--ops", help="comma-separated OpInfo names (default: all)")
     p.add_argument("--samples", type=int, default=None, help="samples per dtype (default: all)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--span", default="0:100000", help="the op_db entries to run, by index (start:stop)")
+    p.add_argument("--errors", action="store_true",
+                   help="run the OpInfos' error_inputs (what torch refuses) instead of their samples")
     a = p.parse_args(argv)
     start, stop = (int(v) for v in a.span.split(":"))
+    if a.errors:
+        results = run_errors(set(a.ops.split(",")) if a.ops else None, device=a.device, span=(start, stop))
+        return 1 if any(r[0] in ("crash", "silent", "leaked", "wrong-type") for r in results.values()) else 0
     results = run(set(a.ops.split(",")) if a.ops else None, a.samples, device=a.device, span=(start, stop))
     return 1 if any(r[0] in ("mismatch", "error") for r in results.values()) else 0
 

@@ -133,13 +133,20 @@ def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _leaf(Tensor(st, View.contiguous(shape), dev), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive) by ``step``: int64 for integer arguments, else float32."""
+def arange(start, end=None, step=1, dtype=None, device=None, *, out=None) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``: int64 for integer arguments, else
+    float32 (``out=``: its dtype and device, and it takes the result)."""
+    if out is not None:
+        from .extern import write_out
+        return write_out("arange", arange(start, end, step, dtype or getattr(out, "dtype", None),
+                                          device or getattr(out, "device", None)), out)
     if end is None:
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not ops.is_scalar(v) or isinstance(v, bool):
             raise DTypeError(f"arange: {name}={v!r} must be a number")
+        if not math.isfinite(v):
+            raise ShapeError(f"arange: {name}={v!r} must be finite (an unsupported range, as in torch)")
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.float32
     dtype = dt.as_dtype(dtype)

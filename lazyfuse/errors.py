@@ -2,7 +2,9 @@
 
 Each subclass also derives from the builtin a Python user would catch for the same
 mistake (a bad shape is a ``ValueError``, a bad dtype a ``TypeError``), so code
-written against torch's exceptions keeps working.
+written against torch's exceptions keeps working. Shape and dtype errors are also
+``RuntimeError``s: torch raises one for both (``The size of tensor a (3) must match``,
+``expected scalar type Float but found Half``), and that is what torch code catches.
 """
 
 
@@ -10,7 +12,7 @@ class LazyfuseError(Exception):
     """Base class of every error lazyfuse raises."""
 
 
-class ShapeError(LazyfuseError, ValueError):
+class ShapeError(LazyfuseError, ValueError, RuntimeError):
     """Shapes that do not broadcast, a dim out of range, a reshape that changes numel."""
 
 
@@ -19,7 +21,7 @@ class InvalidIndexError(ShapeError, IndexError):
     ``IndexError``, as torch's (and Python's sequence protocol)."""
 
 
-class DTypeError(LazyfuseError, TypeError):
+class DTypeError(LazyfuseError, TypeError, RuntimeError):
     """A dtype an op does not accept, or data lazyfuse cannot represent."""
 
 

@@ -36,7 +36,7 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, UnsupportedOpError, torch_refusal
+from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError, torch_refusal
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.view import View
@@ -322,6 +322,7 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
     bases = [torch.empty(_numel(storage_shape), dtype=dtype.torch, device="meta") for _, dtype, storage_shape in inputs]
     metas = [b.as_strided(v.shape, v.strides, v.offset) for b, (v, _, _) in zip(bases, inputs)]
     args, kwargs = rebuild(spec, metas)
+    versions = [m._version for m in metas]
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError as e:
@@ -341,6 +342,12 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
     for r in results:
         outs.append(_described(name, r))
         views.append(_aliased(r, metas, bases, inputs))
+        if views[-1] is not None and metas[views[-1][0]]._version != versions[views[-1][0]]:
+            # an in-place function returning its input: as a view it would never launch, and the
+            # write would silently not happen
+            raise UnsupportedOpError(f"lf.extern({name}): the function writes its input in place and returns it; "
+                                     "an extern must not write its inputs: pass its out-of-place form, or write "
+                                     "back with x.copy_(lf.extern(out_of_place_fn, x, ...))")
     fname = getattr(fn, "__name__", "")
     if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
         if inputs[0][1].name in ("float16", "bfloat16"):
@@ -469,7 +476,9 @@ def extern(fn, *args, **kwargs):
     of them for a tuple result), views of an input where torch's are. The call runs at the
     next drain that needs a result, as one launch between kernels (``lf.stats().extern_launches``);
     ``fn`` must not write its inputs. Functions whose result size depends on the data run at
-    once instead (a drain)."""
+    once instead (a drain). ``out=`` (lazyfuse Tensors) takes the result as torch's does."""
+    if kwargs.get("out") is not None:
+        return _into_out(fn, args, kwargs)
     signature = None if kwargs else _top_level_signature(fn, args)
     known = _by_signature.get(signature[0]) if signature is not None else None
     if known is not None:
@@ -512,6 +521,37 @@ def extern(fn, *args, **kwargs):
     if found.structure is None:
         return results[0]
     return _restructure(found.structure, results)
+
+
+def _into_out(fn, args, kwargs):
+    """``fn(..., out=t)``: the result as a new value, then written into ``t`` and ``t`` returned.
+    Handed to torch, ``out`` would be an input the call writes: its meta run returns ``out`` itself,
+    a view of an input, so nothing would launch and ``t`` would keep its old value."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out")
+    return write_out(_name(fn), extern(fn, *args, **kwargs), out)
+
+
+def write_out(name, result, out):
+    """``out`` (a Tensor, or a tuple of them for a tuple ``result``) written with ``result`` in
+    program order and returned, as torch's ``out=``. It must have the result's dtype and shape:
+    lazyfuse storages do not resize, and a cast torch would refuse for some ops (``gather``) is
+    refused for all."""
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
+        wanted = "a lazyfuse Tensor" if len(results) == 1 else f"{len(results)} lazyfuse Tensors"
+        raise DTypeError(f"{name}: out= must be {wanted} (the result's), got {type(out).__name__}")
+    for o, r in zip(outs, results):
+        if o.dtype is not r.dtype:
+            raise DTypeError(f"{name}: out= has dtype {o.dtype}, the result {r.dtype}; pass an out of the "
+                             "result's dtype")
+        if tuple(o.shape) != tuple(r.shape):
+            raise ShapeError(f"{name}: out= has shape {tuple(o.shape)}, the result {tuple(r.shape)}; lazyfuse does not "
+                             "resize an out tensor: pass one of the result's shape")
+    for o, r in zip(outs, results):
+        o.copy_(r)
+    return out
 
 
 def _any_requires_grad(tensors) -> bool:

@@ -61,12 +61,18 @@ def minimum(a, b):
 CAT_SELECTS = 1 << 16
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, out=None):
     """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
     arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
-    all the pending pieces. A large one writes each piece into a slice of one new storage."""
+    all the pending pieces. A large one writes each piece into a slice of one new storage.
+    ``out=`` takes the result (``lazyfuse.extern.write_out``)."""
+    if out is not None:
+        from .extern import write_out
+        return write_out("cat", cat(tensors, dim), out)
     tensors = list(tensors)
-    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+    if not tensors:
+        raise ShapeError("cat needs a non-empty sequence of Tensors, got an empty one")
+    if not all(isinstance(t, Tensor) for t in tensors):
         raise DTypeError("cat needs a non-empty sequence of Tensors")
     if autograd.recording(*tensors):
         return autograd.rules.record_cat(tensors, normalize_dim(dim, tensors[0].ndim), cat)
@@ -104,7 +110,7 @@ def stack(tensors, dim=0):
     """Join same-shaped tensors along a new dim ``dim``."""
     tensors = list(tensors)
     if not tensors:
-        raise DTypeError("stack needs a non-empty sequence of Tensors")
+        raise ShapeError("stack needs a non-empty sequence of Tensors, got an empty one")
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
     d = normalize_dim(dim, tensors[0].ndim + 1)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from . import config
-from .errors import DeviceError, DTypeError, ShapeError
+from .errors import DeviceError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
@@ -321,7 +321,7 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     if not shape:
         axes = ()
     if op in _NO_IDENTITY and any(shape[a] == 0 for a in axes):
-        raise ShapeError(f"{op.label}() of an empty dim: there is no identity; reduce a non-empty dim")
+        raise InvalidIndexError(f"{op.label}() of an empty dim: there is no identity; reduce a non-empty dim")
     engine = x.device.engine
     src = x._read()
     x_dtype = x._storage.dtype

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import DTypeError, UnsupportedOpError
+from .errors import DTypeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
@@ -248,7 +248,10 @@ def _factory(fn, args, kwargs):
         kwargs["dtype"] = kwargs["dtype"].torch
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_mix(*generator.take(1)))
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 (torch's refusal, e.g. eye(-1), bitwise_and(2, 3): as one naming the op)
+            raise torch_refusal(f"lf.{getattr(fn, '__name__', fn)}", e) from None
     if not isinstance(result, torch.Tensor):
         return result
     return tensor(result, device=dev, requires_grad=requires_grad)

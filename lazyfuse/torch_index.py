@@ -42,10 +42,17 @@ def _check_index(index, name):
         raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
+def _into(out, name, result):
+    from .extern import write_out
+    return write_out(name, result, out)
+
+
 # -- gathers ----------------------------------------------------------------------------------------
-def index_select(x, dim, index):
+def index_select(x, dim, index, *, out=None):
     """``x`` along ``dim`` at the positions ``index`` (a 1-d or 0-d integer tensor)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "index_select", index_select(x, dim, index))
     _check_index(index, "index_select")
     if index.ndim > 1:
         raise ShapeError(f"index_select: index must be 1-d or 0-d, got shape {index.shape}")
@@ -54,17 +61,21 @@ def index_select(x, dim, index):
     return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1))
 
 
-def take(x, index):
+def take(x, index, *, out=None):
     """``x`` flattened, read at ``index`` (any shape; negative counts from the end)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "take", take(x, index))
     _check_index(index, "take")
     return gather_dim(x.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
 
 
-def gather(x, dim, index, *, sparse_grad=False):
+def gather(x, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` along ``dim`` (torch.gather): a flat read of ``x``
     at ``index * stride(dim)`` plus the other coordinates (``index`` no larger than ``x`` off ``dim``)."""
     from .indexing import index_select as gather_dim
+    if out is not None:
+        return _into(out, "gather", gather(x, dim, index))
     _check_index(index, "gather")
     if x.ndim == 0 or index.ndim == 0:
         return take(x, index.reshape(()) if index.ndim == 0 else index) if index.numel() else index.to(x.dtype)
@@ -167,6 +178,8 @@ def scatter_add(x, dim, index, src):
     """``x`` plus ``src[i][j]`` at ``[index[i][j]][j]`` (along ``dim``), summed where indices repeat:
     a masked sum over ``dim`` of ``index`` (one reduction kernel)."""
     _check_index(index, "scatter_add")
+    if getattr(src, "dtype", x.dtype) is not x.dtype:   # (torch casts nothing here: neither do we)
+        raise DTypeError(f"scatter_add: src's dtype {src.dtype} must be the input's {x.dtype}; cast src first")
     if x.ndim == 0:
         return index_add(x, 0, index, src)
     d = normalize_dim(dim, x.ndim)
@@ -230,6 +243,8 @@ def flipud(x):
 
 def rot90(x, k=1, dims=(0, 1)):
     """``x`` rotated by ``k`` quarter turns from ``dims[0]`` towards ``dims[1]``."""
+    if len(dims) != 2:
+        raise ShapeError(f"rot90: dims={tuple(dims)} must name exactly two dims (the rotation plane)")
     a, b = (normalize_dim(d, x.ndim) for d in dims)
     if a == b:
         raise ShapeError(f"rot90: the two dims must differ, got {dims}")
@@ -282,6 +297,8 @@ def diag(x, diagonal=0):
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``."""
     from .functions import cat
+    if int(n) < 0:
+        raise ShapeError(f"diff: n={n} (the order) must be non-negative")
     d = normalize_dim(dim, x.ndim)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:

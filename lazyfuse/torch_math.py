@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from . import ops
+from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 
@@ -42,6 +43,10 @@ def _float_result(*xs):
     """The result dtype of a float function of ``xs``: torch's promotion, then float32 for integers."""
     Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
+    if not tensors:
+        import sys
+        name = sys._getframe(1).f_code.co_name   # (the calling op, for the message: this path only)
+        raise DTypeError(f"{name}: pass a Tensor (got only Python numbers: {xs}); wrap one with lf.tensor(v)")
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
     return out if out.is_float else dt.float32
@@ -65,6 +70,22 @@ def _as_tensors(a, b):
     if not isinstance(b, Tensor):
         b = full((), b, dtype=a.dtype, device=a.device)
     return a, b
+
+
+def _floating_only(name, *xs):
+    """torch's kernels of ``name`` take floating operands only (``"hypot_cpu" not implemented for
+    'Long'``): refuse integer and bool ones as torch does, rather than compute in float32."""
+    Tensor = _tensor_cls()
+    if not any(isinstance(x, float) or isinstance(x, Tensor) and x.dtype.is_float for x in xs):
+        raise DTypeError(f"{name}: not implemented for integer or bool tensors (as torch); call .float() first")
+
+
+def _both_tensors(x, other, name):
+    """torch's signature for ``name`` takes two tensors (no Python number): refuse one as torch does."""
+    Tensor = _tensor_cls()
+    if not (isinstance(x, Tensor) and isinstance(other, Tensor)):
+        raise DTypeError(f"{name}: both arguments must be Tensors, got {type(x).__name__} and "
+                         f"{type(other).__name__}; wrap a number with lf.tensor(v)")
 
 
 def _isnan(x):
@@ -211,12 +232,14 @@ def xlogy(x, y):
 
 def hypot(x, other):
     """``sqrt(x^2 + other^2)``."""
+    _floating_only("hypot", x, other)
     (a, b), out = _float_operands(x, other)
     return (a * a + b * b).sqrt().to(out)
 
 
 def logaddexp(x, other):
     """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal."""
+    _floating_only("logaddexp", x, other)
     (a, b), out = _float_operands(x, other)
     a, b = _as_tensors(a, b)
     m = ops.where(a > b, a, b)
@@ -225,6 +248,7 @@ def logaddexp(x, other):
 
 def logaddexp2(x, other):
     """``log2(2^x + 2^other)``."""
+    _floating_only("logaddexp2", x, other)
     (a, b), out = _float_operands(x, other)
     a, b = _as_tensors(a, b)
     m = ops.where(a > b, a, b)
@@ -235,6 +259,7 @@ def _nan_ignoring(name):
     def method(x, other):
         from . import functions
         pick = getattr(functions, name)
+        _both_tensors(x, other, method.__name__)
         if not x.dtype.is_float and not other.dtype.is_float:
             return pick(x, other)
         return ops.where(_isnan(x), other, ops.where(_isnan(other), x, pick(x, other)))
@@ -251,6 +276,7 @@ fmin.__doc__ = "Elementwise minimum that ignores a NaN (the other value wins; Na
 
 def heaviside(x, values):
     """``values`` where ``x == 0``, else 1 where ``x > 0`` and 0 elsewhere (NaN included), as torch."""
+    _both_tensors(x, values, "heaviside")
     out = dt.promote_types(x.dtype, values.dtype)
     return ops.where(x == 0, values.to(out), (x > 0).to(out))
 
@@ -283,6 +309,10 @@ def copysign(x, other):
 def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """``|x - other| <= atol + rtol |other|`` where both are finite, equality elsewhere (NaNs equal
     when ``equal_nan``), as torch."""
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not tol >= 0:
+            raise ShapeError(f"isclose: {name}={tol} must be greater than or equal to zero")
+    _both_tensors(x, other, "isclose")
     if x.dtype.is_bool and other.dtype.is_bool:
         return x == other
     wide = dt.promote_types(x.dtype, other.dtype)
@@ -332,6 +362,9 @@ def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def bucketize(x, boundaries, *, out_int32=False, right=False):
     """The index of each value's bucket among the sorted 1-d ``boundaries``: how many boundaries
     lie below it (``right``: at or below), a comparison summed over them."""
+    if boundaries.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {boundaries.shape} (searchsorted takes "
+                         "one sorted sequence per row)")
     Tensor = _tensor_cls()
     if not isinstance(x, Tensor):
         from .creation import full

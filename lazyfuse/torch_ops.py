@@ -13,7 +13,7 @@ import functools
 import math
 
 from . import ops
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 from .ir.shapes import normalize_dim, normalize_dims, prod
@@ -188,12 +188,20 @@ def square(x):
 
 def clamp_min(x, min):  # noqa: A002 (torch's name)
     """``maximum(x, min)`` (NaN propagates)."""
+    _tensor_input(x, "clamp_min")
     return x.clamp(min=min)
 
 
 def clamp_max(x, max):  # noqa: A002 (torch's name)
     """``minimum(x, max)`` (NaN propagates)."""
+    _tensor_input(x, "clamp_max")
     return x.clamp(max=max)
+
+
+def _tensor_input(x, name):
+    from .tensor import Tensor
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{name}: input must be a Tensor, got {type(x).__name__}; wrap a number with lf.tensor(v)")
 
 
 def _wide(*xs):
@@ -411,12 +419,21 @@ def t(x):
 
 def narrow(x, dim, start, length):
     """The ``length`` elements of ``dim`` from ``start``: a view."""
+    if x.ndim == 0:
+        raise ShapeError("narrow() cannot be applied to a 0-dim tensor; unsqueeze it first")
     d = normalize_dim(dim, x.ndim)
-    start = int(start)
+    if isinstance(start, bool) or getattr(getattr(start, "dtype", None), "is_bool", False):
+        raise DTypeError(f"narrow: start={start!r} must be an integer (or a 0-dim integer tensor), not a bool")
+    start, length, n = int(start), int(length), x.shape[d]
+    if not -n <= start <= n:   # (torch's bounds: the end itself is a valid start)
+        raise InvalidIndexError(f"narrow: start {start} is out of range for dim {d} of size {n} "
+                                f"(expected a start in [{-n}, {n}])")
+    if length < 0:
+        raise ShapeError(f"narrow: length={length} must be non-negative")
     if start < 0:
-        start += x.shape[d]
-    if not (0 <= start and start + length <= x.shape[d]):
-        raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {x.shape[d]}")
+        start += n
+    if start + length > n:
+        raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {n}")
     return x[(slice(None),) * d + (slice(start, start + length),)]
 
 
@@ -469,6 +486,8 @@ def tensor_split(x, indices_or_sections, dim=0):
 
 def unbind(x, dim=0):
     """The slices of ``x`` along ``dim`` (each without that dim): views."""
+    if x.ndim == 0:
+        raise InvalidIndexError("unbind: dim specified as 0 but the tensor has no dimensions")
     d = normalize_dim(dim, x.ndim)
     return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
 
@@ -479,8 +498,11 @@ def movedim(x, source, destination):
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
         raise ShapeError(f"movedim: source {src} and destination {dst} must have the same length")
-    src = [normalize_dim(s, x.ndim) for s in src]
-    dst = [normalize_dim(s, x.ndim) for s in dst]
+    src = [normalize_dim(s, x.ndim, "source") for s in src]
+    dst = [normalize_dim(s, x.ndim, "destination") for s in dst]
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise ShapeError(f"movedim: repeated dim in {name} {dims}; each dim may move once")
     order = [None] * x.ndim
     for s, d in zip(src, dst):
         order[d] = s
@@ -543,6 +565,8 @@ def roll(x, shifts, dims=None):
     dims = [dims] if isinstance(dims, int) else list(dims)
     if len(shifts) != len(dims):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    if x.ndim == 0:
+        raise InvalidIndexError(f"roll: dims={dims} specified, but the tensor has no dimensions")
     for s, d in zip(shifts, dims):
         d = normalize_dim(d, x.ndim)
         n = x.shape[d]

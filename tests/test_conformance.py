@@ -1,5 +1,6 @@
 """torch's op_db samples on a fast subset of ops: every one runs, natively or as an extern, with 0
-mismatches (the whole database: ``python -m lazyfuse.conformance``, see the README)."""
+mismatches (the whole database: ``python -m lazyfuse.conformance``, see the README); and their
+error_inputs: refused, no value where torch raises, no internal error leaking (``--errors``)."""
 import io
 
 import pytest
@@ -35,3 +36,26 @@ def test_fast_subset_has_no_mismatch():
 @pytest.mark.slow
 def test_larger_subset_has_no_mismatch():
     _run(FAST + MORE, None)
+
+
+# the error mode (``--errors``: torch's OpInfo error_inputs) on a fast subset: ops whose every
+# error input lazyfuse refuses (or, for a Python number torch takes only as a tensor, computes
+# torch's value on it as a 0-d tensor)
+ERRORS_FAST = ["narrow", "movedim", "diff", "isclose", "bucketize", "nn.functional.rms_norm", "nn.functional.prelu",
+               "nn.functional.hardtanh", "nn.functional.softshrink", "nn.functional.huber_loss",
+               "nn.functional.triplet_margin_loss", "unbind", "roll", "rot90", "fmax", "heaviside", "clamp_max",
+               "eye", "linspace", "uniform", "hypot", "logaddexp", "atan2", "ldexp", "xlogy", "masked_fill", "tril",
+               "t", "diagonal", "reshape", "view", "mean", "dot", "nn.functional.gelu", "nn.functional.l1_loss",
+               "multinomial", "logical_and", "eq", "maximum", "__radd__"]
+
+
+def test_error_inputs_of_a_fast_subset_are_refused_with_no_silent_value_or_leak():
+    out = io.StringIO()
+    results = conformance.run_errors(set(ERRORS_FAST), stream=out)
+    assert all(any(k == n or k.startswith(n + ".") for k in results) for n in ERRORS_FAST), out.getvalue()
+    bad = {k: v for k, v in results.items() if v[0] in ("crash", "silent", "leaked")}
+    assert not bad, out.getvalue()
+    kinds = {k: v[0] for k, v in results.items()}
+    assert kinds["narrow"] == kinds["movedim"] == kinds["nn.functional.rms_norm"] == "refused", out.getvalue()
+    assert kinds["__radd__"] == "skipped"   # (only Python numbers' own methods: not lazyfuse's)
+    assert "lenient" in kinds.values()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .. import ops
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
 
 
 def _float(x, name):
@@ -69,6 +69,8 @@ def logsigmoid(x):
 
 def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
     """``clamp(x, min_val, max_val)``, keeping ``x``'s dtype (an integer tensor clamps to whole bounds)."""
+    if min_val > max_val:
+        raise ShapeError(f"hardtanh: min_val={min_val} cannot be greater than max_val={max_val}")
     if not x.dtype.is_float:
         min_val, max_val = int(min_val), int(max_val)
     return _inplace(x, x.clamp(min_val, max_val), inplace)

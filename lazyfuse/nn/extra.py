@@ -20,12 +20,16 @@ def hardshrink(x, lambd=0.5):
 
 def softshrink(x, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if not lambd >= 0:
+        raise ShapeError(f"softshrink: lambd={lambd} must be at least 0 (it is the shrink's half-width)")
     return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, 0.0)).to(x.dtype)
 
 
 def prelu(x, weight):
     """``x`` where positive, else ``weight * x`` (``weight``: one value, or one per channel, dim 1)."""
     w = weight
+    if w.ndim > 1:
+        raise ShapeError(f"prelu: weight must be a scalar or 1-d tensor (one value per channel), got shape {w.shape}")
     if w.numel() > 1:
         if x.ndim < 2 or x.shape[1] != w.numel():
             raise ShapeError(f"prelu: {w.numel()} weights for an input of shape {x.shape} (one per channel, dim 1)")
@@ -169,6 +173,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, 
                         reduce=None, reduction="mean"):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with ``pairwise_distance`` (``swap``: the nearer of
     ``d(a, n)`` and ``d(p, n)``)."""
+    if not margin > 0:
+        raise ShapeError(f"triplet_margin_loss: margin must be greater than 0, got {margin}")
     dp = pairwise_distance(anchor, positive, p, eps)
     dn = pairwise_distance(anchor, negative, p, eps)
     if swap:

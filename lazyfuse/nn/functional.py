@@ -109,6 +109,9 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
+    if not normalized_shape or tuple(x.shape[x.ndim - len(normalized_shape):]) != normalized_shape:
+        raise ShapeError(f"rms_norm: normalized_shape={normalized_shape} must be the input's last dims "
+                         f"(input shape {x.shape}), at least one of them")
     _float(x, "rms_norm")
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     if eps is None:

@@ -51,6 +51,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - delta/2)``."""
     _check_same_shape(input, target, "huber_loss")
+    if not delta > 0:
+        raise ShapeError(f"huber_loss: delta={delta} must be positive")
     out = input.dtype
     d = (input.to(opmath(out)) - target.to(opmath(out))).abs()   # half types: in float32, rounded once
     loss = ops.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta).to(out)
