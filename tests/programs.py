@@ -260,6 +260,12 @@ class Program:
         S = None
         if any(t.dtype.is_floating_point for t in Ts):
             S = shadow(*args) if shadow is not None else self.shadow(f, args, keep)
+        elif shadow is None and any(is_float_val(a) for a in args):
+            # an integer or bool result read from floats: its float64 reference too (check())
+            try:
+                S = self.shadow(f, args, keep)
+            except Exception:  # noqa: BLE001 (no reference: torch float32's value alone is checked)
+                S = None
         Ss = (list(S) if outputs > 1 else [S]) if S is not None else [None] * len(Ts)
         first = next((a for a in args if isinstance(a, Val)), None)
         vals = []
@@ -272,7 +278,7 @@ class Program:
             aliases = view and first is not None and t.numel() and \
                 t.untyped_storage().data_ptr() == first.T.untyped_storage().data_ptr()
             if not t.dtype.is_floating_point:
-                s = None
+                s = s if isinstance(s, torch.Tensor) and s.dtype == t.dtype and s.shape == t.shape else None
             elif s is None or not s.dtype.is_floating_point:
                 s = t.to(torch.float64, copy=True)
             else:
@@ -286,7 +292,7 @@ class Program:
                 floats = [a for a in args if is_float_val(a)]
                 rtol = max([a.meta.rtol for a in floats] + [RTOL_BY_DTYPE.get(t.dtype, 0.0)])
                 scale = max([a.meta.scale for a in args if isinstance(a, Val)] + [1.0] +
-                            [finite_max(s) if s is not None else 0.0])
+                            [finite_max(s) if s is not None and s.dtype.is_floating_point else 0.0])
                 scale = max([scale] + [abs(a) for a in args if isinstance(a, (int, float)) and math.isfinite(a)])
                 meta = Meta(scale, rtol, taints or any(a.meta.tainted for a in floats))
             vals.append(self.add(l, t, s, meta, label))
@@ -312,7 +318,15 @@ class Program:
         assert got.dtype == want.dtype, ctx
         assert tuple(got.shape) == tuple(want.shape), ctx
         if not want.dtype.is_floating_point:
-            assert torch.equal(got, want), ctx
+            # an integer or bool result read from floats (isnan, a comparison, a cast) may take the
+            # float64 reference's value instead of torch float32's, element by element: where torch
+            # float32 is not the truth (its AVX-512 gelu(inf) is nan, below), isnan(gelu(inf)) is
+            # True in torch and False in float64 and lazyfuse
+            shadow = v.S
+            agree = got == want
+            if shadow is not None:
+                agree |= got == shadow
+            assert bool(agree.all()), f"{ctx}\nreference {shadow}"
             return
         g, t, s = got.double(), want.double(), v.S
         same = (g == t) | (torch.isnan(g) & torch.isnan(t))
@@ -645,6 +659,11 @@ def op_inplace(p: Program):
             int(trial.abs().max()) > INT_LIMIT:
         raise Skip("integer magnitude")
     apply(target.T, o_t, True)
+    if not target.is_float:
+        # an integer or bool value's float64 reference does not follow writes (its views' neither)
+        for v in p.env:
+            if not v.is_float:
+                v.S = None
     if target.is_float:
         o_s = other.S if is_float_val(other) else (other.T.double() if isinstance(other, Val) else other)
         apply(target.S, o_s, True)
