@@ -71,6 +71,7 @@ class CompiledPlan:
     written: bytes | None = None   # the scalar words last written to ``metas`` (those kept with a LaunchMemo)
     allocations: list | None = None   # (dtype, numel, pool key) of each new root, then each temporary (execute.allocate)
     follower: object = None   # the key of the plan the next drain ran, the last time this one ran (Engine._predicted)
+    memoized: bool = False    # a LaunchMemo was kept for it, and its every root is new (execute.launch_memo)
     _graph: DrainGraph | None = None
 
     @property
