@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import lazyfuse as lf
+from lazyfuse.runtime import execute as execute_module
 from lazyfuse.testing import pool_info
 
 CPU = lf.device("cpu")
@@ -270,3 +271,102 @@ def test_a_realized_input_is_entered_inline_as_append_enters_it():
     appended = entered(lambda: x.T * 2.0)        # under a view: _enter -> _append
     assert inline == appended
     assert inline[1] == (lf.ir.node.Op.BUFFER, lf.float32, (3, 4), 0) and inline[0] is x._storage.buffer
+
+
+# -- the one-pass drain (runtime/execute.launch_memo) ---------------------------------------------
+# A steady-state drain whose kept blocks carry a LaunchMemo of its plan runs the memo's calls
+# without the general launch path around them. Each test runs the same program with it and with
+# it turned off (``launch_memo`` refusing every drain: the general path), and compares.
+
+@pytest.fixture(params=["one pass", "general"])
+def path(request, monkeypatch):
+    """The drains ``launch_memo`` served (True: also one whose launch raised) or passed on (False),
+    in order; with "general" it serves none."""
+    served = []
+    real = execute_module.launch_memo
+
+    def launch_memo(engine, plan, roots, kept):
+        served.append(True)
+        served[-1] = request.param == "one pass" and real(engine, plan, roots, kept)
+        return served[-1]
+    monkeypatch.setattr(execute_module, "launch_memo", launch_memo)
+    return request.param, served
+
+
+def run_program(x, scales):
+    """Drains of ``relu(x * s) + 1`` (a runtime scalar that changes), a result dropped before each
+    drain (elided), every other result held across later drains (the pool alternates blocks) and
+    read at the end: the values and each drain's counters."""
+    held, counts = [], []
+    for k, s in enumerate(scales):
+        before = lf.stats(CPU)
+        out = (x * s).relu() + 1.0
+        dropped = x.exp()
+        del dropped
+        lf.sync(CPU)
+        used = lf.stats(CPU) - before
+        counts.append((used.kernels_launched, used.ops_elided, used.fusion_cache_hits, used.fusion_cache_misses,
+                       used.fresh_allocations, used.pooled_allocations))
+        if k % 2:
+            held.append((s, out))
+    return [(s, out.numpy()) for s, out in held], counts
+
+
+def test_the_one_pass_drain_computes_and_counts_as_the_general_path(path):
+    name, served = path
+    x_t = torch.randn(40, 50, generator=torch.Generator().manual_seed(8))
+    x = lf.tensor(x_t)
+    scales = [2.0, 2.0, -1.0, 0.5, 0.5, 0.0, -0.0, 3.0, 3.0, -2.0]
+    run_program(x, scales[:3])   # plans built, the first steady-state metadata made
+    CPU.pool.empty_cache()       # no block kept from elsewhere (nor its memos): both paths start alike
+    served.clear()
+    values, counts = run_program(x, scales)
+    for s, v in values:          # live results read after later drains
+        np.testing.assert_allclose(v, (torch.relu(x_t.double() * s) + 1).numpy(), rtol=1e-6)
+    # every drain: one kernel, the dropped exp elided, a cache hit; blocks fresh until the pool
+    # keeps the ones earlier results gave back, then pooled (the same on both paths)
+    assert all(c[:4] == (1, 1, 1, 0) for c in counts), counts
+    assert counts == EXPECTED_COUNTS.setdefault("relu program", counts), (name, counts)
+    if name == "one pass":
+        assert served.count(True) >= 4 and not served[0], served   # (a fresh block has no memo yet)
+    else:
+        assert True not in served
+
+
+EXPECTED_COUNTS = {}   # the first path's counters, which the other path's must equal
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_launch_failing_in_the_one_pass_drain_fails_as_on_the_general_path(path, error):
+    name, served = path
+    x_t = torch.randn(30, 20, generator=torch.Generator().manual_seed(9))
+    x = lf.tensor(x_t)
+    results = []
+    for _ in range(8):   # the steady state: two results held, the output rotating over three blocks
+        results.append((x * 2.0).relu() + 1.0)
+        lf.sync(CPU)
+        results = results[-2:]   # (the oldest's block kept by the pool, with its memo)
+    held = results[-1]
+    plan = CPU.engine.last_plan
+    pool_key = plan.allocations[0][2]
+    memo = CPU.pool.cached[pool_key][-1].views[id(plan)]   # on the block the next drain takes
+    calls = memo.calls
+
+    def failing():
+        raise error("injected launch failure")
+    memo.calls = [failing]
+    served.clear()
+    out = (x * 2.0).relu() + 1.0
+    with pytest.raises(error):
+        lf.sync(CPU)
+    memo.calls = calls
+    assert served == [name == "one pass"]
+    expected = (torch.relu(x_t.double() * 2.0) + 1).numpy()
+    if error is RuntimeError:   # its value is lost (every read raises), nothing else is
+        with pytest.raises(RuntimeError, match="injected"):
+            out.numpy()
+    else:                        # interrupted: nothing failed, it is computed at the next drain
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(held.numpy(), expected, rtol=1e-6)
+    again = (x * 2.0).relu() + 1.0   # the engine goes on
+    np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6)
