@@ -180,7 +180,8 @@ def launch_memo(engine, plan, roots, kept) -> bool:
     tape = engine.tape
     if memo.blocks != tuple(map(_block_of, plan.bind_all(tape + kept))):
         return False
-    memo.write_scalars(plan, metas, tape)
+    if plan.n_scalars:
+        memo.write_scalars(plan, metas, tape)
     done = 0   # (realize and salvage read the roots' buffers from ``kept``'s first entries)
     try:
         with engine.device.launching():
