@@ -370,3 +370,23 @@ def test_a_launch_failing_in_the_one_pass_drain_fails_as_on_the_general_path(pat
     np.testing.assert_allclose(held.numpy(), expected, rtol=1e-6)
     again = (x * 2.0).relu() + 1.0   # the engine goes on
     np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6)
+
+
+def test_an_imported_input_after_pooled_ones_takes_the_general_path(path):
+    """The same plan key on an imported input (memory lazyfuse did not allocate: no pool block)
+    where the memo's drains bound a pooled one: no memo applies, the value is still right."""
+    name, served = path
+    a = np.random.default_rng(10).standard_normal((16, 24)).astype(np.float32)
+    pooled = lf.tensor(a)
+    results = []
+    for _ in range(6):
+        results.append(pooled.relu())
+        lf.sync(CPU)
+        results = results[-1:]
+    imported = lf.from_dlpack(a.copy())
+    served.clear()
+    out = imported.relu()
+    lf.sync(CPU)
+    assert served == [False]
+    np.testing.assert_array_equal(out.numpy(), np.maximum(a, 0))
+    assert pooled.relu().numpy().tolist() == np.maximum(a, 0).tolist()

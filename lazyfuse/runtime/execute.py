@@ -178,7 +178,10 @@ def launch_memo(engine, plan, roots, kept) -> bool:
     if memo is None or memo.plan is not plan or memo.metas is not metas:
         return False
     tape = engine.tape
-    if memo.blocks != tuple(map(_block_of, plan.bind_all(tape + kept))):
+    try:
+        if memo.blocks != tuple(map(_block_of, plan.bind_all(tape + kept))):
+            return False
+    except AttributeError:   # an imported input (ExternalBuffer: no block) where the memo's drain had a pooled one
         return False
     if plan.n_scalars:
         memo.write_scalars(plan, metas, tape)
