@@ -390,3 +390,25 @@ def test_an_imported_input_after_pooled_ones_takes_the_general_path(path):
     assert served == [False]
     np.testing.assert_array_equal(out.numpy(), np.maximum(a, 0))
     assert pooled.relu().numpy().tolist() == np.maximum(a, 0).tolist()
+
+
+def test_a_backend_that_stops_reusing_launches_makes_every_call_again(made, monkeypatch):
+    """``Backend.reuses_launches`` turned off after memos were kept (as a test hooking every launch
+    does): no drain takes a memo's calls, the one-pass drain included."""
+    x_t = torch.randn(12, 9, generator=torch.Generator().manual_seed(11))
+    x = lf.tensor(x_t)
+    results = []
+    for _ in range(6):
+        results.append(x.relu())
+        lf.sync(CPU)
+        results = results[-1:]
+    start = len(made)
+    results.append(x.relu())
+    lf.sync(CPU)
+    assert len(made) == start   # (the memo's calls: none made)
+    results = results[-1:]      # (a block with a memo kept for the next drain)
+    monkeypatch.setattr(CPU.backend, "reuses_launches", False)
+    out = x.relu()
+    lf.sync(CPU)
+    assert len(made) == start + 1
+    np.testing.assert_array_equal(out.numpy(), x_t.relu().numpy())

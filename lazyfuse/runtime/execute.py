@@ -33,7 +33,7 @@ def execute(engine, plan, roots, build) -> None:
     stream = device.stream
     kept = None
     if build is None and plan.memoized and plan.untuned is None and not device.capturing and (
-            stream is None or stream.runs_inline(plan)):
+            stream is None or stream.runs_inline(plan)) and device.backend.reuses_launches:
         kept = engine.pool.take_kept(plan.allocations)
         if launch_memo(engine, plan, roots, kept):
             return
