@@ -18,7 +18,7 @@ from .errors import DeviceError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
-from .ir.view import View
+from .ir.view import View, contiguous_view
 
 # matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
 INLINE_MATMUL = config.INLINE_MATMUL.get()
@@ -327,15 +327,23 @@ def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     x_dtype = x._storage.dtype
     in_dtype = out_dtype if out_dtype is not None and op is _SUM else x_dtype
     src = cast_node(engine, src, in_dtype)
-    keep = tuple([1 if d in axes else s for d, s in enumerate(shape)])
+    keep, squeezed = _reduced_shape(shape, axes)
     odt = out_dtype or x_dtype
     out = result_tensor(x.device, Node(op, (src,), odt, keep, axes))
     if x._ag is not None and autograd.is_grad_enabled():
         autograd.rules.record_reduce(op, x, axes, out)
     if keepdim:
         return out
-    # the result's storage is contiguous, so dropping its size-1 dims is always a view
-    return out._with_view(out._view.reshape(tuple([s for d, s in enumerate(shape) if d not in axes])))
+    return out._with_view(squeezed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduced_shape(shape: tuple, axes: tuple) -> tuple:
+    """A reduction of ``shape`` over ``axes``: the stored result's shape (reduced dims kept, size 1)
+    and the view of it that drops them (its storage is contiguous, so that is always a view).
+    Memoized: a program reduces the same few shapes over and over."""
+    keep = tuple([1 if d in axes else s for d, s in enumerate(shape)])
+    return keep, contiguous_view(keep).reshape(tuple([s for d, s in enumerate(shape) if d not in axes]))
 
 
 def scan(op: Op, x, dim: int, out_dtype):

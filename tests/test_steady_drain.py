@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import lazyfuse as lf
+from lazyfuse.runtime import execute as execute_module
 from lazyfuse.testing import pool_info
 
 CPU = lf.device("cpu")
@@ -200,10 +201,11 @@ class CountedPlans(collections.OrderedDict):
 # the general work the steady state of one op drained alone skips (issue 18's bar, ``out = op(x);
 # lf.sync()``): entering its realized input through _enter/_append, moving its plan to the end of
 # the LRU when it is already there, a new thread-budget decision inside a sampling window
-# (ThreadBudget.apply), the poisoned-value check's len(WeakSet), realize's test per root, and
-# making the launches again (Device.call)
+# (ThreadBudget.apply), the poisoned-value check's len(WeakSet), realize's test per root, making
+# the launches again (Device.call), and the general launch path around its memo (launch_memo
+# runs the memo's calls: no allocate fallbacks, no LaunchMemo.find, no launch)
 SKIPPED = ("Engine._enter", "Engine._append", "CountedPlans.move_to_end", "ThreadBudget.apply", "WeakSet.__len__",
-           "ran", "Device.call")
+           "ran", "Device.call", "allocate", "launch_metadata", "launch", "LaunchMemo.find")
 
 
 @pytest.fixture
@@ -233,7 +235,7 @@ def test_a_single_op_drained_again_skips_the_general_work(counted_plans, quiet_b
         step()
     calls = python_calls(step)
     assert {name: calls[name] for name in SKIPPED} == dict.fromkeys(SKIPPED, 0), calls
-    assert calls["LaunchMemo.find"] == 1 and calls["Engine._drain_locked"] == 1
+    assert calls["launch_memo"] == 1 and calls["Engine._drain_locked"] == 1
     np.testing.assert_array_equal(held[0].numpy(), (-x_t).numpy())
 
 
@@ -269,3 +271,144 @@ def test_a_realized_input_is_entered_inline_as_append_enters_it():
     appended = entered(lambda: x.T * 2.0)        # under a view: _enter -> _append
     assert inline == appended
     assert inline[1] == (lf.ir.node.Op.BUFFER, lf.float32, (3, 4), 0) and inline[0] is x._storage.buffer
+
+
+# -- the one-pass drain (runtime/execute.launch_memo) ---------------------------------------------
+# A steady-state drain whose kept blocks carry a LaunchMemo of its plan runs the memo's calls
+# without the general launch path around them. Each test runs the same program with it and with
+# it turned off (``launch_memo`` refusing every drain: the general path), and compares.
+
+@pytest.fixture(params=["one pass", "general"])
+def path(request, monkeypatch):
+    """The drains ``launch_memo`` served (True: also one whose launch raised) or passed on (False),
+    in order; with "general" it serves none."""
+    served = []
+    real = execute_module.launch_memo
+
+    def launch_memo(engine, plan, roots, kept):
+        served.append(True)
+        served[-1] = request.param == "one pass" and real(engine, plan, roots, kept)
+        return served[-1]
+    monkeypatch.setattr(execute_module, "launch_memo", launch_memo)
+    return request.param, served
+
+
+def run_program(x, scales):
+    """Drains of ``relu(x * s) + 1`` (a runtime scalar that changes), a result dropped before each
+    drain (elided), every other result held across later drains (the pool alternates blocks) and
+    read at the end: the values and each drain's counters."""
+    held, counts = [], []
+    for k, s in enumerate(scales):
+        before = lf.stats(CPU)
+        out = (x * s).relu() + 1.0
+        dropped = x.exp()
+        del dropped
+        lf.sync(CPU)
+        used = lf.stats(CPU) - before
+        counts.append((used.kernels_launched, used.ops_elided, used.fusion_cache_hits, used.fusion_cache_misses,
+                       used.fresh_allocations, used.pooled_allocations))
+        if k % 2:
+            held.append((s, out))
+    return [(s, out.numpy()) for s, out in held], counts
+
+
+def test_the_one_pass_drain_computes_and_counts_as_the_general_path(path):
+    name, served = path
+    x_t = torch.randn(40, 50, generator=torch.Generator().manual_seed(8))
+    x = lf.tensor(x_t)
+    scales = [2.0, 2.0, -1.0, 0.5, 0.5, 0.0, -0.0, 3.0, 3.0, -2.0]
+    run_program(x, scales[:3])   # plans built, the first steady-state metadata made
+    CPU.pool.empty_cache()       # no block kept from elsewhere (nor its memos): both paths start alike
+    served.clear()
+    values, counts = run_program(x, scales)
+    for s, v in values:          # live results read after later drains
+        np.testing.assert_allclose(v, (torch.relu(x_t.double() * s) + 1).numpy(), rtol=1e-6)
+    # every drain: one kernel, the dropped exp elided, a cache hit; blocks fresh until the pool
+    # keeps the ones earlier results gave back, then pooled (the same on both paths)
+    assert all(c[:4] == (1, 1, 1, 0) for c in counts), counts
+    assert counts == EXPECTED_COUNTS.setdefault("relu program", counts), (name, counts)
+    if name == "one pass":
+        assert served.count(True) >= 4 and not served[0], served   # (a fresh block has no memo yet)
+    else:
+        assert True not in served
+
+
+EXPECTED_COUNTS = {}   # the first path's counters, which the other path's must equal
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_launch_failing_in_the_one_pass_drain_fails_as_on_the_general_path(path, error):
+    name, served = path
+    x_t = torch.randn(30, 20, generator=torch.Generator().manual_seed(9))
+    x = lf.tensor(x_t)
+    results = []
+    for _ in range(8):   # the steady state: two results held, the output rotating over three blocks
+        results.append((x * 2.0).relu() + 1.0)
+        lf.sync(CPU)
+        results = results[-2:]   # (the oldest's block kept by the pool, with its memo)
+    held = results[-1]
+    plan = CPU.engine.last_plan
+    pool_key = plan.allocations[0][2]
+    memo = CPU.pool.cached[pool_key][-1].views[id(plan)]   # on the block the next drain takes
+    calls = memo.calls
+
+    def failing():
+        raise error("injected launch failure")
+    memo.calls = [failing]
+    served.clear()
+    out = (x * 2.0).relu() + 1.0
+    with pytest.raises(error):
+        lf.sync(CPU)
+    memo.calls = calls
+    assert served == [name == "one pass"]
+    expected = (torch.relu(x_t.double() * 2.0) + 1).numpy()
+    if error is RuntimeError:   # its value is lost (every read raises), nothing else is
+        with pytest.raises(RuntimeError, match="injected"):
+            out.numpy()
+    else:                        # interrupted: nothing failed, it is computed at the next drain
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(held.numpy(), expected, rtol=1e-6)
+    again = (x * 2.0).relu() + 1.0   # the engine goes on
+    np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6)
+
+
+def test_an_imported_input_after_pooled_ones_takes_the_general_path(path):
+    """The same plan key on an imported input (memory lazyfuse did not allocate: no pool block)
+    where the memo's drains bound a pooled one: no memo applies, the value is still right."""
+    name, served = path
+    a = np.random.default_rng(10).standard_normal((16, 24)).astype(np.float32)
+    pooled = lf.tensor(a)
+    results = []
+    for _ in range(6):
+        results.append(pooled.relu())
+        lf.sync(CPU)
+        results = results[-1:]
+    imported = lf.from_dlpack(a.copy())
+    served.clear()
+    out = imported.relu()
+    lf.sync(CPU)
+    assert served == [False]
+    np.testing.assert_array_equal(out.numpy(), np.maximum(a, 0))
+    assert pooled.relu().numpy().tolist() == np.maximum(a, 0).tolist()
+
+
+def test_a_backend_that_stops_reusing_launches_makes_every_call_again(made, monkeypatch):
+    """``Backend.reuses_launches`` turned off after memos were kept (as a test hooking every launch
+    does): no drain takes a memo's calls, the one-pass drain included."""
+    x_t = torch.randn(12, 9, generator=torch.Generator().manual_seed(11))
+    x = lf.tensor(x_t)
+    results = []
+    for _ in range(6):
+        results.append(x.relu())
+        lf.sync(CPU)
+        results = results[-1:]
+    start = len(made)
+    results.append(x.relu())
+    lf.sync(CPU)
+    assert len(made) == start   # (the memo's calls: none made)
+    results = results[-1:]      # (a block with a memo kept for the next drain)
+    monkeypatch.setattr(CPU.backend, "reuses_launches", False)
+    out = x.relu()
+    lf.sync(CPU)
+    assert len(made) == start + 1
+    np.testing.assert_array_equal(out.numpy(), x_t.relu().numpy())

@@ -66,6 +66,8 @@ def normalize_dims(dim, ndim: int, argname: str = "dim") -> tuple:
     """None means all dims; an int or a tuple of ints; duplicates are an error."""
     if dim is None:
         return tuple(range(ndim))
+    if type(dim) is int:   # (the common case: no tuple to make, no test per element)
+        return _normalized_dims((dim,), ndim, argname)
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     if all(type(d) is int for d in dims):
         return _normalized_dims(dims, ndim, argname)   # the common case, memoized

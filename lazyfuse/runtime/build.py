@@ -67,10 +67,12 @@ class CompiledPlan:
     bind_all: object = None
     scalars_all: object = None
     scalar_words: object = None   # scalars_all's values -> their metadata words, as bytes
+    n_scalars: int = 0        # runtime scalars its steps bind (none: no scalar words to compare)
     reusable: bool = False
     written: bytes | None = None   # the scalar words last written to ``metas`` (those kept with a LaunchMemo)
     allocations: list | None = None   # (dtype, numel, pool key) of each new root, then each temporary (execute.allocate)
     follower: object = None   # the key of the plan the next drain ran, the last time this one ran (Engine._predicted)
+    memoized: bool = False    # a LaunchMemo was kept for it, and its every root is new (execute.launch_memo)
     _graph: DrainGraph | None = None
 
     @property
@@ -186,6 +188,7 @@ def assemble(key, nodes, targets, n_tape: int, planned, steps, origin: str = "pl
     slots = sorted({nodes[i].tpos if kind == "leaf" else base[kind] + i for st in steps for kind, i in st.slots})
     plan.bind_all = gather(slots)
     order = [i for st in steps for i in st.scalars]
+    plan.n_scalars = len(order)
     plan.scalars_all = gather([scalar_tape[i] for i in order])
     # their metadata words: a float scalar's a float64, any other's an int64 (as HostMeta writes them)
     kinds = [n.dtype.is_float for n in nodes if n.op is Op.SCALAR]

@@ -29,13 +29,20 @@ def execute(engine, plan, roots, build) -> None:
     """Allocate, compile (``build``: the build path's (leaves, scalars)), bind and launch: on
     the device's asynchronous stream where it takes the plan (``runtime/stream.py``), after
     everything queued where not, and where the build path or tuning reads the bound buffers."""
-    stream = engine.device.stream
+    device = engine.device
+    stream = device.stream
+    kept = None
+    if build is None and plan.memoized and plan.untuned is None and not device.capturing and (
+            stream is None or stream.runs_inline(plan)) and device.backend.reuses_launches:
+        kept = engine.pool.take_kept(plan.allocations)
+        if launch_memo(engine, plan, roots, kept):
+            return
     if stream is not None and (stream.busy() or stream.failures) and (
             build is not None or plan.untuned is not None or not stream.takes(plan)):
         stream.synchronize()
-    tracking = engine.device.capture_tracking
+    tracking = device.capture_tracking
     cause = lambda: tracking.cause(plan, build is not None)  # noqa: E731 (only built on failure)
-    root_bufs, temps = allocate(engine, plan, roots, cause)
+    root_bufs, temps = allocate(engine, plan, roots, cause, kept)
     metas = launch_metadata(engine, plan, build is not None, cause)
     tape = engine.tape
     bound = tape + root_bufs + temps if temps else tape + root_bufs
@@ -52,16 +59,18 @@ def execute(engine, plan, roots, build) -> None:
         launch(engine, plan, roots, root_bufs, metas, bound)
 
 
-def allocate(engine, plan, roots, cause) -> tuple:
+def allocate(engine, plan, roots, cause, kept=None) -> tuple:
     """The buffers of the roots not yet realized and of the plan's temporaries, from the pool:
-    those its kept blocks serve taken in one go (``MemoryPool.take_kept``), the rest one by one."""
+    those its kept blocks serve taken in one go (``MemoryPool.take_kept``; ``kept``: already
+    taken), the rest one by one."""
     pool = engine.pool
     label = plan.label
     specs = plan.allocations
     if specs is None:   # (the same for every drain of the plan's key, which says which roots have buffers)
         specs = plan.allocations = [(dt, n, (DATA, size_class(max(n, 1) * dt.itemsize))) for dt, n in
                                     [(s.dtype, s.numel) for s in roots if s.buffer is None] + plan.temps]
-    kept = pool.take_kept(specs)   # (a Buffer is true, a block not kept None)
+    if kept is None:
+        kept = pool.take_kept(specs)   # (a Buffer is true, a block not kept None)
     n = len(roots)
     if len(specs) - len(plan.temps) == n and None not in kept:   # the steady state: every root new, all kept
         return kept[:n], kept[n:]
@@ -148,12 +157,54 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
             lost = settle(calls) | ({collective} if collective is not None else set())
         failed = lost | {at} if isinstance(e, Exception) and collective is None else lost
         salvage(engine, plan, roots, root_bufs, failed, done, lost, e)
-        if collective is None and at < len(plan.steps) and plan.steps[at].kind is StepKind.EXTERN \
-                and isinstance(e, Exception) and not isinstance(e, LazyfuseError):
-            raise torch_refusal(plan.steps[at].name, e) from e
+        if collective is None:
+            refuse_extern(plan, at, e)
         raise
     finally:
         realize(engine.stats, plan, roots, root_bufs, done, lost)
+
+
+def launch_memo(engine, plan, roots, kept) -> bool:
+    """The steady state's drain in one pass: where the buffers the pool's kept blocks gave
+    (``kept``: every root's, then the temporaries') bind the blocks of a LaunchMemo of the plan,
+    its calls run as they are — ``launch``'s memo branch without the general work around it
+    (``allocate``'s fallbacks, making calls, collectives, the stream: ``execute`` takes this path
+    only for a plan whose every root is new, with nothing queued on the stream or tuning left).
+    False, with nothing run, where no memo applies: the general path then binds ``kept``."""
+    if None in kept:
+        return False
+    memo = kept[0].block.views.get(id(plan))
+    metas = plan.metas
+    if memo is None or memo.plan is not plan or memo.metas is not metas:
+        return False
+    tape = engine.tape
+    try:
+        if memo.blocks != tuple(map(_block_of, plan.bind_all(tape + kept))):
+            return False
+    except AttributeError:   # an imported input (ExternalBuffer: no block) where the memo's drain had a pooled one
+        return False
+    if plan.n_scalars:
+        memo.write_scalars(plan, metas, tape)
+    done = 0   # (realize and salvage read the roots' buffers from ``kept``'s first entries)
+    try:
+        with engine.device.launching():
+            for call in memo.calls:
+                call()
+                done += 1
+    except BaseException as e:
+        salvage(engine, plan, roots, kept, {done} if isinstance(e, Exception) else frozenset(), done, frozenset(), e)
+        refuse_extern(plan, done, e)
+        raise
+    finally:
+        realize(engine.stats, plan, roots, kept, done, frozenset())
+    return True
+
+
+def refuse_extern(plan, at: int, error: BaseException) -> None:
+    """torch's refusal inside extern step ``at`` raised as a LazyfuseError naming the op."""
+    if at < len(plan.steps) and plan.steps[at].kind is StepKind.EXTERN and isinstance(error, Exception) \
+            and not isinstance(error, LazyfuseError):
+        raise torch_refusal(plan.steps[at].name, error) from error
 
 
 def enqueue(stream, engine, plan, roots, root_bufs, metas, bound) -> None:
@@ -235,6 +286,8 @@ class LaunchMemo:
 
     @staticmethod
     def keep(plan, root_bufs, metas, blocks, calls) -> None:
+        # every root new (the key says so for every drain of the plan): ``launch_memo`` may serve it
+        plan.memoized = len(plan.allocations) == len(root_bufs) + len(plan.temps)
         views = root_bufs[0].block.views
         if len(views) >= 16:   # (as the block's other memos: a block many plans use stays small)
             views.clear()

@@ -150,6 +150,11 @@ class LaunchStream:
         return (self.enabled() and not self.device.capturing and plan.waits is None
                 and (len(plan.steps) >= MIN_LAUNCHES or self.completed < self.queued))
 
+    def runs_inline(self, plan) -> bool:
+        """Whether a steady-state drain of ``plan`` launches on the host thread with nothing to
+        wait for: no launch queued, no failure to deliver, and the stream does not take it."""
+        return self.completed >= self.queued and not self.failures and not self.takes(plan)
+
     # -- the host side -----------------------------------------------------------------------------
     def submit(self, calls, blocks, ready_steps, metas, results) -> None:
         """Enqueue one drain's ``calls``; ``ready_steps`` maps memory it writes to the index of its
