@@ -11,6 +11,13 @@ realized otherwise. Each result is compared with torch eager's on the same sampl
 and 1.3e-5 relative — torch's own float32 tolerance is 1.3e-6, and composites such as
 ``log2`` = log / ln 2 differ from torch's kernels by a rounding step).
 
+``--reference`` runs OpInfo's ``reference_inputs`` instead (a larger and harsher set: extremal
+values, NaN/inf, broadcasting, type promotion, Python-number operands, empty and 0-d tensors),
+in bfloat16 too. Either way torch runs on copies of the sample (an op that writes an input must
+not change what lazyfuse is given); a result that differs from torch's is still no mismatch
+where it is at least as close as torch's to the op run in float64 (torch's float16 CPU kernels
+are themselves off at times), nor where torch does not reproduce its own result on a copy.
+
 Per entry the outcome is one of ``native`` / ``extern`` (every sample ran and matched; native:
 no extern launch and no eager run), ``refused`` (every sample raised a LazyfuseError — the
 message says why), ``mismatch`` (a value or dtype or shape differs from torch's), ``error``

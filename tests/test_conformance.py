@@ -58,11 +58,15 @@ def test_reference_subset_has_no_mismatch():
     assert all(any(k == n or k.startswith(n + ".") for k in results) for n in REFERENCE_FAST)
 
 
-def test_reference_mode_is_the_cli_flag():
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert conformance.main(["--reference", "--ops", "hypot", "--samples", "3"]) == 0
-    assert "hypot" in out.getvalue() and "0 mismatch" in out.getvalue()
+def test_reference_mode_is_the_cli_flag(monkeypatch):
+    calls, real_run = [], conformance.run
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return real_run(*args, **dict(kwargs, stream=io.StringIO()))
+    monkeypatch.setattr(conformance, "run", recorded)
+    assert conformance.main(["--reference", "--ops", "hypot", "--samples", "3"]) == 0
+    assert calls[0]["inputs"] is conformance.reference_inputs and torch.bfloat16 in calls[0]["dtypes"]
 
 
 def test_reference_inputs_leave_out_large_samples_only():
@@ -182,3 +186,13 @@ def test_torch_runs_on_copies_of_the_sample():
     conformance._run_torch(op, sample)
     after = [a for a in (sample.input, *sample.args) if isinstance(a, torch.Tensor)]
     assert all(torch.equal(b, a) for b, a in zip(before, after))
+
+
+def test_hinge_embedding_loss_of_an_infinite_input():
+    # its zeros were ``input * 0``, NaN where the input is inf (torch: 0 for target -1)
+    x = torch.tensor([-8.5, -1.75, math.inf, math.inf, 3.5, -math.inf])
+    y = torch.tensor([-1.0, 1.0, -1.0, 1.0, -1.0, -1.0])
+    for reduction in ("none", "sum", "mean"):
+        got = lf.nn.functional.hinge_embedding_loss(lf.tensor(x), lf.tensor(y), reduction=reduction).torch()
+        torch.testing.assert_close(got, torch.nn.functional.hinge_embedding_loss(x, y, reduction=reduction),
+                                   equal_nan=True)

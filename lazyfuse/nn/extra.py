@@ -109,9 +109,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     """``input`` where ``target == 1``, ``max(0, margin - input)`` where ``target == -1`` (torch sums both terms)."""
-    zeros = input * 0.0
-    keep = ops.where(target != 1, (margin - input).clamp_min(0.0), zeros)
-    return _reduce(ops.where(target != -1, input, zeros) + keep, reduction)
+    keep = ops.where(target != 1, (margin - input).clamp_min(0.0), 0.0)   # (not ``input * 0``: NaN at inf)
+    return _reduce(ops.where(target != -1, input, 0.0) + keep, reduction)
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-08,  # noqa: A002
