@@ -196,3 +196,12 @@ def test_hinge_embedding_loss_of_an_infinite_input():
         got = lf.nn.functional.hinge_embedding_loss(lf.tensor(x), lf.tensor(y), reduction=reduction).torch()
         torch.testing.assert_close(got, torch.nn.functional.hinge_embedding_loss(x, y, reduction=reduction),
                                    equal_nan=True)
+
+
+@pytest.mark.parametrize("p", [0, -math.inf, math.inf, 1, 3.5, -2])
+def test_normalize_of_every_order(p):
+    # p=0 raised ZeroDivisionError (the power formula's 1/p); p=-inf gave the power formula's 1
+    x = torch.randn(4, 5)
+    x[0, 1], x[2] = 0, 0
+    got = lf.nn.functional.normalize(lf.tensor(x), p=p).torch()
+    torch.testing.assert_close(got, torch.nn.functional.normalize(x, p=p), equal_nan=True)
