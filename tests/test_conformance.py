@@ -205,3 +205,11 @@ def test_normalize_of_every_order(p):
     x[0, 1], x[2] = 0, 0
     got = lf.nn.functional.normalize(lf.tensor(x), p=p).torch()
     torch.testing.assert_close(got, torch.nn.functional.normalize(x, p=p), equal_nan=True)
+
+
+def test_cosine_similarity_broadcasts_before_the_norms():
+    # (1, 2, 3) against (2, 1, 3) over dim -2: each norm was taken over its own unbroadcast size
+    a, b = torch.randn(1, 2, 3), torch.randn(2, 1, 3)
+    for dim in (-2, -1, 0):
+        got = lf.nn.functional.cosine_similarity(lf.tensor(a), lf.tensor(b), dim=dim).torch()
+        torch.testing.assert_close(got, torch.nn.functional.cosine_similarity(a, b, dim=dim))

@@ -70,8 +70,10 @@ def channel_shuffle(x, groups):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim`` (broadcast), each norm clamped to ``eps`` as torch."""
+    from ..ir.shapes import broadcast_shapes
     out = x1.dtype
-    a, b = x1.to(opmath(out)), x2.to(opmath(out))
+    shape = broadcast_shapes(x1.shape, x2.shape)   # (first, as torch: each norm over the broadcast ``dim``)
+    a, b = x1.to(opmath(out)).expand(*shape), x2.to(opmath(out)).expand(*shape)
     na = (a * a).sum(dim).sqrt().clamp_min(eps) if eps else (a * a).sum(dim).sqrt()
     nb = (b * b).sum(dim).sqrt().clamp_min(eps) if eps else (b * b).sum(dim).sqrt()
     return ((a / na.unsqueeze(dim)) * (b / nb.unsqueeze(dim))).sum(dim).to(out) if a.ndim else \
