@@ -213,3 +213,16 @@ def test_cosine_similarity_broadcasts_before_the_norms():
     for dim in (-2, -1, 0):
         got = lf.nn.functional.cosine_similarity(lf.tensor(a), lf.tensor(b), dim=dim).torch()
         torch.testing.assert_close(got, torch.nn.functional.cosine_similarity(a, b, dim=dim))
+
+
+def test_bce_with_logits_in_half_precision_rounds_once():
+    # each step rounded to float16: -7.6758 where float64 says -7.6689 (torch -7.6680)
+    x = torch.tensor([[-2.400390625, 3.611328125, 1.134765625]], dtype=torch.float16)
+    t = torch.tensor([[0.7841796875, 0.666015625, 0.475830078125]], dtype=torch.float16)
+    w = torch.tensor([[5.7734375, -3.97265625, 3.271484375]], dtype=torch.float16)
+    got = lf.nn.functional.binary_cross_entropy_with_logits(lf.tensor(x), lf.tensor(t), weight=lf.tensor(w),
+                                                            reduction="none").torch()
+    exact = torch.nn.functional.binary_cross_entropy_with_logits(x.double(), t.double(), weight=w.double(),
+                                                                 reduction="none")
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), exact.half().double(), rtol=0, atol=0)
