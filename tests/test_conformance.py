@@ -46,7 +46,7 @@ def test_larger_subset_has_no_mismatch():
 # promotion, Python-number operands), on the ops where it found bugs and the common ones -----------
 REFERENCE_FAST = ["add", "div", "floor_divide", "acosh", "asinh", "hypot", "clone", "take_along_dim", "diff",
                   "sum", "amax", "nn.functional.cosine_similarity", "nn.functional.hinge_embedding_loss",
-                  "nn.functional.normalize"]
+                  "nn.functional.normalize", "nn.functional.threshold"]
 
 
 def test_reference_subset_has_no_mismatch():
@@ -227,3 +227,10 @@ def test_bce_with_logits_in_half_precision_rounds_once():
                                                                  reduction="none")
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.double(), exact.half().double(), rtol=0, atol=0)
+
+
+def test_threshold_keeps_nan():
+    # ``where(x > t, x, value)`` sent NaN to ``value``; torch's rule is ``x <= t ? value : x``
+    x = torch.tensor([math.inf, -math.inf, math.nan, 0.1533203125, 0.2, -1.0])
+    got = lf.nn.functional.threshold(lf.tensor(x), 0.1533203125, -9.0).torch()
+    torch.testing.assert_close(got, torch.nn.functional.threshold(x, 0.1533203125, -9.0), equal_nan=True)

@@ -103,8 +103,8 @@ def tanhshrink(x):
 
 
 def threshold(x, threshold, value, inplace=False):  # noqa: A002 (torch's names)
-    """``x`` where ``x > threshold``, else ``value``."""
-    return _inplace(x, ops.where(x > threshold, x, value).to(x.dtype), inplace)
+    """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN, as torch)."""
+    return _inplace(x, ops.where(x <= threshold, value, x).to(x.dtype), inplace)
 
 
 def glu(x, dim=-1):
