@@ -53,7 +53,7 @@ def test_reference_subset_has_no_mismatch():
     out = io.StringIO()
     results = conformance.run(set(REFERENCE_FAST), inputs=functools.partial(conformance.reference_inputs,
                                                                             max_numel=128),
-                              dtypes=conformance.REFERENCE_DTYPES, stream=out)
+                              dtypes=(torch.float32, torch.float16, torch.int64), stream=out)   # (CI budget)
     bad = {k: v for k, v in results.items() if v[0] in ("mismatch", "error", "skipped", "refused")}
     assert not bad, out.getvalue()
     assert all(any(k == n or k.startswith(n + ".") for k in results) for n in REFERENCE_FAST)
