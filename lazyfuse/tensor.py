@@ -518,8 +518,9 @@ class Tensor:
         """``to(lf.bool)``: True where the value is nonzero."""
         return self._cast(dt.bool_)
 
-    def clone(self):
-        """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse."""
+    def clone(self, *, memory_format=None):
+        """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse
+        (``memory_format`` accepted, as by the casts: lazyfuse lays out its results itself)."""
         out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 

@@ -102,9 +102,9 @@ def gather(x, dim, index, *, sparse_grad=False, out=None):
 
 def take_along_dim(x, indices, dim=None):
     """``gather`` along ``dim`` with ``x`` and ``indices`` broadcast off ``dim``; ``dim=None``:
-    ``take`` on ``x`` flattened."""
+    ``take`` on ``x`` flattened, by ``indices`` flattened (a 1-d result, as torch)."""
     if dim is None:
-        return take(x, indices)
+        return take(x, indices.reshape(-1))
     d = normalize_dim(dim, x.ndim)
     if indices.ndim != x.ndim:
         raise ShapeError(f"take_along_dim: indices has {indices.ndim} dims, the input {x.ndim}; they must match")
@@ -295,11 +295,16 @@ def diag(x, diagonal=0):
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):
-    """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``."""
+    """``n``-th forward differences along ``dim`` (``prepend``/``append`` joined first); bool: ``!=``.
+    ``n = 0`` is a copy of ``x`` alone, as torch's (which ignores ``prepend``/``append`` then)."""
     from .functions import cat
     if int(n) < 0:
         raise ShapeError(f"diff: n={n} (the order) must be non-negative")
     d = normalize_dim(dim, x.ndim)
+    if int(n) < 0:
+        raise ShapeError(f"diff: the order n must be non-negative, got {n}")
+    if int(n) == 0:
+        return x.clone()
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         x = cat([p if p.ndim == x.ndim else p.expand(*(x.shape[:d] + (1,) + x.shape[d + 1:])) for p in parts], d)

@@ -21,6 +21,9 @@ from .ir import dtypes as dt
 from .ir.node import Op
 
 _LN2 = math.log(2.0)
+# beyond it ``x^2 +- 1`` rounds to ``x^2`` in float32 and float64 alike, so ``asinh``/``acosh``
+# are ``log(2x)``: the square itself overflows from 1.8e19 in float32 (it gave inf for 1e20)
+_HUGE_ARG = 2.0 ** 28
 
 
 def _tensor_cls():
@@ -144,13 +147,14 @@ def cosh(x):
 def asinh(x):
     """Elementwise inverse hyperbolic sine, ``sign(x) log(|x| + sqrt(x^2 + 1))`` (odd exactly)."""
     a = x.abs()
-    return ops.where(x < 0, -1.0, 1.0) * (a + (a * a + 1.0).sqrt()).log()
+    return ops.where(x < 0, -1.0, 1.0) * ops.where(a > _HUGE_ARG, a.log() + _LN2, (a + (a * a + 1.0).sqrt()).log())
 
 
 @_float_unary
 def acosh(x):
     """Elementwise inverse hyperbolic cosine, ``log(x + sqrt(x^2 - 1))`` (NaN below 1, as torch)."""
-    return (x + (x * x - 1.0).sqrt()).log()
+    large = ops.where(x > _HUGE_ARG, x.log() + _LN2, (x + (x * x - 1.0).sqrt()).log())
+    return ops.where(x < 1.0, math.nan, large)   # (below -1.8e19 the square's inf would hide the NaN)
 
 
 @_float_unary
@@ -231,10 +235,17 @@ def xlogy(x, y):
 
 
 def hypot(x, other):
-    """``sqrt(x^2 + other^2)``."""
+    """``sqrt(x^2 + other^2)``, as ``m sqrt(1 + (n / m)^2)`` with ``m``, ``n`` the larger and
+    smaller magnitude: the squares themselves overflow from 1.8e19 in float32. As C's ``hypot``,
+    an infinite operand gives inf even beside a NaN."""
     _floating_only("hypot", x, other)
     (a, b), out = _float_operands(x, other)
-    return (a * a + b * b).sqrt().to(out)
+    a, b = _as_tensors(a, b)
+    a, b = a.abs(), b.abs()
+    larger, smaller = ops.where(a > b, a, b), ops.where(a > b, b, a)   # (a NaN ``a`` lands in ``smaller``)
+    ratio = smaller / larger
+    scaled = ops.where(larger == 0, smaller, larger * (ratio * ratio + 1.0).sqrt())
+    return ops.where((a == math.inf) | (b == math.inf), math.inf, scaled).to(out)
 
 
 def logaddexp(x, other):

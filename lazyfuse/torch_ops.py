@@ -367,25 +367,36 @@ def remainder(x, other):
     return x % other
 
 
+def _number_as_tensor(x, other):
+    """``x`` as a 0-d tensor where both operands are Python numbers: torch's ``add(2.5, 1)`` is a
+    tensor (of the number's default dtype), where the operator alone would give a number."""
+    from .tensor import Tensor
+    if isinstance(x, Tensor) or isinstance(other, Tensor):
+        return x
+    from .creation import tensor
+    return tensor(x)
+
+
 def add(x, other, *, alpha=1):
     """``x + alpha * other``."""
-    return x + (other * alpha if alpha != 1 else other)
+    return _number_as_tensor(x, other) + (other * alpha if alpha != 1 else other)
 
 
 def sub(x, other, *, alpha=1):
     """``x - alpha * other``."""
-    return x - (other * alpha if alpha != 1 else other)
+    return _number_as_tensor(x, other) - (other * alpha if alpha != 1 else other)
 
 
 def mul(x, other):
     """``x * other``."""
-    return x * other
+    return _number_as_tensor(x, other) * other
 
 
 def div(x, other, *, rounding_mode=None):
     """``x / other``; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds toward zero (floats:
     ``trunc(x / other)``; integers: the floor quotient, one up where it rounded a negative
     quotient down)."""
+    x = _number_as_tensor(x, other)
     if rounding_mode is None:
         return x / other
     if rounding_mode == "floor":
@@ -814,7 +825,7 @@ def _native_norm_forms() -> dict:
 
 def floor_divide(x, other):
     """``x // other`` (floor rounding, as torch)."""
-    return x // other
+    return _number_as_tensor(x, other) // other
 
 
 def ravel(x):

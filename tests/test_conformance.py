@@ -1,10 +1,15 @@
 """torch's op_db samples on a fast subset of ops: every one runs, natively or as an extern, with 0
 mismatches (the whole database: ``python -m lazyfuse.conformance``, see the README); and their
 error_inputs: refused, no value where torch raises, no internal error leaking (``--errors``)."""
+import contextlib
+import functools
 import io
+import math
 
 import pytest
+import torch
 
+import lazyfuse as lf
 from lazyfuse import conformance
 
 FAST = ["add", "mul", "div", "exp", "sum", "mean", "var", "masked_fill", "tril", "where", "softmax",
@@ -59,3 +64,197 @@ def test_error_inputs_of_a_fast_subset_are_refused_with_no_silent_value_or_leak(
     assert kinds["narrow"] == kinds["movedim"] == kinds["nn.functional.rms_norm"] == "refused", out.getvalue()
     assert kinds["__radd__"] == "skipped"   # (only Python numbers' own methods: not lazyfuse's)
     assert "lenient" in kinds.values()
+
+
+# -- the reference mode: OpInfo's reference_inputs (extremal values, NaN/inf, broadcasting, type
+# promotion, Python-number operands), on the ops where it found bugs and the common ones -----------
+REFERENCE_FAST = ["add", "div", "floor_divide", "acosh", "asinh", "hypot", "clone", "take_along_dim", "diff",
+                  "sum", "amax", "nn.functional.cosine_similarity", "nn.functional.hinge_embedding_loss",
+                  "nn.functional.normalize", "nn.functional.threshold"]
+
+
+def test_reference_subset_has_no_mismatch():
+    out = io.StringIO()
+    results = conformance.run(set(REFERENCE_FAST), inputs=functools.partial(conformance.reference_inputs,
+                                                                            max_numel=128),
+                              dtypes=(torch.float32, torch.float16, torch.int64), stream=out)   # (CI budget)
+    bad = {k: v for k, v in results.items() if v[0] in ("mismatch", "error", "skipped", "refused")}
+    assert not bad, out.getvalue()
+    assert all(any(k == n or k.startswith(n + ".") for k in results) for n in REFERENCE_FAST)
+
+
+def test_reference_mode_is_the_cli_flag(monkeypatch):
+    calls, real_run = [], conformance.run
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return real_run(*args, **dict(kwargs, stream=io.StringIO()))
+    monkeypatch.setattr(conformance, "run", recorded)
+    assert conformance.main(["--reference", "--ops", "hypot", "--samples", "3"]) == 0
+    assert calls[0]["inputs"] is conformance.reference_inputs and torch.bfloat16 in calls[0]["dtypes"]
+
+
+def test_reference_inputs_leave_out_large_samples_only():
+    op = next(o for o in conformance.op_database() if o.name == "add")
+    every = list(conformance.reference_inputs(op, torch.float32))
+    small = list(conformance.reference_inputs(op, torch.float32, max_numel=1024))
+    assert len(every) > len(small) > 50   # (the extremal-value samples are small ones)
+    assert all(conformance._largest_numel((s.input, s.args, s.kwargs)) <= 1024 for s in small)
+
+
+# -- the bugs the reference mode found, one test each ---------------------------------------------
+def _lazy(values, dtype=torch.float32):
+    return lf.tensor(torch.tensor(values, dtype=dtype))
+
+
+@pytest.mark.parametrize("name", ["asinh", "acosh"])
+def test_inverse_hyperbolics_of_huge_arguments_do_not_overflow(name):
+    # x^2 overflowed from 1.8e19: acosh(1e20) was inf (torch: 46.74), acosh(-1e20) inf (NaN)
+    values = [1e20, 3e38, -1e20, -3e38, 2.0 ** 28, 2.0 ** 28 + 64, 1e10, 2.0, 1.0, 0.5, 0.0, -0.0, 1e-30,
+              math.inf, -math.inf, math.nan]
+    got = getattr(lf, name)(_lazy(values)).torch()
+    exact = getattr(torch, name)(torch.tensor(values, dtype=torch.float64)).float()
+    torch.testing.assert_close(got, exact, equal_nan=True)
+
+
+def test_hypot_of_huge_tiny_and_special_operands():
+    # (a^2 + b^2) overflowed from 1.8e19: hypot(1e20, 1e20) was inf
+    a = [0.0, 3.0, 1e20, 3e38, math.inf, math.nan, math.nan, -1e-30, 0.0, 1e-40, -math.inf, 5.0, -2e30]
+    b = [0.0, 4.0, 1e20, 3e38, math.nan, math.inf, 1.0, 0.0, math.nan, 1e-40, 2.0, -12.0, 1e-30]
+    got = lf.hypot(_lazy(a), _lazy(b)).torch()
+    torch.testing.assert_close(got, torch.hypot(torch.tensor(a), torch.tensor(b)), equal_nan=True)
+    torch.testing.assert_close(lf.hypot(_lazy(a), 2.0).torch(), torch.hypot(torch.tensor(a), torch.tensor(2.0)),
+                               equal_nan=True)
+    half = lf.hypot(_lazy([6e4, 3.0], torch.float16), _lazy([6e4, 4.0], torch.float16)).torch()
+    assert half.dtype == torch.float16 and half.tolist() == [math.inf, 5.0]   # (8.5e4: past float16's range)
+
+
+def test_hypot_gradient_matches_torch():
+    a, b = torch.tensor([3.0, -1e20, 0.5], requires_grad=True), torch.tensor([4.0, 1e20, -2.0], requires_grad=True)
+    torch.hypot(a, b).sum().backward()
+    la, lb = lf.tensor(a.detach(), requires_grad=True), lf.tensor(b.detach(), requires_grad=True)
+    lf.hypot(la, lb).sum().backward()
+    torch.testing.assert_close(la.grad.torch(), a.grad)
+    torch.testing.assert_close(lb.grad.torch(), b.grad)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "floor_divide", "true_divide"])
+@pytest.mark.parametrize("a, b", [(2.5, 1), (2, 3), (True, 2), (3, 2.0), (-8, 6)])
+def test_arithmetic_of_two_numbers_is_a_tensor(name, a, b):
+    # torch.add(2.5, 1) is a 0-d tensor; lazyfuse gave the Python number
+    try:
+        want = getattr(torch, name)(a, b)
+    except RuntimeError:   # (torch refuses a bool operand of ``-``: so does lazyfuse)
+        with pytest.raises(lf.DTypeError):
+            getattr(lf, name)(a, b)
+        return
+    got = getattr(lf, name)(a, b)
+    assert isinstance(got, lf.Tensor) and got.dtype.name == str(want.dtype).split(".")[1]
+    assert got.shape == () and got.item() == want.item()
+
+
+def test_two_number_division_rounding_modes_and_alpha():
+    assert lf.div(7, -2, rounding_mode="trunc").item() == torch.div(7, -2, rounding_mode="trunc").item() == -3
+    assert lf.div(7, -2, rounding_mode="floor").item() == -4
+    assert lf.add(2, 3, alpha=2).item() == 8 and lf.sub(2.0, 3, alpha=2).item() == -4.0
+
+
+@pytest.mark.parametrize("fmt", [torch.preserve_format, torch.contiguous_format])
+def test_clone_takes_memory_format(fmt):
+    x = lf.tensor(torch.arange(6.0).reshape(2, 3)).T
+    y = x.clone(memory_format=fmt)
+    x.add_(1)
+    assert y.torch().tolist() == torch.arange(6.0).reshape(2, 3).T.tolist()
+
+
+def test_take_along_dim_without_dim_flattens_both():
+    x, idx = torch.randn(5, 5), torch.tensor([[0, 0], [4, 4], [1, 1], [3, 3], [2, 0]])
+    got = lf.take_along_dim(lf.tensor(x), lf.tensor(idx)).torch()
+    assert got.shape == (10,)
+    torch.testing.assert_close(got, torch.take_along_dim(x, idx))
+
+
+def test_diff_of_order_zero_is_a_copy_that_ignores_prepend():
+    x = torch.randn(3, 4)
+    lx = lf.tensor(x)
+    got = lf.diff(lx, n=0, dim=0, prepend=lf.tensor(torch.ones(2, 4)))
+    assert got.shape == (3, 4)
+    lx.mul_(2)   # a copy: the write does not reach it
+    torch.testing.assert_close(got.torch(), torch.diff(x, n=0, dim=0, prepend=torch.ones(2, 4)))
+    with pytest.raises(lf.LazyfuseError, match="non-negative"):
+        lf.diff(lx, n=-1)
+
+
+# -- the script's own rules ------------------------------------------------------------------------
+def _op(name):
+    return next(o for o in conformance.op_database() if o.name == name)
+
+
+def test_a_result_no_worse_than_torch_against_float64_is_no_mismatch():
+    # torch's float16 floor_divide is off by one: 4.3633 // -0.0059586 = floor(-732.27), torch -734
+    op = _op("floor_divide")
+    sample = type("Sample", (), {})()
+    sample.input = torch.tensor([4.36328125, 4.94140625], dtype=torch.float16)
+    sample.args, sample.kwargs = (torch.tensor([-0.00595855712890625, 0.0028438568115234375], dtype=torch.float16),), {}
+    want = op(sample.input, *sample.args)
+    exact = torch.floor_divide(sample.input.double(), sample.args[0].double()).half()
+    assert want.tolist() == [-734, 1738] and exact.tolist() == [-733, 1737]   # (torch itself is off here)
+    assert conformance._no_worse_than_torch(op, sample, exact, want)
+    assert not conformance._no_worse_than_torch(op, sample, exact + 8, want)
+
+
+def test_torch_runs_on_copies_of_the_sample():
+    # embedding_bag's max_norm renormalises its weight in place: lazyfuse must get the sample unchanged
+    op = _op("nn.functional.embedding_bag")
+    sample = next(s for s in op.sample_inputs("cpu", torch.float32) if s.kwargs.get("max_norm"))
+    before = [a.clone() for a in (sample.input, *sample.args) if isinstance(a, torch.Tensor)]
+    conformance._run_torch(op, sample)
+    after = [a for a in (sample.input, *sample.args) if isinstance(a, torch.Tensor)]
+    assert all(torch.equal(b, a) for b, a in zip(before, after))
+
+
+def test_hinge_embedding_loss_of_an_infinite_input():
+    # its zeros were ``input * 0``, NaN where the input is inf (torch: 0 for target -1)
+    x = torch.tensor([-8.5, -1.75, math.inf, math.inf, 3.5, -math.inf])
+    y = torch.tensor([-1.0, 1.0, -1.0, 1.0, -1.0, -1.0])
+    for reduction in ("none", "sum", "mean"):
+        got = lf.nn.functional.hinge_embedding_loss(lf.tensor(x), lf.tensor(y), reduction=reduction).torch()
+        torch.testing.assert_close(got, torch.nn.functional.hinge_embedding_loss(x, y, reduction=reduction),
+                                   equal_nan=True)
+
+
+@pytest.mark.parametrize("p", [0, -math.inf, math.inf, 1, 3.5, -2])
+def test_normalize_of_every_order(p):
+    # p=0 raised ZeroDivisionError (the power formula's 1/p); p=-inf gave the power formula's 1
+    x = torch.randn(4, 5)
+    x[0, 1], x[2] = 0, 0
+    got = lf.nn.functional.normalize(lf.tensor(x), p=p).torch()
+    torch.testing.assert_close(got, torch.nn.functional.normalize(x, p=p), equal_nan=True)
+
+
+def test_cosine_similarity_broadcasts_before_the_norms():
+    # (1, 2, 3) against (2, 1, 3) over dim -2: each norm was taken over its own unbroadcast size
+    a, b = torch.randn(1, 2, 3), torch.randn(2, 1, 3)
+    for dim in (-2, -1, 0):
+        got = lf.nn.functional.cosine_similarity(lf.tensor(a), lf.tensor(b), dim=dim).torch()
+        torch.testing.assert_close(got, torch.nn.functional.cosine_similarity(a, b, dim=dim))
+
+
+def test_bce_with_logits_in_half_precision_rounds_once():
+    # each step rounded to float16: -7.6758 where float64 says -7.6689 (torch -7.6680)
+    x = torch.tensor([[-2.400390625, 3.611328125, 1.134765625]], dtype=torch.float16)
+    t = torch.tensor([[0.7841796875, 0.666015625, 0.475830078125]], dtype=torch.float16)
+    w = torch.tensor([[5.7734375, -3.97265625, 3.271484375]], dtype=torch.float16)
+    got = lf.nn.functional.binary_cross_entropy_with_logits(lf.tensor(x), lf.tensor(t), weight=lf.tensor(w),
+                                                            reduction="none").torch()
+    exact = torch.nn.functional.binary_cross_entropy_with_logits(x.double(), t.double(), weight=w.double(),
+                                                                 reduction="none")
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), exact.half().double(), rtol=0, atol=0)
+
+
+def test_threshold_keeps_nan():
+    # ``where(x > t, x, value)`` sent NaN to ``value``; torch's rule is ``x <= t ? value : x``
+    x = torch.tensor([math.inf, -math.inf, math.nan, 0.1533203125, 0.2, -1.0])
+    got = lf.nn.functional.threshold(lf.tensor(x), 0.1533203125, -9.0).torch()
+    torch.testing.assert_close(got, torch.nn.functional.threshold(x, 0.1533203125, -9.0), equal_nan=True)

@@ -111,8 +111,8 @@ def tanhshrink(x):
 
 
 def threshold(x, threshold, value, inplace=False):  # noqa: A002 (torch's names)
-    """``x`` where ``x > threshold``, else ``value``."""
-    return _inplace(x, ops.where(x > threshold, x, value).to(x.dtype), inplace)
+    """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN, as torch)."""
+    return _inplace(x, ops.where(x <= threshold, value, x).to(x.dtype), inplace)
 
 
 def glu(x, dim=-1):
@@ -140,6 +140,10 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
         norm = x.abs().sum(dim, keepdim=True)
     elif p == math.inf:
         norm = x.abs().amax(dim, keepdim=True)
+    elif p == -math.inf:
+        norm = x.abs().amin(dim, keepdim=True)
+    elif p == 0:   # torch's 0-"norm": the count of nonzeros (the power formula would divide by 0)
+        norm = (x != 0).sum(dim, keepdim=True).to(x.dtype)
     else:
         norm = (x.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
     return x / norm.clamp(min=eps)

@@ -74,8 +74,10 @@ def channel_shuffle(x, groups):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim`` (broadcast), each norm clamped to ``eps`` as torch."""
+    from ..ir.shapes import broadcast_shapes
     out = x1.dtype
-    a, b = x1.to(opmath(out)), x2.to(opmath(out))
+    shape = broadcast_shapes(x1.shape, x2.shape)   # (first, as torch: each norm over the broadcast ``dim``)
+    a, b = x1.to(opmath(out)).expand(*shape), x2.to(opmath(out)).expand(*shape)
     na = (a * a).sum(dim).sqrt().clamp_min(eps) if eps else (a * a).sum(dim).sqrt()
     nb = (b * b).sum(dim).sqrt().clamp_min(eps) if eps else (b * b).sum(dim).sqrt()
     return ((a / na.unsqueeze(dim)) * (b / nb.unsqueeze(dim))).sum(dim).to(out) if a.ndim else \
@@ -113,9 +115,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     """``input`` where ``target == 1``, ``max(0, margin - input)`` where ``target == -1`` (torch sums both terms)."""
-    zeros = input * 0.0
-    keep = ops.where(target != 1, (margin - input).clamp_min(0.0), zeros)
-    return _reduce(ops.where(target != -1, input, zeros) + keep, reduction)
+    keep = ops.where(target != 1, (margin - input).clamp_min(0.0), 0.0)   # (not ``input * 0``: NaN at inf)
+    return _reduce(ops.where(target != -1, input, 0.0) + keep, reduction)
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-08,  # noqa: A002

@@ -68,14 +68,20 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
-    """``binary_cross_entropy(sigmoid(x), t)`` computed stably from the logits ``x``."""
+    """``binary_cross_entropy(sigmoid(x), t)`` computed stably from the logits ``x``; float16 and
+    bfloat16 in float32, rounded once (rounding each step put it 1 ulp further from float64 than torch)."""
+    from ..ir.dtypes import result_type
     _check_same_shape(input, target, "binary_cross_entropy_with_logits")
+    given = [t for t in (input, target, weight, pos_weight) if t is not None]
+    out = result_type([t.dtype for t in given if t.ndim], [t.dtype for t in given if not t.ndim], [])
+    input, target, weight, pos_weight = (None if t is None else t.to(opmath(out))
+                                         for t in (input, target, weight, pos_weight))
     softplus_neg = ((-input.abs()).exp() + 1.0).log() + ops.elementwise(ops.Op.MAXIMUM, -input, 0.0)   # log(1 + e^-x)
     if pos_weight is not None:
         loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * softplus_neg
     else:
         loss = (1.0 - target) * input + softplus_neg
-    return _reduce(loss * weight if weight is not None else loss, reduction)
+    return _reduce(loss * weight if weight is not None else loss, reduction).to(out)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
