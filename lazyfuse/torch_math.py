@@ -163,16 +163,17 @@ def atanh(x):
     return ((1.0 + x) / (1.0 - x)).log() * 0.5
 
 
-@_float_unary
 def expm1(x):
-    """Elementwise ``e^x - 1``."""
-    return x.exp() - 1.0
+    """Elementwise ``e^x - 1``, one op (``Op.EXPM1``): exact near 0, where ``exp(x) - 1`` cancels
+    (``expm1(1e-10)`` is 1e-10, not 0); integers give float32, the half types compute in float32
+    and round once."""
+    return ops.elementwise(Op.EXPM1, x if x.dtype.is_float else x.to(dt.float32))
 
 
-@_float_unary
 def log1p(x):
-    """Elementwise ``log(1 + x)``."""
-    return (x + 1.0).log()
+    """Elementwise ``log(1 + x)``, one op (``Op.LOG1P``): exact near 0, where ``log(1 + x)`` loses
+    ``x``'s digits to the rounding of ``1 + x``."""
+    return ops.elementwise(Op.LOG1P, x if x.dtype.is_float else x.to(dt.float32))
 
 
 @_float_unary

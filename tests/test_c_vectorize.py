@@ -117,6 +117,7 @@ ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one no
     "hardsigmoid": lambda x, y: lf.nn.functional.hardsigmoid(x), "hardswish": lambda x, y: lf.nn.functional.hardswish(x),
     "selu": lambda x, y: lf.nn.functional.selu(x), "softplus": lambda x, y: lf.nn.functional.softplus(x, 2.0),
     "logsigmoid": lambda x, y: lf.nn.functional.logsigmoid(x), "mish": lambda x, y: lf.nn.functional.mish(x),
+    "expm1": lambda x, y: lf.expm1(x), "log1p": lambda x, y: lf.log1p(x),
 }
 
 

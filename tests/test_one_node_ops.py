@@ -46,12 +46,15 @@ UNARY = {
     "mish": (F.mish, TF.mish),
     "frac": (lf.frac, torch.frac),
     "round": (lf.round, torch.round),   # (one node before too; its zero gradient is now the op's rule)
+    "expm1": (lf.expm1, torch.expm1),
+    "log1p": (lf.log1p, torch.log1p),
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
 # a polynomial, not torch's libm: compared with float64 within a bound
 SOFTPLUS = {"softplus", "softplus(2, 5)", "logsigmoid", "mish"}
-APPROXIMATE = {"atan", "atan2"} | ELU | SOFTPLUS
+NEAR_ZERO = {"expm1", "log1p"}   # were exp(x) - 1 and log(1 + x): 0 for x = 1e-10
+APPROXIMATE = {"atan", "atan2"} | ELU | SOFTPLUS | NEAR_ZERO
 
 
 def _pairs(values):
@@ -159,6 +162,23 @@ def test_the_elu_family_against_float64(name, dtype, device):
         torch.testing.assert_close(got, torch_fn(xt), equal_nan=True)
     else:
         assert_close_to_float64(got, torch_fn(xt.double()), 2.0, name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(NEAR_ZERO))
+def test_expm1_and_log1p_keep_their_digits_near_zero(name, dtype, device):
+    """``exp(x) - 1`` and ``log(1 + x)`` cancel near 0 (``expm1(1e-10)`` was 0, ``expm1(1e-5)`` 1.3e-4
+    off relatively): one op each now (c_math.h's lf_expm1f and Goldberg's lf_log1pf), within 3 ulps of
+    float64 from 1e-12 to e^88, the half types rounded once; special values as float64 (torch's own
+    float32 log1p flushes a denormal input to 0)."""
+    lf_fn, torch_fn = UNARY[name]
+    rng = np.random.default_rng(0)
+    values = np.concatenate([SPECIAL, [1e-10, -1e-8, 1e-5, -3e-4, 88.0, 89.0, -30.0, -100.0, -0.999999, -1.0, -1.5],
+                             rng.standard_normal(4000) * 10.0 ** rng.integers(-12, 2, 4000)])
+    xt = torch.from_numpy(values).float().to(dtype)
+    got = lf_fn(lf.tensor(xt, device=device)).torch()
+    assert_close_to_float64(got, torch_fn(xt.double()), 3.0 if dtype in (torch.float32, torch.float64) else 1.0, name)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -60,6 +60,8 @@ def _unary(op, x, out):
         Op.SILU: lambda g: g * _silu_grad(x),
         Op.RECIPROCAL: lambda g: -(g * out * out),
         Op.ATAN: lambda g: g / (x * x + 1.0),
+        Op.EXPM1: lambda g: g * (out + 1.0),
+        Op.LOG1P: lambda g: g / (x + 1.0),
         # piecewise constant: a zero gradient (torch's SignBackward, FloorBackward...: zeros)
         Op.SIGN: lambda g: g * 0.0,
         Op.FLOOR: lambda g: g * 0.0,

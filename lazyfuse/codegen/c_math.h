@@ -431,6 +431,18 @@ static inline float lf_expm1f(float x)
     return x == 0.0f ? x : r;
 }
 
+/* log(1 + x), Goldberg's: with u = 1 + x rounded, log(u) * x / (u - 1)
+ * cancels u's rounding error (within about two ulps); where u rounds to 1
+ * it is x (-0 stays -0), at +inf inf, below -1 nan (log's), at -1 -inf. */
+static inline float lf_log1pf(float x)
+{
+    float u = 1.0f + x;
+    float d = u - 1.0f;
+    float r = lf_logf(u) * (x / (d == 0.0f ? 1.0f : d));
+    r = x == INFINITY ? x : r;
+    return d == 0.0f ? x : r;
+}
+
 /* log(1 + e^-a) for a = |x| (or nan): softplus's, logsigmoid's and mish's
  * tail, max(x, 0) + log(1 + e^-|x|) = log(1 + e^x) without overflow (the
  * compositions' formula: a log1p would cost a division more per element,

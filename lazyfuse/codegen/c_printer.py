@@ -995,6 +995,8 @@ C_OPS.update({
     Op.GELU_GRAD: _float32_or_64("lf_gelu_gradf({x})", "(0.5 * (1.0 + erf({x} * 0.70710678118654752440)) + "
                                  "{x} * exp(-0.5 * {x} * {x}) * 0.39894228040143267794)"),
     Op.ATAN: _float32_or_64("lf_atanf({x})", "atan({x})"),
+    Op.EXPM1: _float32_or_64("lf_expm1f({x})", "expm1({x})"),
+    Op.LOG1P: _float32_or_64("lf_log1pf({x})", "log1p({x})"),
     Op.ATAN2: lambda a, e: f"lf_atan2f({a[0]}, {a[1]})" if _f32(e) else f"atan2({a[0]}, {a[1]})",
     Op.COPYSIGN: lambda a, e: f"copysignf({a[0]}, {a[1]})" if _f32(e) else f"copysign({a[0]}, {a[1]})",
     # two compares and a subtraction, no select: vectorised, and NaN (both false) gives 0 as torch

@@ -287,8 +287,17 @@ def lf_expm1(x):
     # Kahan's expm1: (e - 1) * x / log(e) cancels the rounding of e, in either float width
     e = tl.exp(x)
     em1 = e - 1.0
-    r = tl.where(em1 == -1.0, -1.0, em1 * x / tl.log(e))
+    r = tl.where(em1 == -1.0, -1.0, em1 * (x / tl.log(e)))   # (x / log(e) first: em1 * x overflows near e^88)
     return tl.where((e == 1.0) | (e == float("inf")), tl.where(e == 1.0, x, e), r)
+
+
+@triton.jit
+def lf_log1p(x):
+    # Goldberg's log1p: log(u) * x / (u - 1) cancels the rounding of u = 1 + x, in either float width
+    u = x + 1.0
+    d = u - 1.0
+    r = tl.log(u) * (x / tl.where(d == 0.0, 1.0, d))
+    return tl.where(d == 0.0, x, tl.where(x == float("inf"), x, r))
 
 
 @triton.jit

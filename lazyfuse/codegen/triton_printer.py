@@ -713,6 +713,8 @@ TRITON_OPS.update({
     Op.SILU: _call("lf_silu"),
     Op.ERF: _call("tl.erf"),
     Op.ATAN: _call("lf_atan"),
+    Op.EXPM1: _call("lf_expm1"),
+    Op.LOG1P: _call("lf_log1p"),
     Op.ATAN2: lambda a, e: f"lf_atan2({a[0]}, {a[1]})",
     Op.COPYSIGN: lambda a, e: f"lf_copysign{64 if src_dtype(e).name == 'float64' else 32}({a[0]}, {a[1]})",
     Op.SIGN: lambda a, e: f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({COMPUTE[e.dtype.name]})",

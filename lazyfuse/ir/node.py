@@ -57,6 +57,8 @@ class Op(enum.Enum):
     ERF = ("erf", Kind.ELEMENTWISE)
     SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
     ATAN = ("atan", Kind.ELEMENTWISE)
+    EXPM1 = ("expm1", Kind.ELEMENTWISE)   # e^x - 1, exact near 0 (no cancellation)
+    LOG1P = ("log1p", Kind.ELEMENTWISE)   # log(1 + x), exact near 0
     # srcs (x, 0, 6), the clamp's bounds runtime scalars (c_printer._hard says why)
     HARDSIGMOID = ("hardsigmoid", Kind.ELEMENTWISE)   # clamp(x + 3, 0, 6) / 6 (NaN propagates)
     HARDSWISH = ("hardswish", Kind.ELEMENTWISE)       # x * clamp(x + 3, 0, 6) / 6
