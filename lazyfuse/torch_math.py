@@ -48,7 +48,10 @@ def _float_result(*xs):
     tensors = [x for x in xs if isinstance(x, Tensor)]
     if not tensors:
         import sys
-        name = sys._getframe(1).f_code.co_name   # (the calling op, for the message: this path only)
+        frame = sys._getframe(1)   # (the calling op, for the message: this path only; past helpers such as
+        while frame.f_code.co_name.startswith("_") and frame.f_back is not None:   # _float_operands)
+            frame = frame.f_back
+        name = frame.f_code.co_name
         raise DTypeError(f"{name}: pass a Tensor (got only Python numbers: {xs}); wrap one with lf.tensor(v)")
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])

@@ -161,3 +161,13 @@ def test_out_of_another_dtype_or_shape_is_refused():
     with pytest.raises(lf.ShapeError, match="does not resize"):
         lf.sum(x, 0, out=lf.zeros(3))
     assert x.tolist() == X2
+
+
+@pytest.mark.parametrize("name", ["xlogy", "ldexp", "atan2", "copysign"])
+def test_a_float_function_of_two_python_numbers_names_itself(name):
+    """torch takes a tensor for ``input`` (a TypeError for two numbers); lazyfuse's refusal names the
+    op the user called, not the helper it went through (``_float_operands``)."""
+    with pytest.raises(TypeError):
+        getattr(torch, name)(5, 3)
+    with pytest.raises(lf.DTypeError, match=rf"^{name}: pass a Tensor"):
+        getattr(lf, name)(5, 3)
