@@ -54,6 +54,11 @@ def local_array(ctype: str, name: str, n) -> str:
     return f"{ctype} {name}[{n}] LF_ALIGNED"
 
 
+# torch's CPU pow shortcuts, exponent -> its value in C over x (the prelude's lf_pow_shortcut and
+# LF_POW_F both read this one table: the test and the selects can never disagree)
+POW_SHORTCUTS = (("2", "x * x"), ("1", "x"), ("0.5", "SQRT(x)"), ("3", "x * x * x"), ("-1", "(T)1 / x"),
+                 ("-2", "(T)1 / (x * x)"), ("-0.5", "(T)1 / SQRT(x)"))
+
 PRELUDE = r"""
 #include <stdint.h>
 #include <string.h>
@@ -104,11 +109,10 @@ static inline int64_t lf_pow_i(int64_t a, int64_t b) {
    pointwise kernel tests lf_pow_shortcut once and runs loops with lf_vpowf where no exponent is
    a shortcut, CPrinter._pointwise.) */
 static inline int lf_pow_shortcut(float y) {
-    return y == 2 || y == 1 || y == 0.5f || y == 3 || y == -1 || y == -2 || y == -0.5f;
+    return """ + " || ".join(f"y == {e}f" if "." in e else f"y == {e}" for e, _ in POW_SHORTCUTS) + r""";
 }
 #define LF_POW_F(NAME, T, SQRT, POW) static inline T NAME(T x, T y) { \
-    return y == (T)2 ? x * x : y == (T)1 ? x : y == (T)0.5 ? SQRT(x) : y == (T)3 ? x * x * x : \
-        y == (T)-1 ? (T)1 / x : y == (T)-2 ? (T)1 / (x * x) : y == (T)-0.5 ? (T)1 / SQRT(x) : POW(x, y); }
+    return """ + " ".join(f"y == (T){e} ? {v} :" for e, v in POW_SHORTCUTS) + r""" POW(x, y); }
 LF_POW_F(lf_powf, float, sqrtf, powf)
 LF_POW_F(lf_pow, double, sqrt, pow)
 /* torch's div_floor_floating: floor(a / b) would be off by one where a / b rounds to an integer */
