@@ -141,6 +141,17 @@ def match_threads() -> None:
         torch.set_num_threads(budget.measure())
 
 
+def settle_threads() -> None:
+    """Decide the kernels' thread count afresh over one quiet window. A build runs the C compiler,
+    another process, so the count decided just after it is the cores that process left free: up
+    to one window (``runtime.threads.SAMPLE_S``) of a steady state timed right after its compile
+    would run on fewer threads than the rest."""
+    import lazyfuse as lf
+    budget = lf.device("cpu").threads
+    if budget is not None:
+        budget.measure()
+
+
 def threads() -> dict:
     import torch
     import lazyfuse as lf

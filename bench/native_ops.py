@@ -6,7 +6,8 @@ for ``masked_fill``/``where``), three ways: *kernel*, the op captured once with 
 timed by ``Graph.replay()`` (the generated kernel's launch alone: no recording, no planning);
 *drained*, the op recorded and drained with its result held (the plan cached: the steady state,
 the kernel plus a single drain's fixed cost); *torch*, the same op called eagerly. All three are
-called round-robin (``timeit_interleaved``) with the same thread count, and the page lists each
+called round-robin (``timeit_interleaved``) with the same thread count, decided afresh after the
+op's compile (``settle_threads``), and the page lists each
 ratio and the ops where lazyfuse was slower, for the kernel alone and for the drain.
 
     python -m bench.native_ops [--smoke] [--only OP ...] [--out DIR]
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 import lazyfuse as lf
-from bench.common import configure, heading, machine, match_threads, publish, timeit_interleaved
+from bench.common import configure, heading, machine, match_threads, publish, settle_threads, timeit_interleaved
 
 SHAPE = (1024, 1024)   # 2^20 elements
 
@@ -88,6 +89,7 @@ def main(argv=None) -> int:
             return out
 
         graph = lf.capture(dev, lambda op=op: op(lf, x, y, m))
+        settle_threads()   # (the op's compile just ran: see settle_threads)
         t = timeit_interleaved({"kernel": graph.replay, "lazyfuse": lazy, "torch": lambda op=op: op(torch, xt, yt, mt)},
                                reps=20, warmup=3, min_time=0.3)
         del graph
