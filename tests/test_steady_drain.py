@@ -372,17 +372,25 @@ def test_a_launch_failing_in_the_one_pass_drain_fails_as_on_the_general_path(pat
     np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6)
 
 
+def _steady(make, drains=6) -> list:
+    """``make()`` drained ``drains`` times, only the last result held (as a training loop holds its
+    step's): the steady state whose plan keeps a launch memo on the freed blocks. Returns a list of
+    that last result, for the caller to hold on."""
+    results = []
+    for _ in range(drains):
+        results.append(make())
+        lf.sync(CPU)
+        results = results[-1:]
+    return results
+
+
 def test_an_imported_input_after_pooled_ones_takes_the_general_path(path):
     """The same plan key on an imported input (memory lazyfuse did not allocate: no pool block)
     where the memo's drains bound a pooled one: no memo applies, the value is still right."""
     name, served = path
     a = np.random.default_rng(10).standard_normal((16, 24)).astype(np.float32)
     pooled = lf.tensor(a)
-    results = []
-    for _ in range(6):
-        results.append(pooled.relu())
-        lf.sync(CPU)
-        results = results[-1:]
+    _steady(pooled.relu)
     imported = lf.from_dlpack(a.copy())
     served.clear()
     out = imported.relu()
@@ -397,11 +405,7 @@ def test_a_backend_that_stops_reusing_launches_makes_every_call_again(made, monk
     does): no drain takes a memo's calls, the one-pass drain included."""
     x_t = torch.randn(12, 9, generator=torch.Generator().manual_seed(11))
     x = lf.tensor(x_t)
-    results = []
-    for _ in range(6):
-        results.append(x.relu())
-        lf.sync(CPU)
-        results = results[-1:]
+    results = _steady(x.relu)
     start = len(made)
     results.append(x.relu())
     lf.sync(CPU)
