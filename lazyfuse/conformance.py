@@ -61,11 +61,24 @@ def op_database():
     return op_db
 
 
+def _map_tensors(value, fn):
+    """``value`` with ``fn`` applied to its tensors (nested in lists/tuples/dicts)."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        items = [_map_tensors(v, fn) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
 def _to_lazy(value, dev, mode, counter):
-    """torch tensors (nested in lists/tuples) as lazyfuse tensors; ``mode`` makes the first
+    """torch tensors (nested in lists/tuples/dicts) as lazyfuse tensors; ``mode`` makes the first
     one pending or a strided view."""
     import lazyfuse as lf
-    if isinstance(value, torch.Tensor):
+
+    def lazy(value):
         if value.layout != torch.strided:
             raise lf.UnsupportedOpError(f"an input of layout {value.layout} (lazyfuse tensors are dense and strided)")
         if value.is_complex() or value.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64,
@@ -78,14 +91,7 @@ def _to_lazy(value, dev, mode, counter):
         elif counter[0] == 1 and mode == "strided" and t.ndim >= 2:
             t = lf.tensor(value.detach().transpose(0, 1).contiguous(), device=dev).transpose(0, 1)
         return t
-    if isinstance(value, (list, tuple)):
-        items = [_to_lazy(v, dev, mode, counter) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {k: _to_lazy(v, dev, mode, counter) for k, v in value.items()}
-    if isinstance(value, torch.dtype):
-        return value
-    return value
+    return _map_tensors(value, lazy)
 
 
 def _to_torch(value):
@@ -152,15 +158,10 @@ def _shape_only(value):
 def _strided_like(value, counter):
     """The torch inputs of a "strided" sample as ``_to_lazy`` lays them out (the first tensor of
     2+ dims a transpose of a transposed copy)."""
-    if isinstance(value, torch.Tensor):
+    def lay_out(t):
         counter[0] += 1
-        return value.transpose(0, 1).contiguous().transpose(0, 1) if counter[0] == 1 and value.ndim >= 2 else value
-    if isinstance(value, (list, tuple)):
-        items = [_strided_like(v, counter) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {k: _strided_like(v, counter) for k, v in value.items()}
-    return value
+        return t.transpose(0, 1).contiguous().transpose(0, 1) if counter[0] == 1 and t.ndim >= 2 else t
+    return _map_tensors(value, lay_out)
 
 
 def _matches_torch_on_layout(op, sample, got, dtype) -> bool:
@@ -175,18 +176,6 @@ def _matches_torch_on_layout(op, sample, got, dtype) -> bool:
     except Exception:  # noqa: BLE001 (torch refuses the layout, or it differs all the same)
         return False
     return True
-
-
-def _map_tensors(value, fn):
-    """``value`` with ``fn`` applied to its tensors (nested in lists/tuples/dicts)."""
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, (list, tuple)):
-        items = [_map_tensors(v, fn) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
-    return value
 
 
 def _widened(value):
