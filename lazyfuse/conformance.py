@@ -123,7 +123,9 @@ def lazy_callable(op):
         return "method", lambda x, *a, **k: getattr(x, name)(*a, **k) if isinstance(x, lf.Tensor) else \
             getattr(lf, name)(x, *a, **k)
     if name.startswith("__r"):
-        return "method", lambda x, *a, **k: getattr(x, name)(*a, **k)
+        # (the OpInfo calls torch's unbound method, and a reference input passes a Python number as
+        # its self, as in ``torch.Tensor.__rmod__(5.1, t)``, which is ``t % 5.1``: so lazyfuse's too)
+        return "method", lambda x, *a, **k: getattr(lf.Tensor, name)(x, *a, **k)
     return "function", lambda x, *a, **k: getattr(lf, name)(x, *a, **k)
 
 
@@ -148,11 +150,9 @@ def _compare(got, want, dtype, exact=False):
 
 
 def _shape_only(value):
-    if isinstance(value, torch.Tensor):
-        return torch.zeros(value.shape, dtype=value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_shape_only(v) for v in value)
-    return value
+    """``value`` with each tensor replaced by zeros of its dtype and shape (a random op's result:
+    only those are compared)."""
+    return _map_tensors(value, lambda t: torch.zeros(t.shape, dtype=t.dtype))
 
 
 def _strided_like(value, counter):

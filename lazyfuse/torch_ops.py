@@ -482,6 +482,8 @@ def tensor_split(x, indices_or_sections, dim=0):
     """Pieces along ``dim``: ``n`` near-equal ones, or cut at the given indices. Views."""
     d = normalize_dim(dim, x.ndim)
     n = x.shape[d]
+    if getattr(indices_or_sections, "ndim", None) == 0:   # a 0-d tensor is a count, as in torch
+        indices_or_sections = int(indices_or_sections.item())
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
         base, extra = divmod(n, k)

@@ -258,3 +258,48 @@ def test_threshold_keeps_nan():
     x = torch.tensor([math.inf, -math.inf, math.nan, 0.1533203125, 0.2, -1.0])
     got = lf.nn.functional.threshold(lf.tensor(x), 0.1533203125, -9.0).torch()
     torch.testing.assert_close(got, torch.nn.functional.threshold(x, 0.1533203125, -9.0), equal_nan=True)
+
+
+# -- found in the reference mode's second span (entries 269..350) ----------------------------------
+_SPECIAL = [math.nan, math.inf, -math.inf, -0.2, 0.2, -0.0, 0.5, -0.5, -3.0, 3.0]
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", ["hardshrink", "softshrink"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_shrinks_keep_nan_and_torch_signed_zeros(name, dtype, device):
+    # both sent NaN to 0 (``where(x > lambd, ...)``); torch's rules: hardshrink ``-l <= x <= l ? 0 : x``,
+    # softshrink's middle ``x * 0`` (NaN stays NaN, -0.2 gives -0)
+    x = torch.tensor(_SPECIAL, dtype=dtype)
+    got = getattr(lf.nn.functional, name)(lf.tensor(x, device=device)).torch()
+    want = getattr(torch.nn.functional, name)(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got.signbit(), want.signbit())
+
+
+@pytest.mark.parametrize("sections", [1, 2, 3, 7])
+def test_tensor_split_takes_a_0d_tensor_as_the_count(sections):
+    # (a 0-d tensor is a number of sections, a 1-d one the cut indices, as in torch; the 0-d one raised
+    # "iteration over a 0-d tensor")
+    x = torch.arange(30.0).reshape(5, 6)
+    for dim in (0, 1):
+        got = lf.tensor_split(lf.tensor(x), lf.tensor(torch.tensor(sections)), dim)
+        want = torch.tensor_split(x, torch.tensor(sections), dim)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.torch(), w, rtol=0, atol=0)
+    got = lf.tensor_split(lf.tensor(x), lf.tensor(torch.tensor([1, 4])), 1)
+    assert [tuple(g.shape) for g in got] == [(5, 1), (5, 3), (5, 2)]
+
+
+@pytest.mark.parametrize("name", ["__rmod__", "__rpow__", "__rsub__", "__rtruediv__"])
+def test_reflected_methods_of_a_number_self_as_torch_s_opinfo_calls_them(name):
+    # the OpInfo calls ``torch.Tensor.__rmod__(5.1, t)`` (``t % 5.1``): the harness ran
+    # ``(5.1).__rmod__(t)`` and compared NotImplemented; it calls lazyfuse's unbound method now
+    op = next(o for o in conformance.op_database() if o.name == name)
+    _, fn = conformance.lazy_callable(op)
+    t = torch.tensor([[3.6116, -8.0676, -0.5735, 3.1285, -3.0337]])
+    for self_, other in ((5.1, t), (t, 2.5)):
+        got = fn(self_, other if isinstance(other, float) else lf.tensor(other)) if isinstance(self_, float) \
+            else fn(lf.tensor(self_), other)
+        torch.testing.assert_close(got.torch(), op.op(self_, other), equal_nan=True)

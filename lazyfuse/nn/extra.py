@@ -14,15 +14,16 @@ from .losses import _reduce
 
 
 def hardshrink(x, lambd=0.5):
-    """``x`` where ``|x| > lambd``, else 0."""
-    return ops.where((x > lambd) | (x < -lambd), x, 0.0).to(x.dtype)
+    """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in torch)."""
+    return ops.where((x >= -lambd) & (x <= lambd), 0.0, x).to(x.dtype)
 
 
 def softshrink(x, lambd=0.5):
-    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else ``x * 0`` (torch's
+    formula: NaN stays NaN, and a small negative ``x`` gives -0)."""
     if not lambd >= 0:
         raise ShapeError(f"softshrink: lambd={lambd} must be at least 0 (it is the shrink's half-width)")
-    return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, 0.0)).to(x.dtype)
+    return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, x * 0.0)).to(x.dtype)
 
 
 def prelu(x, weight):
