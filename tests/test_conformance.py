@@ -292,7 +292,7 @@ def test_tensor_split_takes_a_0d_tensor_as_the_count(sections):
     assert [tuple(g.shape) for g in got] == [(5, 1), (5, 3), (5, 2)]
 
 
-@pytest.mark.parametrize("name", ["__rmod__", "__rpow__", "__rsub__", "__rtruediv__"])
+@pytest.mark.parametrize("name", ["__rmod__", "__rpow__"])   # (the entries whose samples pass a number self)
 def test_reflected_methods_of_a_number_self_as_torch_s_opinfo_calls_them(name):
     # the OpInfo calls ``torch.Tensor.__rmod__(5.1, t)`` (``t % 5.1``): the harness ran
     # ``(5.1).__rmod__(t)`` and compared NotImplemented; it calls lazyfuse's unbound method now
