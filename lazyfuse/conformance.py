@@ -192,9 +192,14 @@ def _run_torch(op, sample):
     lazyfuse is given."""
     x = _copied(sample.input)
     try:
-        return op(x, *_copied(list(sample.args)), **_copied(dict(sample.kwargs))), x
+        want = op(x, *_copied(list(sample.args)), **_copied(dict(sample.kwargs)))
     except Exception as e:  # noqa: BLE001
         raise TorchFailed(str(e)) from None
+    if want is NotImplemented:
+        # (torch's C-level ``Tensor.__rsub__`` declines a Python number as its self, which a reference
+        # input passes, where its Python-level ``__rmod__``/``__rpow__`` compute: nothing to compare)
+        raise TorchFailed("torch returned NotImplemented")
+    return want, x
 
 
 def _reproducible(op, sample, want) -> bool:

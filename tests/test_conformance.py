@@ -303,3 +303,14 @@ def test_reflected_methods_of_a_number_self_as_torch_s_opinfo_calls_them(name):
         got = fn(self_, other if isinstance(other, float) else lf.tensor(other)) if isinstance(self_, float) \
             else fn(lf.tensor(self_), other)
         torch.testing.assert_close(got.torch(), op.op(self_, other), equal_nan=True)
+
+
+def test_a_sample_torch_declines_with_not_implemented_is_skipped_not_compared():
+    # ``torch.Tensor.__rsub__(5.1, t)`` returns NotImplemented (a C method: the number is no self),
+    # which the harness compared with lazyfuse's NotImplemented as a pass
+    op = next(o for o in conformance.op_database() if o.name == "__rsub__")
+    _, fn = conformance.lazy_callable(op)
+    sample = next(s for s in conformance.reference_inputs(op, torch.float32) if not isinstance(s.input, torch.Tensor))
+    assert op.op(sample.input, *sample.args) is NotImplemented
+    with pytest.raises(conformance.TorchFailed, match="NotImplemented"):
+        conformance.run_sample(op, fn, sample, torch.float32, lf.device("cpu"), "realized")
