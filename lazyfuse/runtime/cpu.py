@@ -241,8 +241,8 @@ def _check_range(index, dim, size, low) -> int:
     return lo
 
 
-def _gather(x, index, out, dim, size):
-    if _check_range(index, dim, size, -size) < 0:
+def _gather(x, index, out, dim, size, wrap=True):
+    if _check_range(index, dim, size, -size if wrap else 0) < 0:
         index = torch.where(index < 0, index + size, index)
     torch.index_select(x, dim, index, out=out)
 

@@ -348,9 +348,9 @@ class DeviceIndexCheck:
         self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
         self.unchecked = False
 
-    def gather(self, x, index, out, dim, size):
+    def gather(self, x, index, out, dim, size, wrap=True):
         if index.numel():
-            bad = (index < -size) | (index >= size)
+            bad = (index < (-size if wrap else 0)) | (index >= size)
             first = torch.index_select(index, 0, bad.to(torch.int32).argmax().reshape(1))
             self.flag[1:].copy_(torch.where(bad.any(), first, self.flag[1:]))
             self.flag[:1].add_(bad.sum())
