@@ -39,7 +39,9 @@ class Step:
 
     @property
     def meta_words(self) -> int:
-        return len(self.header) + len(self.scalars)
+        """The header, the scalars, and a kernel's error flag where it has one (error_flag_word)."""
+        flagged = self.kind is StepKind.KERNEL and self.kernel.error_flag_word is not None
+        return len(self.header) + len(self.scalars) + flagged
 
 
 @dataclass
