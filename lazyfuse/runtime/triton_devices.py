@@ -36,7 +36,7 @@ from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config,
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
 from .backend import Backend, StepKind
-from .cpu import HostMeta, library_thunk
+from .cpu import FlaggedLaunch, HostMeta, library_thunk
 from .device import Device, HostGraph
 
 _loaded: OrderedDict = OrderedDict()   # (digest, interpreted) -> (function, module name), most recent last
@@ -313,7 +313,13 @@ class TritonBackend(Backend):
         if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, self.gather, meta)
         fn, grid, kwargs = step.compiled
-        return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
+        run = self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
+        flag = step.kernel.error_flag_word
+        if flag is None or not self.interpreted:
+            # (a GPU's kernel sets its flag too, but it is never read: torch's CUDA kernels return
+            # a value for an integer division by zero rather than raise, and so does lazyfuse's)
+            return run
+        return FlaggedLaunch(run, meta.words, flag, step.name)
 
 
 def interpreter_fallback(why: str) -> TritonBackend:
