@@ -133,3 +133,121 @@ def test_on_the_async_stream_the_error_is_raised_at_the_next_wait():
         np.testing.assert_array_equal(before.numpy(), np.arange(4) * 3)
         np.testing.assert_array_equal(lf.zeros(SIZE).scatter_add(0, lf.tensor(np.array([0, 5])), lf.ones(2)).numpy(),
                                       torch.zeros(SIZE).scatter_add(0, torch.tensor([0, 5]), torch.ones(2)).numpy())
+
+
+# -- integer division by zero: the fused kernel's error flag --------------------------------------
+DIVISIONS = {
+    "floor_divide": lambda m, a, b: a // b,
+    "remainder": lambda m, a, b: a % b,
+    "fmod": lambda m, a, b: m.fmod(a, b),
+    "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda m, a, b: m.div(a, b, rounding_mode="floor"),
+    "remainder_scalar": lambda m, a, b: a % 0 + b,
+}
+
+
+def _divide(name, m, a, b, device=None):
+    kw = {} if m is torch else {"device": device}
+    x, y = (m.tensor(np.array(v, dtype=np.int32 if name == "fmod" else np.int64), **kw) for v in (a, b))
+    # (a sum of the quotients too: the division also inside a reduction's loop, masked lanes and all)
+    q = DIVISIONS[name](m, x, y)
+    return (q * 3).numpy(), q.reshape(-1).sum().item()
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(DIVISIONS))
+def test_an_integer_division_by_zero_raises_as_torchs_cpu_does(name, device):
+    a, zero = list(range(-18, 19)), [3] * 37
+    zero[20] = 0
+    with pytest.raises(Exception) as torch_raised:
+        _divide(name, torch, a, zero)
+    assert type(torch_raised.value) is RuntimeError and str(torch_raised.value) == "ZeroDivisionError"
+    before = lf.tensor(np.arange(4), device=device) * 2
+    before.numpy()
+    kept = before + 1
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as raised:
+        _divide(name, lf, a, zero, device)
+    assert isinstance(raised.value, (lf.LazyfuseError, ZeroDivisionError))
+    np.testing.assert_array_equal(kept.numpy(), np.arange(4) * 2 + 1)
+    np.testing.assert_array_equal(before.numpy(), np.arange(4) * 2)
+    if name != "remainder_scalar":   # (its divisor is the literal 0)
+        nonzero = [3] * 20 + [-7] + [5] * 16
+        ours, theirs = _divide(name, lf, a, nonzero, device), _divide(name, torch, a, nonzero)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        assert ours[1] == theirs[1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(-50, 50), min_size=1, max_size=40), st.data(),
+       st.sampled_from(sorted(set(DIVISIONS) - {"remainder_scalar"})))
+def test_nonzero_integer_divisors_give_torchs_values(a, data, name):
+    b = data.draw(st.lists(st.integers(-9, 9).filter(bool), min_size=len(a), max_size=len(a)))
+    ours, theirs = _divide(name, lf, a, b, "cpu"), _divide(name, torch, a, b)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    assert ours[1] == theirs[1]
+
+
+def test_integer_division_stays_fused_one_kernel():
+    from lazyfuse.testing import count_launches
+    a, b = lf.tensor(np.arange(1, 65)), lf.tensor(np.arange(64) % 5 + 1)
+    (a // b).numpy()   # (built)
+    with count_launches() as launched:
+        ((a + 1) // b * 2 + a % (b + 3) - lf.fmod(a, b)).numpy()
+    assert launched.kernels_launched == 1
+
+
+def _kernels(device, result):
+    from lazyfuse.ir.planner import DrainGraph
+    from lazyfuse.runtime.backend import StepKind
+    from lazyfuse.runtime.build import lower_steps, matmul_template, plan_and_lower, trace
+    nodes, _leaves, _scalars, targets = trace([result._storage])
+    graph = DrainGraph(nodes, [r for r, _ in targets], [t for _, t in targets])
+    _, steps = plan_and_lower(graph, matmul_template(device), lambda p: lower_steps(nodes, p))
+    return [st.kernel for st in steps if st.kind is StepKind.KERNEL]
+
+
+def test_every_autotune_candidate_of_a_dividing_kernel_flags_and_other_kernels_get_no_flag(monkeypatch):
+    from lazyfuse.codegen.c_printer import print_c
+    from lazyfuse.codegen.triton_printer import candidate_configs, print_triton
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    dev = lf.device("cpu")
+    a = lf.tensor(np.arange(1, 4097).reshape(64, 64))
+    for result, flagged in (((a // (a % 7 + 1)).sum(1), True), ((a * 2).sum(1), False), (a // 3 + a, True)):
+        kernels = _kernels(dev, result)
+        assert any(k.error_flag_word is not None for k in kernels) is flagged
+        for k in kernels:
+            c_sources = [print_c(k, cfg) for cfg in dev.backend.candidates(k)]
+            t_sources = [print_triton(k, cfg)[1] for i in (False, True) for cfg in candidate_configs(k, i)]
+            assert len(c_sources) > 1 or not flagged
+            for src in c_sources:
+                assert ("lf_err" in src) is (k.error_flag_word is not None)
+            for src in t_sources:
+                assert ("tl.store(meta +" in src) is (k.error_flag_word is not None)
+        del result
+
+
+def test_a_replay_meeting_a_zero_divisor_raises_and_one_after_with_good_data_works():
+    a, b = lf.tensor(np.arange(8)), lf.tensor(np.full(8, 3))
+    g = lf.capture(lf.device("cpu"), lambda: a // b + 1)
+    np.testing.assert_array_equal(g.replay().numpy(), np.arange(8) // 3 + 1)
+    b.copy_(np.array([3, 3, 0, 3, 3, 3, 3, 3]))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        g.replay().numpy()
+    b.copy_(np.full(8, 2))
+    np.testing.assert_array_equal(g.replay().numpy(), np.arange(8) // 2 + 1)
+
+
+@pytest.mark.skipif(lf.device("cpu").stream is None, reason="the cpu device runs the interpreter here: no stream")
+def test_on_the_async_stream_a_zero_divisor_is_raised_at_the_next_wait():
+    dev = lf.device("cpu")
+    with _stream_on():
+        before = lf.tensor(np.arange(4)) * 3
+        dev.engine.sync("test: a drain of its own")
+        bad = lf.tensor(np.arange(4)) % lf.tensor(np.array([1, 0, 1, 1]))
+        dev.engine.sync("test: queue the failing drain")
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            lf.sync(dev)
+        with pytest.raises(RuntimeError):
+            bad.numpy()
+        np.testing.assert_array_equal(before.numpy(), np.arange(4) * 3)
+        np.testing.assert_array_equal((lf.tensor(np.arange(4)) % 3).numpy(), np.arange(4) % 3)
