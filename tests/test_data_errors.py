@@ -3,9 +3,6 @@ an out-of-range one at the drain as torch (CPU) does, with torch's exception typ
 ``InvalidIndexError`` is an ``IndexError`` and a ``RuntimeError``) and a message naming the
 index and the dim's size; afterwards the engine works and earlier tensors keep their values.
 In-range data gives torch's values."""
-import contextlib
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -13,7 +10,6 @@ from hypothesis import given, settings, strategies as st
 
 import lazyfuse as lf
 from lazyfuse.errors import InvalidIndexError
-from lazyfuse.runtime import stream as stream_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 F, TF = lf.nn.functional, torch.nn.functional
@@ -103,25 +99,10 @@ def test_a_replay_with_bad_data_raises_and_one_with_good_data_after_works():
     np.testing.assert_array_equal(g.replay().numpy(), expect)
 
 
-@contextlib.contextmanager
-def _stream_on():
-    saved, saved_min = os.environ.get("LAZYFUSE_ASYNC"), stream_module.MIN_LAUNCHES
-    os.environ["LAZYFUSE_ASYNC"] = "1"
-    stream_module.MIN_LAUNCHES = 0
-    try:
-        yield
-    finally:
-        stream_module.MIN_LAUNCHES = saved_min
-        if saved is None:
-            del os.environ["LAZYFUSE_ASYNC"]
-        else:
-            os.environ["LAZYFUSE_ASYNC"] = saved
-
-
-@pytest.mark.skipif(lf.device("cpu").stream is None, reason="the cpu device runs the interpreter here: no stream")
 def test_on_the_async_stream_the_error_is_raised_at_the_next_wait():
+    from test_async_stream import stream_on   # (it skips where the cpu device has no stream)
     dev = lf.device("cpu")
-    with _stream_on():
+    with stream_on():
         before = lf.tensor(np.arange(4, dtype=np.float32)) * 3
         dev.engine.sync("test: a drain of its own")
         bad = lf.zeros(SIZE).scatter_add(0, lf.tensor(np.array([0, 9])), lf.ones(2))
@@ -237,10 +218,10 @@ def test_a_replay_meeting_a_zero_divisor_raises_and_one_after_with_good_data_wor
     np.testing.assert_array_equal(g.replay().numpy(), np.arange(8) // 2 + 1)
 
 
-@pytest.mark.skipif(lf.device("cpu").stream is None, reason="the cpu device runs the interpreter here: no stream")
 def test_on_the_async_stream_a_zero_divisor_is_raised_at_the_next_wait():
+    from test_async_stream import stream_on   # (it skips where the cpu device has no stream)
     dev = lf.device("cpu")
-    with _stream_on():
+    with stream_on():
         before = lf.tensor(np.arange(4)) * 3
         dev.engine.sync("test: a drain of its own")
         bad = lf.tensor(np.arange(4)) % lf.tensor(np.array([1, 0, 1, 1]))

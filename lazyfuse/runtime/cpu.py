@@ -488,7 +488,7 @@ class CpuBackend(Backend):
             return call
         argv = (ctypes.c_void_p * len(bufs))(*ptrs)
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
-        flag = step.kernel.error_flag_word
+        flag = step.error_flag
         if flag is not None:
             call = FlaggedLaunch(call, meta.words, flag, step.name)
         call.compiled = step.compiled   # (``bind``'s: the function, or lf_launch_on with it)

@@ -314,7 +314,7 @@ class TritonBackend(Backend):
             return library_thunk(step, bufs, self.gather, meta)
         fn, grid, kwargs = step.compiled
         run = self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
-        flag = step.kernel.error_flag_word
+        flag = step.error_flag
         if flag is None or not self.interpreted:
             # (a GPU's kernel sets its flag too, but it is never read: torch's CUDA kernels return
             # a value for an integer division by zero rather than raise, and so does lazyfuse's)
