@@ -21,6 +21,12 @@ class InvalidIndexError(ShapeError, IndexError):
     ``IndexError``, as torch's (and Python's sequence protocol)."""
 
 
+class DivisionByZeroError(LazyfuseError, RuntimeError, ZeroDivisionError):
+    """An integer ``//``, ``%``, ``fmod`` or ``div(rounding_mode=...)`` by zero, found by the fused
+    kernel (its error flag) at the drain: torch's CPU raises ``RuntimeError: ZeroDivisionError``;
+    also Python's ``ZeroDivisionError``."""
+
+
 class DTypeError(LazyfuseError, TypeError, RuntimeError):
     """A dtype an op does not accept, or data lazyfuse cannot represent."""
 

@@ -69,8 +69,10 @@ def getitem(t, key):
     return out
 
 
-def index_select(t, dim: int, index):
-    """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape)."""
+def index_select(t, dim: int, index, wrap: bool = True):
+    """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
+    refuses an index out of [-size, size) (``wrap``: a negative one counts from the end), or out
+    of [0, size) without ``wrap`` (torch's scatters and index writes refuse negative indices)."""
     from . import ops
     from .ir.node import Node, Op
     from .tensor import result_tensor
@@ -79,7 +81,9 @@ def index_select(t, dim: int, index):
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
-    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
+    # (the arg is (dim, size) for the common wrapping gather, so its plans' keys stay as they were)
+    arg = (dim, t.shape[dim]) if wrap else (dim, t.shape[dim], False)
+    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, arg)
     out = result_tensor(t.device, node)
     if t._ag is not None:
         from .autograd import is_grad_enabled, rules

@@ -42,6 +42,21 @@ def _check_index(index, name):
         raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
+def checked_positions(index, dim, size, ndim, wrap):
+    """``index``'s positions along dim ``dim`` (of size ``size``, in an ``ndim``-d tensor), made
+    non-negative, and refused at the drain where torch refuses them (``InvalidIndexError``, which
+    names the index, the dim and its size): out of [-size, size) with ``wrap``, out of [0, size)
+    without. It is a gather of ``arange(size)`` laid along ``dim`` at ``index``: the gather's
+    library step checks the data (on the host, or flagged on a GPU), so an index write that
+    composes a mask from these positions never silently drops a bad index."""
+    from .indexing import index_select as gather_dim
+    shape = [1] * ndim
+    shape[dim] = size
+    flat = index.reshape(-1)
+    positions = gather_dim(_arange(size, index.device).reshape(tuple(shape)), dim, flat, wrap)
+    return positions.reshape(-1).reshape(index.shape)
+
+
 def _into(out, name, result):
     from .extern import write_out
     return write_out(name, result, out)
@@ -115,12 +130,12 @@ def take_along_dim(x, indices, dim=None):
 
 
 # -- fills and writes along one dim -----------------------------------------------------------------
-def _along(x, d, flat_index, n):
-    """The bool mask over ``x``'s dim ``d`` (size ``n``) of the positions in ``flat_index``, and for
-    each position the last ``k`` with ``flat_index[k]`` there (0 where none), both shaped to
-    broadcast against ``x``."""
+def _along(x, d, flat_index, n, wrap):
+    """The bool mask over ``x``'s dim ``d`` (size ``n``) of the positions in ``flat_index`` (checked:
+    ``checked_positions``), and for each position the last ``k`` with ``flat_index[k]`` there (0
+    where none), both shaped to broadcast against ``x``."""
     size = x.shape[d] if x.ndim else 1
-    idx = ops.where(flat_index < 0, flat_index + size, flat_index)
+    idx = checked_positions(flat_index, d, size, max(x.ndim, 1), wrap)
     hit = _arange(size, x.device).reshape(size, 1) == idx.reshape(1, n)        # (position, k)
     member = hit.any(1)
     last = ops.where(hit, _arange(n, x.device).reshape(1, n), -1).amax(1)
@@ -134,7 +149,7 @@ def index_fill(x, dim, index, value):
     _check_index(index, "index_fill")
     d = normalize_dim(dim, x.ndim) if x.ndim else 0
     flat = index.reshape(-1)
-    member, _, shape = _along(x, d, flat, flat.shape[0])
+    member, _, shape = _along(x, d, flat, flat.shape[0], wrap=True)
     from .torch_ops import masked_fill
     return masked_fill(x, member.reshape(shape if x.ndim else ()), value)
 
@@ -145,7 +160,7 @@ def index_copy(x, dim, index, source):
     _check_index(index, "index_copy")
     d = normalize_dim(dim, x.ndim) if x.ndim else 0
     flat = index.reshape(-1)
-    member, last, shape = _along(x, d, flat, flat.shape[0])
+    member, last, shape = _along(x, d, flat, flat.shape[0], wrap=False)
     if x.ndim == 0:
         return ops.where(member.reshape(()), source.reshape(()).to(x.dtype), x)
     picked = index_select(source.to(x.dtype), d, last)
@@ -162,7 +177,7 @@ def index_add(x, dim, index, source, *, alpha=1):
     d = normalize_dim(dim, x.ndim)
     flat = index.reshape(-1)
     n, size = flat.shape[0], x.shape[d]
-    idx = ops.where(flat < 0, flat + size, flat)
+    idx = checked_positions(flat, d, size, x.ndim, wrap=False)
     src = source.movedim(d, 0).unsqueeze(1)                                        # (n, 1, rest)
     hit = (idx.reshape(n, 1) == _arange(size, x.device).reshape(1, size))          # (n, size)
     hit = hit.reshape((n, size) + (1,) * (x.ndim - 1))
@@ -185,7 +200,7 @@ def scatter_add(x, dim, index, src):
     d = normalize_dim(dim, x.ndim)
     size, n = x.shape[d], index.shape[d]
     src = _narrowed(src, index.shape)
-    idx = ops.where(index < 0, index + size, index).movedim(d, 0).unsqueeze(1)     # (n, 1, rest of index)
+    idx = checked_positions(index, d, size, x.ndim, wrap=False).movedim(d, 0).unsqueeze(1)  # (n, 1, rest)
     hit = idx == _arange(size, x.device).reshape((1, size) + (1,) * (x.ndim - 1))  # (n, size, rest)
     wide = dt.opmath(x.dtype) if x.dtype.is_float else (dt.int64 if x.dtype.is_bool else x.dtype)
     added = ops.where(hit, src.movedim(d, 0).unsqueeze(1).to(wide), 0).sum(0).movedim(0, d)

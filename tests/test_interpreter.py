@@ -155,10 +155,14 @@ def test_binary_special_values(dev, name, dtype):
           expected.dtype is torch.bool else dtype)
 
 
-def test_int_division_by_zero_is_zero(dev):
+def test_int_division_by_zero_raises_as_torchs_cpu(dev):
     a = lft(torch.tensor([7, -7, 3]), dev)
-    b = lft(torch.tensor([0, 0, 0]), dev)
-    assert (a // b).tolist() == [0, 0, 0] and (a % b).tolist() == [0, 0, 0]
+    b = lft(torch.tensor([0, 1, 0]), dev)
+    for fn in (lambda x, y: x // y, lambda x, y: x % y):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(torch.tensor([7, -7, 3]), torch.tensor([0, 1, 0]))
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a, b).tolist()
 
 
 def test_bool_and_int_logic(dev):

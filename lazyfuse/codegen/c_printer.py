@@ -314,6 +314,9 @@ class CPrinter(Printer):
             word = f"meta[{base + i}]"
             val = f"lf_word2f64({word})" if dt.is_float else word
             lines.append(f"    const {COMPUTE[dt.name]} s{i} = ({COMPUTE[dt.name]}){val};")
+        flag = k.error_flag_word
+        if flag is not None:   # (the metadata is the launcher's to read back: writable memory)
+            lines.append(f"    int64_t *lf_err = (int64_t *)&meta[{flag}];")
         # the header's words: meta[0] = len(outer), the outer extents, len(inner), the inner extents
         for i, v in enumerate(k.outer + k.inner if SHAPE_GENERIC else ()):
             self.extents[v] = f"n_{v.name}"
@@ -893,6 +896,12 @@ def _fl(e) -> bool:
     return src_dtype(e).is_float
 
 
+def _divisor(b: str) -> str:
+    """An integer divisor ``b`` that, when 0, sets the kernel's error flag (``lf_err``:
+    ``Kernel.error_flag_word``). A conditional store: threads that race on it all write 1."""
+    return f"(({b}) == 0 ? (*lf_err = 1, (int64_t)0) : ({b}))"
+
+
 def _float32_or_64(f32_code: str, f64_code: str):
     """A float op: ``f32_code`` for float arithmetic, ``f64_code`` for double (``{x}``: the operand)."""
     return lambda a, e: (f32_code if _f32(e) else f64_code).format(x=a[0])
@@ -976,11 +985,11 @@ C_OPS.update({
     Op.MINIMUM: _select("<"),
     Op.WHERE: lambda a, e: f"({a[0]} ? {a[1]} : {a[2]})",
     Op.FLOORDIV: lambda a, e: (f"lf_floordiv_ff({a[0]}, {a[1]})" if _f32(e) else f"lf_floordiv_fd({a[0]}, {a[1]})")
-        if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_floordiv_i({a[0]}, {a[1]})",
+        if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_floordiv_i({a[0]}, {_divisor(a[1])})",
     # (float32 and the half types: CPrinter.float_remainder)
     Op.MOD: lambda a, e: f"lf_rem(fmod({a[0]}, {a[1]}), {a[1]})" if _fl(e) else
-        f"({COMPUTE[e.dtype.name]})lf_mod_i({a[0]}, {a[1]})",
-    Op.FMOD: lambda a, e: f"fmod({a[0]}, {a[1]})" if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_fmod_i({a[0]}, {a[1]})",
+        f"({COMPUTE[e.dtype.name]})lf_mod_i({a[0]}, {_divisor(a[1])})",
+    Op.FMOD: lambda a, e: f"fmod({a[0]}, {a[1]})" if _fl(e) else f"({COMPUTE[e.dtype.name]})lf_fmod_i({a[0]}, {_divisor(a[1])})",
     Op.POW: _pow,
     Op.RELU: lambda a, e: f"(({a[0]} != {a[0]} || {a[0]} > 0) ? {a[0]} : 0)" if _fl(e) else
         f"({a[0]} > 0 ? {a[0]} : 0)",

@@ -14,6 +14,7 @@ loops or stores of its own. Nothing here knows about devices.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..ir.dtypes import DType
@@ -141,6 +142,23 @@ class Kernel:
     matmul: Matmul | None = None   # a matmul template kernel: ``stores`` are its epilogue
     segments: tuple = ()           # a foreach kernel: pointwise Kernels with this one's args and scalars
 
+    @functools.cached_property
+    def error_flag_word(self) -> int | None:
+        """The launch-metadata word of this kernel's error flag, after its header and scalars, or
+        None for a kernel that cannot fail (no flag, no cost). A C kernel that divides integers
+        (``divides_integers``) writes 1 there when a divisor is 0; the launcher reads it after the
+        kernel (runtime/cpu.py ``FlaggedLaunch``) and raises, so the division stays fused and the
+        host never reads the divisor. (Cached: a launch asks; a frozen dataclass's cached_property
+        is kept in its ``__dict__``, outside its fields and their equality.)"""
+        if self.matmul is not None:
+            return None
+        parts = self.segments or (self,)
+        roots = [s.value for k in parts for s in k.stores + k.inner_stores] + \
+            [st.value for k in parts for st in k.stages]
+        if not any(divides_integers(e) for e in walk(roots)):
+            return None
+        return 2 + len(self.outer) + len(self.inner) + len(self.scalars)
+
     @property
     def outer_numel(self) -> int:
         """Output elements (a foreach kernel: of all its segments together)."""
@@ -185,6 +203,16 @@ def rounds_to_storage(e: Expr) -> bool:
     if isinstance(e, Apply):
         return e.op is not Op.CAST or e.srcs[0].dtype is e.dtype
     return isinstance(e, (Acc, MatmulValue, Random))
+
+
+# the integer ops torch's CPU refuses for a zero divisor (``RuntimeError: ZeroDivisionError``)
+INTEGER_DIVISIONS = frozenset({Op.FLOORDIV, Op.MOD, Op.FMOD})
+
+
+def divides_integers(e: Expr) -> bool:
+    """Whether ``e`` is an integer floor_divide, remainder or fmod (its operands' dtype decides,
+    as the printers' rules do): its divisor is checked for zero (``Kernel.error_flag_word``)."""
+    return isinstance(e, Apply) and e.op in INTEGER_DIVISIONS and not e.srcs[0].dtype.is_float
 
 
 def walk(roots, known=()) -> list:

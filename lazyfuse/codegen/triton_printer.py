@@ -51,7 +51,8 @@ from ..ir.dtypes import float32
 from ..ir.node import Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
+from .kernel import (Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, divides_integers,
+                     is_python_scalar)
 from .printer_base import Printer, infix_rules, invariant_first, src_dtype
 from .scope import Scope
 
@@ -281,6 +282,7 @@ class TritonPrinter(Printer):
         super().__init__(kernel, cfg)   # extents: pointwise and reduction kernels only
         self.outer = set(kernel.outer)
         self.inner = set(kernel.inner)
+        self.flag_word = kernel.error_flag_word   # (a foreach segment's: its kernel's, set by that printer)
 
     def index(self, a: Affine) -> str:
         return render(a, "//", extent_strides(a, self.extents)) if self.extents else tl_index(a)
@@ -321,7 +323,17 @@ class TritonPrinter(Printer):
             i = f"({off} + {self.index(e.index)}).to(tl.uint64)"
             return f"{fn}({seed}.to(tl.uint64), {i}).to({COMPUTE[e.dtype.name]})"
         assert isinstance(e, Apply)
-        return self.apply(e, [scope.value(s) for s in e.srcs])
+        operands = [scope.value(s) for s in e.srcs]
+        if self.flag_word is not None and divides_integers(e):
+            self._flag_zero_divisor(operands[1], scope)
+        return self.apply(e, operands)
+
+    def _flag_zero_divisor(self, divisor: str, scope: _Scope) -> None:
+        """Set the kernel's error flag (``Kernel.error_flag_word``) where a live lane's integer
+        divisor is 0: a masked store of 1 (lanes past the extent load 0, and must not count)."""
+        live = {"point": "mask", "outer": "pmask", "inner": "mask"}[scope.ctx]
+        scope.lines.append(f"{scope.indent}tl.store(meta + {self.flag_word} + {divisor} * 0, 1, "
+                           f"mask=({divisor} == 0) & {live})")
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
     def to_bool(self, x: str) -> str:
@@ -396,7 +408,8 @@ class TritonPrinter(Printer):
         return "\n".join(lines) + "\n"
 
     def _segment_params(self) -> list:
-        return [f"a{i}" for i in range(len(self.k.args))] + [f"s{i}" for i in range(len(self.k.scalars))]
+        flag = ["meta"] if self.flag_word is not None else []   # (its error flag's word is in meta)
+        return [f"a{i}" for i in range(len(self.k.args))] + [f"s{i}" for i in range(len(self.k.scalars))] + flag
 
     def _segment_functions(self, params) -> str:
         """A foreach kernel's segments, each a jit function of its own (its locals stay its own):
@@ -404,6 +417,7 @@ class TritonPrinter(Printer):
         out = []
         for j, seg in enumerate(self.k.segments):
             sub = TritonPrinter(seg, self.cfg)
+            sub.flag_word = self.flag_word
             head = f"def lf_segment{j}({', '.join(self._segment_params() + ['pid', 'BLOCK: tl.constexpr'])}):"
             out.append("\n".join(["@triton.jit", head] + sub._pointwise("pid")) + "\n\n\n")
         return "".join(out)

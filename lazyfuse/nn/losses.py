@@ -103,6 +103,16 @@ def _class_mask(target, n_classes, like):
     return target.unsqueeze(1) == arange(n_classes, device=target.device).reshape(shape)
 
 
+def _checked_targets(target, n_classes, ignore_index):
+    """``target`` with each counted class refused at the drain unless in [0, C) (torch: an
+    ``IndexError``, "Target 7 is out of bounds."; ours names it as class dim 1 of size C); an
+    ``ignore_index`` target passes unchecked."""
+    from ..torch_index import checked_positions
+    ignored = target == ignore_index
+    checked = checked_positions(ops.where(ignored, 0, target), 1, n_classes, 2, wrap=False)
+    return ops.where(ignored, target, checked)
+
+
 def _as_batch(input, target):
     """A (C,) input with a 0-d target is a batch of one."""
     if input.ndim == 1:
@@ -126,6 +136,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     input, target, single = _as_batch(input, target)
     _check_classes(input, target, "nll_loss")
     n_classes = input.shape[1]
+    target = _checked_targets(target, n_classes, ignore_index)
     pick = _class_mask(target, n_classes, input)
     picked = ops.where(pick, input, 0.0).sum(1)
     valid = (target != ignore_index).to(input.dtype)

@@ -36,10 +36,14 @@ class Step:
     rng_words: tuple = ()     # (seed word, offset word) of each random stream (set from the generator on replay)
     source: str = ""
     config: object = None
+    # the metadata word of a kernel's error flag (codegen ``Kernel.error_flag_word``), None where
+    # it cannot fail: kept here, so a launch of a stored plan's step never unpickles its kernel
+    error_flag: int | None = None
 
     @property
     def meta_words(self) -> int:
-        return len(self.header) + len(self.scalars)
+        """The header, the scalars, and a kernel's error flag where it has one (error_flag_word)."""
+        return len(self.header) + len(self.scalars) + (self.error_flag is not None)
 
 
 @dataclass
@@ -265,7 +269,7 @@ def lower_steps(nodes, planned, kernel_steps=None) -> list:
         word = {i: len(header) + k for k, i in enumerate(low.scalar_nodes)}
         rng = tuple((word[sd], word[off]) for sd, off in rng_streams if off in word)
         steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
-                          header, kernel, group=grp, rng_words=rng))
+                          header, kernel, group=grp, rng_words=rng, error_flag=kernel.error_flag_word))
     return steps
 
 

@@ -10,7 +10,7 @@ import torch
 
 from ..codegen import autotune, c_compile, c_parallel
 from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, CPrinter, print_c
-from ..errors import CompileError, InvalidIndexError
+from ..errors import CompileError, DivisionByZeroError, InvalidIndexError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
 from ..ir.view import View
@@ -178,6 +178,28 @@ def batched_matmul(a, b, out):
     return functools.partial(_bmm, copies, A, B, out.view(-1, *out.shape[-2:]))
 
 
+class FlaggedLaunch:
+    """The launch of a C kernel with an error flag (codegen.kernel ``Kernel.error_flag_word``): the
+    kernel, then a read of the flag, which raises through the failing-launch path (the drain's
+    values lost, the engine and every other tensor right; on the async stream at the next wait;
+    in a capture's replay, which runs this call). Not a ``functools.partial`` of a C function,
+    so a replay's batching (``CpuBackend.batch``) leaves it a call of its own, checked."""
+
+    __slots__ = ("call", "words", "word", "name", "compiled", "argv", "source")
+
+    def __init__(self, call, words, word, name):
+        self.call, self.words, self.word, self.name = call, words, word, name
+        words[word] = 0   # (a pool buffer holds whatever its last user left)
+
+    def __call__(self):
+        self.call()
+        if self.words[self.word]:
+            self.words[self.word] = 0
+            raise DivisionByZeroError(f"ZeroDivisionError: an integer division or remainder by zero in kernel "
+                                      f"{self.name} (torch's CPU raises RuntimeError for it; its CUDA returns a "
+                                      "value): make the divisor non-zero, e.g. torch.where(b == 0, 1, b)")
+
+
 def _bmm(copies, a, b, out):
     for dst, src in copies:
         dst.copy_(src)
@@ -241,8 +263,8 @@ def _check_range(index, dim, size, low) -> int:
     return lo
 
 
-def _gather(x, index, out, dim, size):
-    if _check_range(index, dim, size, -size) < 0:
+def _gather(x, index, out, dim, size, wrap=True):
+    if _check_range(index, dim, size, -size if wrap else 0) < 0:
         index = torch.where(index < 0, index + size, index)
     torch.index_select(x, dim, index, out=out)
 
@@ -466,6 +488,9 @@ class CpuBackend(Backend):
             return call
         argv = (ctypes.c_void_p * len(bufs))(*ptrs)
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
+        flag = step.error_flag
+        if flag is not None:
+            call = FlaggedLaunch(call, meta.words, flag, step.name)
         call.compiled = step.compiled   # (``bind``'s: the function, or lf_launch_on with it)
         call.argv = argv   # the array the address points into (addresses only: it keeps no memory alive)
         call.source = step.source   # for uses_threads (a reference: no cost per drain)

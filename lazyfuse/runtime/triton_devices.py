@@ -36,7 +36,7 @@ from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config,
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
 from .backend import Backend, StepKind
-from .cpu import HostMeta, library_thunk
+from .cpu import FlaggedLaunch, HostMeta, library_thunk
 from .device import Device, HostGraph
 
 _loaded: OrderedDict = OrderedDict()   # (digest, interpreted) -> (function, module name), most recent last
@@ -313,7 +313,13 @@ class TritonBackend(Backend):
         if step.kind is not StepKind.KERNEL:
             return library_thunk(step, bufs, self.gather, meta)
         fn, grid, kwargs = step.compiled
-        return self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
+        run = self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
+        flag = step.error_flag
+        if flag is None or not self.interpreted:
+            # (a GPU's kernel sets its flag too, but it is never read: torch's CUDA kernels return
+            # a value for an integer division by zero rather than raise, and so does lazyfuse's)
+            return run
+        return FlaggedLaunch(run, meta.words, flag, step.name)
 
 
 def interpreter_fallback(why: str) -> TritonBackend:
@@ -348,9 +354,9 @@ class DeviceIndexCheck:
         self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
         self.unchecked = False
 
-    def gather(self, x, index, out, dim, size):
+    def gather(self, x, index, out, dim, size, wrap=True):
         if index.numel():
-            bad = (index < -size) | (index >= size)
+            bad = (index < (-size if wrap else 0)) | (index >= size)
             first = torch.index_select(index, 0, bad.to(torch.int32).argmax().reshape(1))
             self.flag[1:].copy_(torch.where(bad.any(), first, self.flag[1:]))
             self.flag[:1].add_(bad.sum())
@@ -366,8 +372,9 @@ class DeviceIndexCheck:
         if count:
             self.flag.zero_()
             raise ShapeError(f"{count} gather/embedding index value(s) on {device_name} were out of range (e.g. "
-                             f"{value}); indices must lie in [-size, size) of the indexed dim. They were checked on "
-                             "the device (no host sync), so this is reported at the next host read or lf.sync; "
+                             f"{value}); indices must lie in [-size, size) of the indexed dim ([0, size) for "
+                             "index writes and loss targets). They were checked on the device (no host sync), "
+                             "so this is reported at the next host read or lf.sync; "
                              "the results computed from them are not valid: fix the indices and recompute.")
 
 
