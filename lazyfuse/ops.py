@@ -311,12 +311,21 @@ def where(cond, a, b):
     return autograd.rules.record_where(cond, a, b, out) if autograd.recording(a, b) else out
 
 
+# torch's reductions over given dims keep the dims in a 64-bit mask: over a tensor of more than 64
+# dims they refuse (a RuntimeError with this text); a reduction of every dim (no dim) runs
+_MAX_REDUCE_DIMS = 64
+_TOO_MANY_DIMS = ("{name} over dim {dim}: only tensors with up to 64 dims are supported (as torch's reductions "
+                  "over a dim); this one has {ndim}: reshape it to fewer dims first")
+
+
 def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
     result_tensor = _t.result_tensor
     shape = x._view.shape
     if isinstance(dim, (tuple, list)) and not dim:
         dim = None   # torch: an empty dim list reduces every dim (``x.sum(dim=())`` is a scalar)
+    if dim is not None and len(shape) > _MAX_REDUCE_DIMS:
+        raise ShapeError(_TOO_MANY_DIMS.format(name=op.label, dim=dim, ndim=len(shape)))
     axes = normalize_dims(dim, len(shape))
     if not shape:
         axes = ()
