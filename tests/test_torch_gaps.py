@@ -40,7 +40,7 @@ NN_CALLS = {"softmax": (lambda t: TF.softmax(t, 63), lambda t: F.softmax(t, 63))
 
 @pytest.mark.parametrize("name", sorted(DEEP_CALLS) + sorted(NN_CALLS))
 def test_a_tensor_of_65_dims_is_reduced_or_refused_as_torch(name):
-    xt = torch.randn([1] * 63 + [2, 3])
+    xt = torch.randn([1] * 63 + [2, 3], generator=torch.Generator().manual_seed(0))
     torch_fn, lf_fn = NN_CALLS[name] if name in NN_CALLS else (DEEP_CALLS[name], DEEP_CALLS[name])
     want, got = _outcome(torch_fn, xt), _outcome(lf_fn, lf.tensor(xt))
     assert want[0] == got[0], (name, want, got)
@@ -51,10 +51,34 @@ def test_a_tensor_of_65_dims_is_reduced_or_refused_as_torch(name):
     assert isinstance(got[1], lf.ShapeError) and isinstance(got[1], RuntimeError)
     assert "only tensors with up to 64 dims are supported" in str(got[1]) and "reshape" in str(got[1])
     # the refusal leaves the engine working: the same tensor still reduces over every dim
-    assert lf.tensor(xt).sum().item() == pytest.approx(xt.sum().item(), rel=1e-6)
+    torch.testing.assert_close(lf.tensor(xt).sum().torch(), xt.sum())
 
 
 def test_64_dims_still_reduce_over_a_dim():
     xt = torch.randn([1] * 62 + [2, 3])
     torch.testing.assert_close(lf.tensor(xt).amax(-1).torch(), xt.amax(-1))
     torch.testing.assert_close(lf.tensor(xt).sum(63).torch(), xt.sum(63))
+
+
+# (input shape, target, kwargs): one sample (a 0-d result on torch's CPU) and batches beside them
+MARGIN_CASES = {
+    "multi_margin_loss": [((5,), torch.tensor(1), {}), ((5,), torch.tensor(3), {"p": 2, "margin": 7.0}),
+                          ((5,), torch.tensor([1]), {}), ((3, 5), torch.tensor([1, 0, 4]), {}),
+                          ((1, 5), torch.tensor([2]), {})],
+    "multilabel_margin_loss": [((5,), torch.tensor([1, 0, -1, 2, 3]), {}), ((), torch.tensor(0), {}),
+                               ((2, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3]]), {}),
+                               ((1, 4), torch.tensor([[3, -1, 0, 1]]), {})],
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("name", sorted(MARGIN_CASES))
+def test_margin_losses_of_one_sample_have_torchs_cpu_shape(name, reduction, device):
+    for shape, target, kwargs in MARGIN_CASES[name]:
+        xt = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+        want = getattr(TF, name)(xt, target, reduction=reduction, **kwargs)
+        got = getattr(F, name)(lf.tensor(xt, device=device), lf.tensor(target, device=device), reduction=reduction,
+                               **kwargs)
+        assert got.shape == tuple(want.shape), (name, shape, target, reduction)
+        torch.testing.assert_close(got.torch(), want)
