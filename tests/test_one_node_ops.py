@@ -2,7 +2,7 @@
 cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``atan2`` (59),
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
 ``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``softplus`` (11), ``logsigmoid`` (7),
-``mish`` (13), ``frac`` (2). Each: its node count pinned, its values against torch (bit for bit where torch's
+``mish`` (13), ``frac`` (2); ``clamp`` with both bounds, ``hardtanh`` and ``relu6`` (2 each). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -48,6 +48,12 @@ UNARY = {
     "round": (lf.round, torch.round),   # (one node before too; its zero gradient is now the op's rule)
     "expm1": (lf.expm1, torch.expm1),
     "log1p": (lf.log1p, torch.log1p),
+    # one Op.CLAMP node, the bounds runtime scalars (two nodes before: maximum, then minimum)
+    "clamp(-0.5, 2)": (lambda x: x.clamp(-0.5, 2.0), lambda x: x.clamp(-0.5, 2.0)),
+    "clamp(2, -2)": (lambda x: lf.clamp(x, 2.0, -2.0), lambda x: torch.clamp(x, 2.0, -2.0)),   # (crossed: hi)
+    "clip(nan, 1)": (lambda x: x.clip(math.nan, 1.0), lambda x: x.clip(math.nan, 1.0)),
+    "hardtanh": (F.hardtanh, TF.hardtanh),
+    "relu6": (F.relu6, TF.relu6),
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
@@ -277,4 +283,44 @@ def test_nan_to_num_values_are_runtime_scalars_one_plan_for_all():
     lf.nan_to_num(x, 1.0, 2.0, 3.0).numpy()
     misses = lf.stats().fusion_cache_misses
     assert lf.nan_to_num(x, 4.0, 5.0, -6.0).tolist() == [4.0, 5.0, -6.0, 1.0]
+    assert lf.stats().fusion_cache_misses == misses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_with_tensor_bounds_is_one_node_with_torchs_values_and_gradients(device):
+    rng = np.random.default_rng(0)
+    xt = torch.from_numpy(rng.standard_normal((6, 5))).round(decimals=1)
+    lot = torch.from_numpy(rng.standard_normal(5)).round(decimals=1) - 0.5
+    hit = torch.from_numpy(rng.standard_normal((6, 1))).round(decimals=1) + 0.5   # (some rows cross lo)
+    lot[0], hit[0] = xt[0, 0], xt[0, 0]   # (ties with x: torch's gradient goes to x)
+    x, lo, hi = (lf.tensor(t, device=device) for t in (xt, lot, hit))
+    lf.sync()
+    before = lf.stats(device).ops_recorded
+    got = x.clamp(lo, hi)
+    assert lf.stats(device).ops_recorded - before == 1
+    assert torch.equal(got.torch(), torch.clamp(xt, lot, hit))
+    assert torch.equal(lf.clamp(x.float(), lo.float(), 0.25).torch(), torch.clamp(xt.float(), lot.float(), torch.tensor(0.25)))
+    want = _grads(lambda a, b, c: torch.clamp(a, b, c), xt, lot, hit)
+    got = _lf_grads(lambda a, b, c: a.clamp(b, c), xt, lot, hit)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_of_integers_promotes_as_torch(device):
+    it = torch.tensor([[-5, 0, 3], [9, 7, -1]])
+    for lo, hi in ((0, 6), (1.5, 2.5), (7, 2), (-1, 10 ** 12)):
+        want = torch.clamp(it, lo, hi)
+        got = lf.tensor(it, device=device).clamp(lo, hi).torch()
+        assert got.dtype == want.dtype and torch.equal(got, want), (lo, hi)
+    assert torch.equal(F.relu6(lf.tensor(it.int(), device=device)).torch(), TF.relu6(it.int()))
+
+
+def test_clamp_bounds_are_runtime_scalars_one_plan_for_all():
+    x = lf.tensor(np.linspace(-8, 8, 33, dtype=np.float32))
+    x.clamp(-1.0, 1.0).numpy()
+    misses = lf.stats().fusion_cache_misses
+    for lo, hi in ((-2.0, 3.0), (0.0, 6.0)):
+        assert torch.equal(x.clamp(lo, hi).torch(), x.torch().clamp(lo, hi))
+    assert torch.equal(F.hardtanh(x, -0.5, 0.5).torch(), TF.hardtanh(x.torch(), -0.5, 0.5))
     assert lf.stats().fusion_cache_misses == misses

@@ -100,6 +100,9 @@ class Op(enum.Enum):
     ELU = ("elu", Kind.ELEMENTWISE)
     # srcs (x, beta, threshold), runtime scalars: x where x * beta > threshold, else log1p(e^(x beta)) / beta
     SOFTPLUS = ("softplus", Kind.ELEMENTWISE)
+    # srcs (x, lo, hi): min(max(x, lo), hi), torch's clamp with both bounds (hi where lo > hi; a NaN
+    # operand propagates); the bounds runtime scalars or tensors (hardtanh and relu6 are clamps)
+    CLAMP = ("clamp", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -153,7 +156,7 @@ class Op(enum.Enum):
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP}
+    Op.FLIP, Op.CLAMP}
 
 
 class Node:
