@@ -305,15 +305,13 @@ def erf(x):
 
 
 def log2(x):
-    """Elementwise base-2 logarithm (integers give float32)."""
-    x = _float_of(x)
-    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(2.0))).to(x.dtype)
+    """Elementwise base-2 logarithm (integers give float32): one node (``Op.LOG2``)."""
+    return ops.elementwise(Op.LOG2, x)
 
 
 def log10(x):
-    """Elementwise base-10 logarithm (integers give float32)."""
-    x = _float_of(x)
-    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(10.0))).to(x.dtype)
+    """Elementwise base-10 logarithm (integers give float32): one node (``Op.LOG10``)."""
+    return ops.elementwise(Op.LOG10, x)
 
 
 def isinf(x):

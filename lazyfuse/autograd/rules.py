@@ -72,6 +72,9 @@ def _unary(op, x, out):
         # (torch's boundaries: hardsigmoid's slope is 0 at +-3, hardswish's is 0 at -3 and 1 at 3)
         Op.HARDSIGMOID: lambda g: _where((x > -3.0) & (x < 3.0), g / 6.0, 0.0),
         Op.LOGSIGMOID: lambda g: g * (-x).sigmoid(),
+        Op.LOG2: lambda g: g / (x * math.log(2.0)),   # (torch's order: grad / (self * ln 2))
+        Op.LOG10: lambda g: g / (x * math.log(10.0)),
+        Op.EXP2: lambda g: g * out * math.log(2.0),
         Op.MISH: lambda g: g * _mish_grad(x),
         Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
         Op.CAST: lambda g: g,

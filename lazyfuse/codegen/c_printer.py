@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.node import Op
+from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
@@ -1024,6 +1024,9 @@ C_OPS.update({
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
     Op.CLAMP: _clamp,
+    Op.LOG2: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG2]!r}f)", "log2({x})"),
+    Op.LOG10: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG10]!r}f)", "log10({x})"),
+    Op.EXP2: _float32_or_64("lf_exp2f({x})", "exp2({x})"),
     Op.SOFTPLUS: lambda a, e: (f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : lf__softplus({a[0]} * {a[1]}) / {a[1]})" if _f32(e)
                                else f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : log1p(exp({a[0]} * {a[1]})) / {a[1]})"),
     Op.LOGSIGMOID: _float32_or_64("(({x} < 0.0f ? {x} : 0.0f) - lf__log1p_exp_neg(fabsf({x})))",

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.dtypes import float32
-from ..ir.node import Op
+from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, is_python_scalar
@@ -731,6 +731,9 @@ TRITON_OPS.update({
     Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
     Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
     Op.CLAMP: _clamp,
+    Op.LOG2: _call("tl.log2"),
+    Op.LOG10: lambda a, e: f"(tl.log({a[0]}) * {BASE_FACTOR[Op.LOG10]!r})",
+    Op.EXP2: _call("tl.exp2"),
     Op.SOFTPLUS: lambda a, e: (f"tl.where({a[0]} * {a[1]} > {a[2]}, {a[0]}, "
                                f"lf_softplus1({a[0]} * {a[1]}) / {a[1]})"),
     Op.LOGSIGMOID: lambda a, e: f"(tl.where({a[0]} < 0, {a[0]}, 0.0) - lf_log1p_exp_neg(tl.abs({a[0]})))",

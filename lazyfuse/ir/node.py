@@ -9,6 +9,7 @@ value at every index, and ``CAT``'s, which differ along its dim.
 from __future__ import annotations
 
 import enum
+import math
 
 from .dtypes import DType
 
@@ -103,6 +104,11 @@ class Op(enum.Enum):
     # srcs (x, lo, hi): min(max(x, lo), hi), torch's clamp with both bounds (hi where lo > hi; a NaN
     # operand propagates); the bounds runtime scalars or tensors (hardtanh and relu6 are clamps)
     CLAMP = ("clamp", Kind.ELEMENTWISE)
+    # log(x) / ln 2, log(x) / ln 10 (the compositions they were) and 2^x (c_math.h's lf_exp2f); libm's
+    # log2, log10 and exp2 in float64 C, tl.log2 and tl.exp2 in Triton
+    LOG2 = ("log2", Kind.ELEMENTWISE)
+    LOG10 = ("log10", Kind.ELEMENTWISE)
+    EXP2 = ("exp2", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -152,6 +158,9 @@ class Op(enum.Enum):
     def __repr__(self) -> str:
         return f"Op.{self.name}"
 
+
+# LOG2's and LOG10's factor of log(x): their float32 C (and LOG10's Triton) formulas
+BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
