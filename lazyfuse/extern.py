@@ -55,6 +55,11 @@ RANDOM_NAMES = frozenset({
 # the input's dtype: on a device whose buffers torch computes on the CPU, they take the input's
 CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
                                       "_native_batch_norm_legit_no_training"})
+# torch losses whose CPU kernels give one sample's unreduced loss (``reduction="none"``) 0-d where
+# their meta kernels give it shape (1,): name -> (the argument that says it is one sample, its
+# position, the most dims it then has). multi_margin_loss: a 0-d target (a 1-d one of size 1 gives
+# (1,)); multilabel_margin_loss: a 0-d or 1-d input
+CPU_ONE_SAMPLE_LOSS = {"multi_margin_loss": ("target", 1, 0), "multilabel_margin_loss": ("input", 0, 1)}
 _SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
 _SLOTS = tuple((_SLOT, i) for i in range(16))
 _PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout,
@@ -354,11 +359,20 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
             outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
         if _cpu_stats_empty(fname, args, kwargs):
             outs[1:] = [((0,), dtype) for _, dtype in outs[1:]]
+    if device_kind != "cuda" and fname in CPU_ONE_SAMPLE_LOSS and _one_sample(fname, args, kwargs):
+        outs[0] = ((), outs[0][1])   # (with a reduction the meta result is 0-d already)
     random = fname in RANDOM_NAMES
     use_out = structure is None and not random and views[0] is None and _takes_out(fn, args, kwargs, results[0])
     calls = [None if v is not None else ExternCall(fn, spec, None if structure is None else k, random, use_out, name)
              for k, v in enumerate(views)]
     return Recipe(structure, tuple(outs), tuple(calls), tuple(views), name)
+
+
+def _one_sample(fname, args, kwargs) -> bool:
+    """Whether CPU_ONE_SAMPLE_LOSS's ``fname`` is called on one sample (its CPU result is 0-d)."""
+    name, at, most_dims = CPU_ONE_SAMPLE_LOSS[fname]
+    arg = args[at] if len(args) > at else kwargs[name]
+    return arg.ndim <= most_dims
 
 
 def _cpu_stats_empty(fname, args, kwargs) -> bool:

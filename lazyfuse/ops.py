@@ -23,7 +23,7 @@ from .ir.view import View, contiguous_view
 # matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
 INLINE_MATMUL = config.INLINE_MATMUL.get()
 FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU,
-               Op.RECIPROCAL}
+               Op.RECIPROCAL, Op.LOG2, Op.LOG10, Op.EXP2}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
 _I64 = 2 ** 63   # Python ints outside [-2^63, 2^63) do not fit a launch's 64-bit scalar word
@@ -311,12 +311,21 @@ def where(cond, a, b):
     return autograd.rules.record_where(cond, a, b, out) if autograd.recording(a, b) else out
 
 
+# torch's reductions over given dims keep the dims in a 64-bit mask: over a tensor of more than 64
+# dims they refuse (a RuntimeError with this text); a reduction of every dim (no dim) runs
+_MAX_REDUCE_DIMS = 64
+_TOO_MANY_DIMS = ("{name} over dim {dim}: only tensors with up to 64 dims are supported (as torch's reductions "
+                  "over a dim); this one has {ndim}: reshape it to fewer dims first")
+
+
 def reduce(op: Op, x, dim=None, keepdim=False, out_dtype=None):
     """Record a reduction; the stored result keeps the reduced dims (size 1), the returned view squeezes."""
     result_tensor = _t.result_tensor
     shape = x._view.shape
     if isinstance(dim, (tuple, list)) and not dim:
         dim = None   # torch: an empty dim list reduces every dim (``x.sum(dim=())`` is a scalar)
+    if dim is not None and len(shape) > _MAX_REDUCE_DIMS:
+        raise ShapeError(_TOO_MANY_DIMS.format(name=op.label, dim=dim, ndim=len(shape)))
     axes = normalize_dims(dim, len(shape))
     if not shape:
         axes = ()

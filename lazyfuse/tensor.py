@@ -340,6 +340,8 @@ class Tensor:
         omitted, not both (ShapeError). ``clip`` is the same method."""
         if min is None and max is None:
             raise ShapeError("clamp needs min or max")
+        if min is not None and max is not None:
+            return ops.elementwise(Op.CLAMP, self, min, max)   # (one node: Op.CLAMP)
         out = self
         if min is not None:
             out = ops.elementwise(Op.MAXIMUM, out, min)

@@ -179,10 +179,9 @@ def log1p(x):
     return ops.elementwise(Op.LOG1P, x if x.dtype.is_float else x.to(dt.float32))
 
 
-@_float_unary
 def exp2(x):
-    """Elementwise ``2^x``."""
-    return (x * _LN2).exp()
+    """Elementwise ``2^x`` (integers give float32): one node (``Op.EXP2``)."""
+    return ops.elementwise(Op.EXP2, x)
 
 
 @_float_unary

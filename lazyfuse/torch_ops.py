@@ -100,12 +100,20 @@ def where(condition, input=None, other=None):
 # -- reductions --------------------------------------------------------------------------------
 def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
     """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x != 0).sum(_dims_kw(dim, axis), keepdim) > 0
+    return (x != 0).sum(_any_all_dims(x, dim, axis), keepdim) > 0
 
 
 def all(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
     """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x == 0).sum(_dims_kw(dim, axis), keepdim) == 0
+    return (x == 0).sum(_any_all_dims(x, dim, axis), keepdim) == 0
+
+
+def _any_all_dims(x, dim, axis):
+    """any's/all's dims: torch's any and all refuse a tensor of more than 64 dims even with no dim
+    (their kernel reduces a dim list, where sum() has a kernel of its own), so for one they name
+    every dim and ``ops.reduce`` refuses it as torch."""
+    dims = _dims_kw(dim, axis)
+    return tuple(range(x.ndim)) if dims is None and x.ndim > 64 else dims
 
 
 def logsumexp(x, dim, keepdim=False):
@@ -297,15 +305,13 @@ def erf(x):
 
 
 def log2(x):
-    """Elementwise base-2 logarithm (integers give float32)."""
-    x = _float_of(x)
-    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(2.0))).to(x.dtype)
+    """Elementwise base-2 logarithm (integers give float32): one node (``Op.LOG2``)."""
+    return ops.elementwise(Op.LOG2, x)
 
 
 def log10(x):
-    """Elementwise base-10 logarithm (integers give float32)."""
-    x = _float_of(x)
-    return (x.to(dt.opmath(x.dtype)).log() * (1.0 / math.log(10.0))).to(x.dtype)
+    """Elementwise base-10 logarithm (integers give float32): one node (``Op.LOG10``)."""
+    return ops.elementwise(Op.LOG10, x)
 
 
 def isinf(x):

@@ -2,7 +2,8 @@
 cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``atan2`` (59),
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
 ``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``softplus`` (11), ``logsigmoid`` (7),
-``mish`` (13), ``frac`` (2). Each: its node count pinned, its values against torch (bit for bit where torch's
+``mish`` (13), ``frac`` (2); ``clamp`` with both bounds, ``hardtanh`` and ``relu6``, ``log2``, ``log10``
+and ``exp2`` (2 each). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -48,13 +49,24 @@ UNARY = {
     "round": (lf.round, torch.round),   # (one node before too; its zero gradient is now the op's rule)
     "expm1": (lf.expm1, torch.expm1),
     "log1p": (lf.log1p, torch.log1p),
+    # one Op.CLAMP node, the bounds runtime scalars (two nodes before: maximum, then minimum)
+    "clamp(-0.5, 2)": (lambda x: x.clamp(-0.5, 2.0), lambda x: x.clamp(-0.5, 2.0)),
+    "clamp(2, -2)": (lambda x: lf.clamp(x, 2.0, -2.0), lambda x: torch.clamp(x, 2.0, -2.0)),   # (crossed: hi)
+    "clip(nan, 1)": (lambda x: x.clip(math.nan, 1.0), lambda x: x.clip(math.nan, 1.0)),
+    "hardtanh": (F.hardtanh, TF.hardtanh),
+    "relu6": (F.relu6, TF.relu6),
+    # one node each (log and a product, or a product and exp, before; four with a half type's casts)
+    "log2": (lf.log2, torch.log2),
+    "log10": (lf.log10, torch.log10),
+    "exp2": (lf.exp2, torch.exp2),
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
 # a polynomial, not torch's libm: compared with float64 within a bound
 SOFTPLUS = {"softplus", "softplus(2, 5)", "logsigmoid", "mish"}
 NEAR_ZERO = {"expm1", "log1p"}   # were exp(x) - 1 and log(1 + x): 0 for x = 1e-10
-APPROXIMATE = {"atan", "atan2"} | ELU | SOFTPLUS | NEAR_ZERO
+BASES = {"log2", "log10", "exp2"}   # lf_logf/lf_expf and a factor: compared with float64 within a bound
+APPROXIMATE = {"atan", "atan2"} | ELU | SOFTPLUS | NEAR_ZERO | BASES
 
 
 def _pairs(values):
@@ -278,3 +290,70 @@ def test_nan_to_num_values_are_runtime_scalars_one_plan_for_all():
     misses = lf.stats().fusion_cache_misses
     assert lf.nan_to_num(x, 4.0, 5.0, -6.0).tolist() == [4.0, 5.0, -6.0, 1.0]
     assert lf.stats().fusion_cache_misses == misses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_with_tensor_bounds_is_one_node_with_torchs_values_and_gradients(device):
+    rng = np.random.default_rng(0)
+    xt = torch.from_numpy(rng.standard_normal((6, 5))).round(decimals=1)
+    lot = torch.from_numpy(rng.standard_normal(5)).round(decimals=1) - 0.5
+    hit = torch.from_numpy(rng.standard_normal((6, 1))).round(decimals=1) + 0.5   # (some rows cross lo)
+    lot[0], hit[0] = xt[0, 0], xt[0, 0]   # (ties with x: torch's gradient goes to x)
+    x, lo, hi = (lf.tensor(t, device=device) for t in (xt, lot, hit))
+    lf.sync()
+    before = lf.stats(device).ops_recorded
+    got = x.clamp(lo, hi)
+    assert lf.stats(device).ops_recorded - before == 1
+    assert torch.equal(got.torch(), torch.clamp(xt, lot, hit))
+    assert torch.equal(lf.clamp(x.float(), lo.float(), 0.25).torch(), torch.clamp(xt.float(), lot.float(), torch.tensor(0.25)))
+    want = _grads(lambda a, b, c: torch.clamp(a, b, c), xt, lot, hit)
+    got = _lf_grads(lambda a, b, c: a.clamp(b, c), xt, lot, hit)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clamp_of_integers_promotes_as_torch(device):
+    it = torch.tensor([[-5, 0, 3], [9, 7, -1]])
+    for lo, hi in ((0, 6), (1.5, 2.5), (7, 2), (-1, 10 ** 12)):
+        want = torch.clamp(it, lo, hi)
+        got = lf.tensor(it, device=device).clamp(lo, hi).torch()
+        assert got.dtype == want.dtype and torch.equal(got, want), (lo, hi)
+    assert torch.equal(F.relu6(lf.tensor(it.int(), device=device)).torch(), TF.relu6(it.int()))
+
+
+def test_clamp_bounds_are_runtime_scalars_one_plan_for_all():
+    x = lf.tensor(np.linspace(-8, 8, 33, dtype=np.float32))
+    x.clamp(-1.0, 1.0).numpy()
+    misses = lf.stats().fusion_cache_misses
+    for lo, hi in ((-2.0, 3.0), (0.0, 6.0)):
+        assert torch.equal(x.clamp(lo, hi).torch(), x.torch().clamp(lo, hi))
+    assert torch.equal(F.hardtanh(x, -0.5, 0.5).torch(), TF.hardtanh(x.torch(), -0.5, 0.5))
+    assert lf.stats().fusion_cache_misses == misses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(BASES))
+def test_log2_log10_exp2_against_float64(name, dtype, device):
+    """Within 3 ulps of float64 (float32 C: lf_logf and the factor rounded to float, lf_exp2f;
+    float64 C: libm's log2/log10/exp2; Triton: tl.log2, tl.exp2), the half types rounded once;
+    special values and integer inputs as torch's (exp2 was e^(x ln 2): 18 ulps at x = 100)."""
+    lf_fn, torch_fn = UNARY[name]
+    rng = np.random.default_rng(0)
+    if name == "exp2":
+        values = np.concatenate([SPECIAL, [127.5, 128.0, -126.0, -140.0, 15.9, -24.0], rng.uniform(-60, 60, 2000)])
+    else:
+        values = np.concatenate([SPECIAL, [2.0 ** -126, 1024.0, 1e-3], np.abs(rng.standard_normal(2000))
+                                 * 10.0 ** rng.integers(-30, 30, 2000)])
+    xt = torch.from_numpy(values).to(dtype)
+    got = lf_fn(lf.tensor(xt, device=device)).torch()
+    ulps = 3.0 if dtype in (torch.float32, torch.float64) else 1.0
+    want = torch_fn(xt.double())
+    if dtype == torch.float32 and name == "exp2":   # (float32 denormal results: within 1 of the smallest)
+        denormal = want.abs() < torch.finfo(torch.float32).tiny
+        assert (got[denormal].double() - want[denormal]).abs().max() <= 2 * 2.0 ** -149
+        got, want = got[~denormal], want[~denormal]
+    assert_close_to_float64(got, want, ulps, name)
+    it = torch.tensor([0, 1, 2, 8, 100])
+    torch.testing.assert_close(lf_fn(lf.tensor(it, device=device)).torch(), torch_fn(it))

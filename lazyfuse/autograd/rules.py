@@ -72,6 +72,9 @@ def _unary(op, x, out):
         # (torch's boundaries: hardsigmoid's slope is 0 at +-3, hardswish's is 0 at -3 and 1 at 3)
         Op.HARDSIGMOID: lambda g: _where((x > -3.0) & (x < 3.0), g / 6.0, 0.0),
         Op.LOGSIGMOID: lambda g: g * (-x).sigmoid(),
+        Op.LOG2: lambda g: g / (x * math.log(2.0)),   # (torch's order: grad / (self * ln 2))
+        Op.LOG10: lambda g: g / (x * math.log(10.0)),
+        Op.EXP2: lambda g: g * out * math.log(2.0),
         Op.MISH: lambda g: g * _mish_grad(x),
         Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
         Op.CAST: lambda g: g,
@@ -166,6 +169,15 @@ def _elu_grad(x, negcoef, poscoef, input_scale):
                             g * poscoef)
 
 
+def _clamp_grads(x, lo, hi):
+    """torch's clamp_backward (x's gradient where lo <= x <= hi) and clamp_backward_min_max for
+    tensor bounds: lo's where x < lo < hi, hi's where x > hi or hi < lo (hi wins a crossed clamp)."""
+    gx = lambda g: _where((x >= lo) & (x <= hi), g, 0.0)  # noqa: E731
+    glo = (lambda g: _where((x < lo) & (lo < hi), g, 0.0)) if _is_tensor(lo) else None
+    ghi = (lambda g: _where((x > hi) | (hi < lo), g, 0.0)) if _is_tensor(hi) else None
+    return gx, glo, ghi
+
+
 def _nan_to_num_grad(x):
     """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
     return lambda g: _where(x.abs() < math.inf, g, 0.0)
@@ -183,6 +195,8 @@ def _locals(op, args, out):
         return (_elu_grad(*args), None, None, None)
     if op is Op.SOFTPLUS:
         return (_softplus_grad(*args), None, None)
+    if op is Op.CLAMP:
+        return _clamp_grads(*args)
     return _binary(op, args[0], args[1], out)
 
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.node import Op
+from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, extent_strides, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
-from .printer_base import Printer, infix_rules, invariant_first, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .row_cache import kept_values
 from .scope import Scope
 
@@ -920,10 +920,26 @@ def _select(cmp: str):
     def rule(a, e):
         if not _fl(e):
             return f"({a[0]} {cmp} {a[1]} ? {a[0]} : {a[1]})"
-        ctype = "float" if _f32(e) else "double"
-        t, o = invariant_first(a, e)
-        return f"({{ {ctype} lf_m = {t} {cmp} {o} ? {t} : {o}; {t} != {t} ? {t} : lf_m; }})"
+        return _float_extreme(cmp, *invariant_first(a, e), e)
     return rule
+
+
+def _float_extreme(cmp: str, t: str, o: str, e) -> str:
+    """_select's two statements for float operands, ``t`` NaN-tested and compared first."""
+    ctype = "float" if _f32(e) else "double"
+    return f"({{ {ctype} lf_m = {t} {cmp} {o} ? {t} : {o}; {t} != {t} ? {t} : lf_m; }})"
+
+
+def _clamp(a, e) -> str:
+    """clamp(x, lo, hi) (srcs x, lo, hi): _select's maximum with ``lo``, then its minimum with ``hi``,
+    each bound first where it is loop-invariant (one ``vmaxps`` and one ``vminps`` a vector, as the
+    two nodes it was)."""
+    ctype = COMPUTE[e.dtype.name]
+    if not _fl(e):
+        return f"({{ {ctype} lf_c = {a[0]} > {a[1]} ? {a[0]} : {a[1]}; lf_c < {a[2]} ? lf_c : {a[2]}; }})"
+    hi_first = loop_invariant(e.srcs[2])
+    at_most_hi = _float_extreme("<", *((a[2], "lf_c") if hi_first else ("lf_c", a[2])), e)
+    return f"({{ {ctype} lf_c = {_float_extreme('>', *invariant_first(a[:2], e), e)}; {at_most_hi}; }})"
 
 
 def _scalar_pow_f32(e) -> bool:
@@ -1016,6 +1032,10 @@ C_OPS.update({
     Op.SIGN: lambda a, e: f"(({COMPUTE[e.dtype.name]})({a[0]} > 0) - ({COMPUTE[e.dtype.name]})({a[0]} < 0))",
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
+    Op.CLAMP: _clamp,
+    Op.LOG2: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG2]!r}f)", "log2({x})"),
+    Op.LOG10: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG10]!r}f)", "log10({x})"),
+    Op.EXP2: _float32_or_64("lf_exp2f({x})", "exp2({x})"),
     Op.SOFTPLUS: lambda a, e: (f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : lf__softplus({a[0]} * {a[1]}) / {a[1]})" if _f32(e)
                                else f"({a[0]} * {a[1]} > {a[2]} ? {a[0]} : log1p(exp({a[0]} * {a[1]})) / {a[1]})"),
     Op.LOGSIGMOID: _float32_or_64("(({x} < 0.0f ? {x} : 0.0f) - lf__log1p_exp_neg(fabsf({x})))",

@@ -48,12 +48,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.dtypes import float32
-from ..ir.node import Op
+from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
 from .kernel import (Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, divides_integers,
                      is_python_scalar)
-from .printer_base import Printer, infix_rules, invariant_first, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .scope import Scope
 
 COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
@@ -665,6 +665,15 @@ def _bool_or(sym: str, rule):
     return lambda a, e: f"({a[0]} {sym} {a[1]})" if src_dtype(e).is_bool else rule(a, e)
 
 
+def _clamp(a, e) -> str:
+    """clamp(x, lo, hi): MAXIMUM's lf_max2 with ``lo``, then MINIMUM's lf_min2 with ``hi``, each bound
+    first where it is loop-invariant (bool: ``(x | lo) & hi``, torch's logical max and min)."""
+    if src_dtype(e).is_bool:
+        return f"(({a[0]} | {a[1]}) & {a[2]})"
+    at_least_lo = "lf_max2({}, {})".format(*invariant_first(a[:2], e))
+    return f"lf_min2({a[2]}, {at_least_lo})" if loop_invariant(e.srcs[2]) else f"lf_min2({at_least_lo}, {a[2]})"
+
+
 def _pow(a, e) -> str:
     src = src_dtype(e)
     if not src.is_float:
@@ -735,6 +744,10 @@ TRITON_OPS.update({
     Op.LEAKY_RELU: lambda a, e: f"tl.where({a[0]} > 0, {a[0]}, {a[0]} * {a[1]})",
     Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
     Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
+    Op.CLAMP: _clamp,
+    Op.LOG2: _call("tl.log2"),
+    Op.LOG10: lambda a, e: f"(tl.log({a[0]}) * {BASE_FACTOR[Op.LOG10]!r})",
+    Op.EXP2: _call("tl.exp2"),
     Op.SOFTPLUS: lambda a, e: (f"tl.where({a[0]} * {a[1]} > {a[2]}, {a[0]}, "
                                f"lf_softplus1({a[0]} * {a[1]}) / {a[1]})"),
     Op.LOGSIGMOID: lambda a, e: f"(tl.where({a[0]} < 0, {a[0]}, 0.0) - lf_log1p_exp_neg(tl.abs({a[0]})))",

@@ -9,6 +9,7 @@ value at every index, and ``CAT``'s, which differ along its dim.
 from __future__ import annotations
 
 import enum
+import math
 
 from .dtypes import DType
 
@@ -100,6 +101,14 @@ class Op(enum.Enum):
     ELU = ("elu", Kind.ELEMENTWISE)
     # srcs (x, beta, threshold), runtime scalars: x where x * beta > threshold, else log1p(e^(x beta)) / beta
     SOFTPLUS = ("softplus", Kind.ELEMENTWISE)
+    # srcs (x, lo, hi): min(max(x, lo), hi), torch's clamp with both bounds (hi where lo > hi; a NaN
+    # operand propagates); the bounds runtime scalars or tensors (hardtanh and relu6 are clamps)
+    CLAMP = ("clamp", Kind.ELEMENTWISE)
+    # log(x) / ln 2, log(x) / ln 10 (the compositions they were) and 2^x (c_math.h's lf_exp2f); libm's
+    # log2, log10 and exp2 in float64 C, tl.log2 and tl.exp2 in Triton
+    LOG2 = ("log2", Kind.ELEMENTWISE)
+    LOG10 = ("log10", Kind.ELEMENTWISE)
+    EXP2 = ("exp2", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -150,10 +159,13 @@ class Op(enum.Enum):
         return f"Op.{self.name}"
 
 
+# LOG2's and LOG10's factor of log(x): their float32 C (and LOG10's Triton) formulas
+BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
+
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP}
+    Op.FLIP, Op.CLAMP}
 
 
 class Node:

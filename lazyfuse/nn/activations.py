@@ -1,12 +1,14 @@
 """Activation functions of ``torch.nn.functional``, native: compositions of lazyfuse's
 elementwise ops (``leaky_relu``, ``hardsigmoid``, ``hardswish``, ``elu``/``selu``/``celu``, ``softplus``,
-``logsigmoid`` and ``mish`` one op each), so each fuses into
+``logsigmoid``, ``mish`` and ``hardtanh``/``relu6`` (a clamp) one op each), so each fuses into
 its neighbours' kernel and autograd differentiates it."""
 from __future__ import annotations
 
 import math
 
 from .. import ops
+from ..autograd.graph import attach, recording
+from ..autograd.mode import no_grad
 from ..errors import DTypeError, ShapeError
 
 
@@ -73,7 +75,13 @@ def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
         raise ShapeError(f"hardtanh: min_val={min_val} cannot be greater than max_val={max_val}")
     if not x.dtype.is_float:
         min_val, max_val = int(min_val), int(max_val)
-    return _inplace(x, x.clamp(min_val, max_val), inplace)
+    with no_grad():
+        out = x.clamp(min_val, max_val)   # one node (Op.CLAMP)
+    if recording(x):
+        # torch's hardtanh_backward: the gradient where min_val < x < max_val, bounds excluded (a
+        # clamp's includes them)
+        attach(out, "hardtanh", [(x, lambda g: ops.where((x > min_val) & (x < max_val), g, 0.0))])
+    return _inplace(x, out, inplace)
 
 
 def relu6(x, inplace=False):

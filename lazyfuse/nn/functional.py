@@ -6,7 +6,7 @@ import math
 from .. import ops
 from ..errors import DTypeError, ShapeError
 from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
-from ..ir.shapes import normalize_dim
+from ..ir.shapes import normalize_dim, prod
 
 
 def _written_back(x, op):
@@ -51,12 +51,22 @@ def _float(x, name):
         raise DTypeError(f"{name} needs a floating tensor, got {x.dtype.name} (as in torch); call .float() first")
 
 
+def _as_rows(fn, x, dim):
+    """``fn(x, dim)`` of a tensor of more than 64 dims as a 3-d (before, dim, after) view: torch's
+    softmax kernels take any rank, where its reductions over a dim (lazyfuse's amax and sum here)
+    refuse more than 64 dims."""
+    before, after = prod(x.shape[:dim]), prod(x.shape[dim + 1:])
+    return fn(x.reshape(before, x.shape[dim], after), 1).reshape(x.shape)
+
+
 def softmax(x, dim, dtype=None):
     """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch)."""
     if dtype is not None:
         x = x.to(dtype)
     _float(x, "softmax")
     dim = normalize_dim(dim, x.ndim)
+    if x.ndim > 64:
+        return _as_rows(softmax, x, dim)
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     # the max only stabilises: detached, it adds nothing to the gradient (which is exact without it)
     e = (x - x.detach().amax(dim, keepdim=True)).exp()
@@ -69,6 +79,8 @@ def log_softmax(x, dim, dtype=None):
         x = x.to(dtype)
     _float(x, "log_softmax")
     dim = normalize_dim(dim, x.ndim)
+    if x.ndim > 64:
+        return _as_rows(log_softmax, x, dim)
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     shifted = x - x.detach().amax(dim, keepdim=True)
     return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
@@ -89,6 +101,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     if any(d is not x.dtype for d in params) and not mixed_ok:
         raise DTypeError(f"layer_norm: weight and bias must have the input's dtype {x.dtype.name} (or all be "
                          f"float32 for a float16/bfloat16 input, as in torch), got {[d.name for d in params]}")
+    if x.ndim > 64:   # (as softmax's _as_rows: torch's layer_norm takes any rank)
+        return _layer_norm_as_rows(x, normalized_shape, weight, bias, eps)
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
     mean = x.mean(dims, keepdim=True)
@@ -100,6 +114,13 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out.to(out_dtype)
+
+
+def _layer_norm_as_rows(x, normalized_shape, weight, bias, eps):
+    """layer_norm of a tensor of more than 64 dims as a 2-d (rows, normalized elements) view."""
+    n = prod(normalized_shape)
+    flat = [None if p is None else p.reshape(n) for p in (weight, bias)]
+    return layer_norm(x.reshape(x.numel() // n if n else 0, n), (n,), *flat, eps).reshape(x.shape)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
