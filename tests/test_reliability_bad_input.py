@@ -5,8 +5,8 @@ leaves the engine and the next capture working (tests/test_errors.py's checks, o
 each op category, reduction dims, views, indexing, casts, devices, capture states, scalars of
 every kind, numpy dtypes, out-of-memory). Inputs lazyfuse accepts get torch's value, or the
 documented rule where torch has none (README, "Reliability"): NaN/inf -> int casts give what
-torch gives on this CPU, an integer to a negative
-integer power follows torch's tensor rule, numpy scalars act as the Python scalar of their kind.
+torch gives on this CPU, an integer to a negative integer power follows torch's tensor rule,
+numpy scalars act as the Python scalar of their kind.
 Element counts beyond int32 run with 64-bit indices (checked without allocating them).
 """
 from __future__ import annotations
