@@ -5,7 +5,8 @@ work into few kernels (C/OpenMP on the CPU, Triton on GPUs and in Triton's inter
 launches them. ``lf.capture`` records a closure's steady-state launches for replay.
 """
 from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, ConfigError,  # noqa: F401
-                     DeviceError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError)
+                     DeviceError, DivisionByZeroError, DTypeError, IndexDTypeError, InvalidIndexError,
+                     LazyfuseError, ShapeError, UnsupportedOpError)
 from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
 from .ir.dtypes import float16 as half, float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401,A001 (torch's aliases)

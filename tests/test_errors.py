@@ -142,3 +142,16 @@ def test_a_failed_in_place_op_does_not_modify_its_target():
     assert x.tolist() == [1, 2, 3]
     x.add_(1)
     assert x.tolist() == [2, 3, 4]
+
+
+def test_every_error_class_is_public():
+    """A user catches what lazyfuse raises by its public name: every LazyfuseError subclass in
+    lazyfuse.errors is ``lf.<name>`` (CollectiveError: ``lf.distributed.CollectiveError``)."""
+    import inspect
+
+    import lazyfuse.errors as errors
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, lf.LazyfuseError)]
+    assert len(classes) >= 12
+    for cls in classes:
+        home = lf.distributed if cls.__name__ == "CollectiveError" else lf
+        assert getattr(home, cls.__name__) is cls, cls.__name__
