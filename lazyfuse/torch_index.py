@@ -44,7 +44,7 @@ def _check_index(index, name):
 
 def _into(out, name, result):
     from .extern import write_out
-    return write_out(name, result, out)
+    return write_out(name, result, out, casts="exact")
 
 
 # -- gathers ----------------------------------------------------------------------------------------
