@@ -1024,6 +1024,9 @@ C_OPS.update({
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
     Op.CLAMP: _clamp,
+    Op.HYPOT: lambda a, e: (f"({{ double lf_a = {a[0]}, lf_b = {a[1]}; float lf_h = (float)sqrt(lf_a * lf_a + lf_b * lf_b); "
+                            f"((fabsf({a[0]}) == INFINITY) | (fabsf({a[1]}) == INFINITY)) ? INFINITY : lf_h; }})"
+                            if _f32(e) else f"hypot({a[0]}, {a[1]})"),
     Op.LOG2: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG2]!r}f)", "log2({x})"),
     Op.LOG10: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG10]!r}f)", "log10({x})"),
     Op.EXP2: _float32_or_64("lf_exp2f({x})", "exp2({x})"),
