@@ -246,12 +246,10 @@ def hypot(x, other):
 
 
 def logaddexp(x, other):
-    """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal."""
+    """``log(e^x + e^other)``: the larger plus ``log1p(e^-|x - other|)``; exact where they are equal:
+    one node (``Op.LOGADDEXP``; 12 before)."""
     _floating_only("logaddexp", x, other)
-    (a, b), out = _float_operands(x, other)
-    a, b = _as_tensors(a, b)
-    m = ops.where(a > b, a, b)
-    return ops.where(a == b, a + _LN2, m + ((-(a - b).abs()).exp() + 1.0).log()).to(out)
+    return ops.elementwise(Op.LOGADDEXP, x, other, compute_dtype=_float_result(x, other))
 
 
 def logaddexp2(x, other):

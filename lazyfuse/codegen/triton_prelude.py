@@ -328,6 +328,13 @@ def lf_log1p_exp_neg(a):
 
 
 @triton.jit
+def lf_logaddexp(a, b):
+    # c_printer's LOGADDEXP: a + ln 2 where equal (infinities too), else max + log1p(e^-|a - b|)
+    m = tl.where(a > b, a, b)
+    return tl.where(a == b, a + 0.6931471805599453, m + lf_log1p_exp_neg(tl.abs(a - b)))
+
+
+@triton.jit
 def lf_softplus1(x):
     # log1p(e^x) without overflow
     return tl.where(x > 0, x, 0.0) + lf_log1p_exp_neg(tl.abs(x))
