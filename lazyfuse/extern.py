@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 
 import torch
 
@@ -543,29 +544,124 @@ def _into_out(fn, args, kwargs):
     a view of an input, so nothing would launch and ``t`` would keep its old value."""
     kwargs = dict(kwargs)
     out = kwargs.pop("out")
-    return write_out(_name(fn), extern(fn, *args, **kwargs), out)
+    _torch_takes_out(fn, args, kwargs, out)
+    if isinstance(out, Tensor) and isinstance(result_dtype := _meta_dtype(fn, args, kwargs), torch.dtype) \
+            and result_dtype is not out.dtype.torch:
+        # torch computes in out's dtype where it differs (cumsum into an int64 out sums integers)
+        fn = _computing_in(fn, out.dtype.torch)
+    return write_out(_name(fn), extern(fn, *args, **kwargs), out, casts="any")
 
 
-def write_out(name, result, out):
+def _meta_dtype(fn, args, kwargs):
+    """The dtype of ``fn``'s (single) result on the meta device, or None."""
+    spec, tensors = flatten(args, kwargs)
+    margs, mkwargs = rebuild(spec, [torch.empty(t.shape, dtype=t.dtype.torch, device="meta") for t in tensors])
+    try:
+        r = fn(*margs, **mkwargs)
+    except Exception:  # noqa: BLE001 (no meta kernel, or a refusal the call itself reports)
+        return None
+    return r.dtype if isinstance(r, torch.Tensor) else None
+
+
+def _first_tensor(values):
+    """The first torch tensor among ``values`` (nested in lists and tuples too), or None."""
+    for v in values:
+        found = v if isinstance(v, torch.Tensor) else _first_tensor(v) if isinstance(v, (list, tuple)) else None
+        if found is not None:
+            return found
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _computing_in(fn, dtype):
+    """``fn`` returning its result computed into an ``out=`` of ``dtype`` (one function per pair, so
+    an extern's recipe is cached as any other's)."""
+    def call(*args, **kwargs):
+        out = torch.empty(0, dtype=dtype, device=_first_tensor((*args, *kwargs.values())).device)
+        fn(*args, **kwargs, out=out)
+        return out
+    call.__name__ = getattr(fn, "__name__", "fn")
+    return call
+
+
+def _torch_takes_out(fn, args, kwargs, out) -> None:
+    """Refuse, as torch, an ``out=`` whose dtype ``fn`` does not cast its result to (each function
+    has its rule: cumsum casts to any dtype, max(dim) to none): ``fn`` run on the meta device with
+    ``out`` there (torch's own resize warning silenced: write_out gives it)."""
+    spec, tensors = flatten(args, kwargs)
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if not all(isinstance(o, Tensor) for o in outs):
+        return   # (write_out names the bad argument)
+    meta = [torch.empty(t.shape, dtype=t.dtype.torch, device="meta") for t in (*tensors, *outs)]
+    margs, mkwargs = rebuild(spec, meta[:len(tensors)])
+    mout = meta[len(tensors):] if isinstance(out, (tuple, list)) else meta[-1]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            fn(*margs, **mkwargs, out=mout)
+    except NotImplementedError:
+        return   # (no meta kernel: write_out's casting rule stands)
+    except Exception as e:  # noqa: BLE001 (torch's refusal of this out=)
+        raise torch_refusal(_name(fn), e) from None
+
+
+def write_out(name, result, out, casts="can_cast"):
     """``out`` (a Tensor, or a tuple of them for a tuple ``result``) written with ``result`` in
-    program order and returned, as torch's ``out=``. It must have the result's dtype and shape:
-    lazyfuse storages do not resize, and a cast torch would refuse for some ops (``gather``) is
-    refused for all."""
+    program order and returned, as torch's ``out=``: an ``out`` of another shape is resized (a
+    UserWarning, as torch's, when it had elements), and the result is cast to its dtype where
+    ``casts`` allows: "can_cast" (torch.can_cast, the rule of torch's elementwise ops and cat),
+    "exact" (index_select, take, gather: the same dtype) or "any" (an extern: torch was asked)."""
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
         wanted = "a lazyfuse Tensor" if len(results) == 1 else f"{len(results)} lazyfuse Tensors"
         raise DTypeError(f"{name}: out= must be {wanted} (the result's), got {type(out).__name__}")
     for o, r in zip(outs, results):
-        if o.dtype is not r.dtype:
-            raise DTypeError(f"{name}: out= has dtype {o.dtype}, the result {r.dtype}; pass an out of the "
-                             "result's dtype")
-        if tuple(o.shape) != tuple(r.shape):
-            raise ShapeError(f"{name}: out= has shape {tuple(o.shape)}, the result {tuple(r.shape)}; lazyfuse does not "
-                             "resize an out tensor: pass one of the result's shape")
+        _check_cast(name, r.dtype, o.dtype, casts)
+        if tuple(o.shape) != tuple(r.shape) and not _is_whole(o):
+            raise ShapeError(f"{name}: out= is a view of shape {tuple(o.shape)}, the result {tuple(r.shape)}; torch "
+                             "would resize it within its base's storage, lazyfuse does not: pass a whole tensor "
+                             "or a view of the result's shape")
     for o, r in zip(outs, results):
+        if tuple(o.shape) != tuple(r.shape):
+            _resize(name, o, r.shape)
         o.copy_(r)
     return out
+
+
+def _torch_type_name(dtype) -> str:
+    """torch's name of a dtype in its messages: ``Float``, ``Long``, ``BFloat16``."""
+    return torch.empty((), dtype=dtype.torch).type().rsplit(".", 1)[-1].replace("Tensor", "")
+
+
+def _check_cast(name, result_dtype, out_dtype, casts) -> None:
+    if out_dtype is result_dtype or casts == "any":
+        return
+    if casts == "exact":
+        raise DTypeError(f"{name}: out= has dtype {out_dtype}, the result {result_dtype}; pass an out of the "
+                         "result's dtype (as torch, this op does not cast into out)")
+    if not torch.can_cast(result_dtype.torch, out_dtype.torch):
+        raise DTypeError(f"{name}: result type {_torch_type_name(result_dtype)} can't be cast to the desired output "
+                         f"type {_torch_type_name(out_dtype)} (as torch); pass an out of dtype {result_dtype} or wider")
+
+
+def _is_whole(t) -> bool:
+    """Whether ``t`` views its whole storage densely (not a slice, an expand or a permute of it)."""
+    v, st = t._view, t._storage
+    return v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides
+
+
+def _resize(name, out, shape) -> None:
+    """``out`` (a whole tensor) rebound to a new storage of ``shape``, as torch's resize of an out=;
+    views taken of it earlier keep its old storage."""
+    from .creation import empty
+    if out.numel():
+        warnings.warn(f"{name}: an output with one or more elements was resized since it had shape "
+                      f"{list(out.shape)}, which does not match the required output shape {list(shape)} (as torch, "
+                      "which deprecates it); resize it to zero elements first to reuse it silently", UserWarning,
+                      stacklevel=4)
+    fresh = empty(shape, dtype=out.dtype, device=out.device)
+    out._storage, out._view = fresh._storage, fresh._view
 
 
 def _any_requires_grad(tensors) -> bool:

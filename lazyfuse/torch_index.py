@@ -59,7 +59,7 @@ def checked_positions(index, dim, size, ndim, wrap):
 
 def _into(out, name, result):
     from .extern import write_out
-    return write_out(name, result, out)
+    return write_out(name, result, out, casts="exact")
 
 
 # -- gathers ----------------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one no
     "expm1": lambda x, y: lf.expm1(x), "log1p": lambda x, y: lf.log1p(x),
     "clamp": lambda x, y: x.clamp(-0.5, 0.5), "clamp(tensors)": lambda x, y: x.clamp(y, y + 1.0),
     "relu6": lambda x, y: lf.nn.functional.relu6(x), "log2": lambda x, y: lf.log2(x), "log10": lambda x, y: lf.log10(x),
-    "exp2": lambda x, y: lf.exp2(x),
+    "exp2": lambda x, y: lf.exp2(x), "hypot": lambda x, y: lf.hypot(x, y),
+    "logaddexp": lambda x, y: lf.logaddexp(x, y),
 }
 
 

@@ -3,7 +3,7 @@ cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``ata
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
 ``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``softplus`` (11), ``logsigmoid`` (7),
 ``mish`` (13), ``frac`` (2); ``clamp`` with both bounds, ``hardtanh`` and ``relu6``, ``log2``, ``log10``
-and ``exp2`` (2 each). Each: its node count pinned, its values against torch (bit for bit where torch's
+and ``exp2`` (2 each), ``hypot`` (17), ``logaddexp`` (12). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -60,7 +60,8 @@ UNARY = {
     "log10": (lf.log10, torch.log10),
     "exp2": (lf.exp2, torch.exp2),
 }
-BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign)}
+BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign), "hypot": (lf.hypot, torch.hypot),
+          "logaddexp": (lf.logaddexp, torch.logaddexp)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
 # a polynomial, not torch's libm: compared with float64 within a bound
 SOFTPLUS = {"softplus", "softplus(2, 5)", "logsigmoid", "mish"}
@@ -357,3 +358,56 @@ def test_log2_log10_exp2_against_float64(name, dtype, device):
     assert_close_to_float64(got, want, ulps, name)
     it = torch.tensor([0, 1, 2, 8, 100])
     torch.testing.assert_close(lf_fn(lf.tensor(it, device=device)).torch(), torch_fn(it))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hypot_against_float64_without_overflow(dtype, device):
+    """One node: float32 (and the half types) sum the exact float64 squares and round once, so
+    within 1 ulp of float64 and no overflow (``hypot(1e20, 1e20)``, ref7's find); libm's in float64
+    C, ``m sqrt(1 + (n/m)^2)`` on Triton's float64 (3 ulps); inf beside a NaN, as C's hypot."""
+    at, bt = (t.to(dtype) for t in _pairs(SPECIAL + [1e20, -1e20, 3e38, 65504.0, 4.0]))
+    rng = np.random.default_rng(2)
+    x, y = (torch.from_numpy(rng.standard_normal(4000) * 10.0 ** rng.integers(-20, 20, 4000)).to(dtype)
+            for _ in range(2))
+    ulps = 3.0 if dtype == torch.float64 and device != "cpu" else 1.0
+    for a, b in ((at, bt), (x, y)):
+        got = lf.hypot(lf.tensor(a, device=device), lf.tensor(b, device=device)).torch()
+        assert_close_to_float64(got, torch.hypot(a.double(), b.double()), ulps)
+    assert torch.equal(lf.hypot(lf.tensor([1e20]), lf.tensor([1e20])).torch(), torch.hypot(torch.tensor([1e20]),
+                                                                                         torch.tensor([1e20])))
+    # integer and mixed operands promote as torch's (an integer pair is refused, as torch)
+    it, ft = torch.tensor([3, 0, -5]), torch.tensor([4.0, -0.0, 12.0]).to(dtype)
+    torch.testing.assert_close(lf.hypot(lf.tensor(it, device=device), lf.tensor(ft, device=device)).torch(),
+                               torch.hypot(it, ft))
+    with pytest.raises(lf.DTypeError):
+        lf.hypot(lf.tensor(it), lf.tensor(it))
+
+
+def test_hypot_gradient_at_the_origin_and_infinity_is_torchs():
+    """torch's hypot backward, ``g * a / out``: NaN at (0, 0) and beside an infinity, as torch's."""
+    at = torch.tensor([0.0, -0.0, 3.0, math.inf, 1e200], dtype=torch.float64)
+    bt = torch.tensor([0.0, 0.0, -4.0, 1.0, 1e200], dtype=torch.float64)
+    got, want = _lf_grads(lf.hypot, at, bt), _grads(torch.hypot, at, bt)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-15, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logaddexp_against_float64(dtype, device):
+    """One node, the composition's formula: ``a + ln 2`` where equal (``logaddexp(-inf, -inf)`` is
+    -inf, ``(inf, inf)`` inf), NaN propagating; elsewhere within 4 ulps of float64 plus 2 eps of the
+    larger magnitude (the log1p term's rounding near a zero result), the half types rounded once."""
+    at, bt = (t.to(dtype) for t in _pairs(SPECIAL + [88.0, -104.0, 20.0]))
+    rng = np.random.default_rng(3)
+    x, y = (torch.from_numpy(rng.standard_normal(4000) * 10.0 ** rng.integers(-3, 3, 4000)).to(dtype)
+            for _ in range(2))
+    eps = torch.finfo(dtype).eps
+    for a, b in ((at, bt), (x, y)):
+        got = lf.logaddexp(lf.tensor(a, device=device), lf.tensor(b, device=device)).torch().double()
+        want = torch.logaddexp(a.double(), b.double())
+        finite = want.isfinite()
+        assert_same_values(got[~finite], want[~finite].to(dtype).double())
+        scale = torch.maximum(a.double().abs(), b.double().abs()).clamp_min(1.0)[finite]
+        assert ((got[finite] - want[finite]).abs() <= 4 * eps * want[finite].abs() + 2 * eps * scale).all()

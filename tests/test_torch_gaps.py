@@ -82,3 +82,60 @@ def test_margin_losses_of_one_sample_have_torchs_cpu_shape(name, reduction, devi
                                **kwargs)
         assert got.shape == tuple(want.shape), (name, shape, target, reduction)
         torch.testing.assert_close(got.torch(), want)
+
+
+_X = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+_I = torch.tensor([0, 2])
+# name -> (torch's call, lazyfuse's) with an out= tensor: natively lowered (cat, arange, the index
+# ops: each its own casting rule, as torch's) and externs (torch's rule asked on the meta device)
+OUT_CALLS = {
+    "exp": (lambda o: torch.exp(_X, out=o), lambda x, i, o: lf.exp(x, out=o)),
+    "cat": (lambda o: torch.cat([_X, _X], out=o), lambda x, i, o: lf.cat([x, x], out=o)),
+    "index_select": (lambda o: torch.index_select(_X, 0, _I, out=o), lambda x, i, o: lf.index_select(x, 0, i, out=o)),
+    "arange": (lambda o: torch.arange(4, out=o), lambda x, i, o: lf.arange(4, out=o)),
+    "max(dim)": (lambda o: torch.max(_X, 1, out=(o, torch.empty(0, dtype=torch.long))),
+                 lambda x, i, o: lf.max(x, 1, out=(o, lf.empty(0, dtype=lf.int64)))),
+    "extern add": (lambda o: torch.add(_X, 1, out=o), lambda x, i, o: lf.extern(torch.add, x, 1, out=o)),
+    "extern cumsum": (lambda o: torch.cumsum(_X, 0, out=o), lambda x, i, o: lf.extern(torch.cumsum, x, 0, out=o)),
+    "extern cat": (lambda o: torch.cat([_X, _X], out=o), lambda x, i, o: lf.extern(torch.cat, [x, x], out=o)),
+}
+
+
+def _out_outcome(call, out):
+    """("ok", out's value, how many UserWarnings) or ("refused", the exception)."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call(out)
+        except Exception as e:   # noqa: BLE001 (the outcome compared is the exception itself)
+            return "refused", e
+    value = out.torch() if isinstance(out, lf.Tensor) else out
+    return "ok", value, len([w for w in caught if issubclass(w.category, UserWarning)]) > 0
+
+
+@pytest.mark.parametrize("out_shape", [(0,), (2, 3), (3, 4)])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+@pytest.mark.parametrize("name", sorted(OUT_CALLS))
+def test_out_is_resized_and_cast_as_torchs(name, out_dtype, out_shape):
+    torch_call, lf_call = OUT_CALLS[name]
+    want = _out_outcome(torch_call, torch.zeros(out_shape, dtype=out_dtype))
+    out = lf.zeros(out_shape, dtype=out_dtype)
+    got = _out_outcome(lambda o: lf_call(lf.tensor(_X), lf.tensor(_I), o), out)
+    assert got[0] == want[0], (want, got)
+    if want[0] == "refused":
+        assert isinstance(got[1], lf.DTypeError) and isinstance(got[1], type(want[1])), (want[1], got[1])
+        assert "out" in str(got[1]), got[1]   # (out=, or torch's "output type")
+        assert out.shape == out_shape and torch.equal(out.torch(), torch.zeros(out_shape, dtype=out_dtype))
+        return
+    assert got[1].dtype == want[1].dtype and got[1].shape == want[1].shape
+    torch.testing.assert_close(got[1], want[1])
+    assert got[2] == want[2]   # (a resize warns where the out had elements, as torch's)
+
+
+def test_out_that_is_a_view_of_another_shape_is_refused():
+    base = lf.zeros(10)
+    with pytest.raises(lf.ShapeError, match="view"):
+        lf.exp(lf.tensor(_X), out=base[:3])
+    assert torch.equal(base.torch(), torch.zeros(10))
+    assert torch.equal(lf.exp(lf.tensor(_X), out=lf.zeros(3, 4)[:, :]).torch(), _X.exp())   # (a whole view is fine)

@@ -146,6 +146,10 @@ def _binary(op, a, b, out):
         return (lambda g: g * b / (a * a + b * b)), (lambda g: -(g * a) / (a * a + b * b))
     if op is Op.LEAKY_RELU:   # (the slope is a number)
         return (lambda g: _where(a > 0, g, g * b)), None
+    if op is Op.LOGADDEXP:   # torch's: g / (1 + e^(b - a)), g / (1 + e^(a - b))
+        return (lambda g: g / ((b - a).exp() + 1.0)), (lambda g: g / ((a - b).exp() + 1.0))
+    if op is Op.HYPOT:   # torch's: g * a / out, g * b / out (NaN at (0, 0), as torch's)
+        return (lambda g: g * a / out), (lambda g: g * b / out)
     if op is Op.COPYSIGN:   # torch's rule: out / a (0 where a is 0) for a; zeros for the sign's source
         return (lambda g: _where(a == 0, 0.0, g * (out / a))), (lambda g: g * 0.0)
     return None

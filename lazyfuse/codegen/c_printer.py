@@ -1033,6 +1033,14 @@ C_OPS.update({
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
     Op.CLAMP: _clamp,
+    Op.LOGADDEXP: lambda a, e: (
+        f"({{ float lf_m = {a[0]} > {a[1]} ? {a[0]} : {a[1]}; {a[0]} == {a[1]} ? {a[0]} + 0.693147180559945309f "
+        f": lf_m + lf__log1p_exp_neg(fabsf({a[0]} - {a[1]})); }})" if _f32(e) else
+        f"({{ double lf_m = {a[0]} > {a[1]} ? {a[0]} : {a[1]}; {a[0]} == {a[1]} ? {a[0]} + 0.6931471805599453 "
+        f": lf_m + log1p(exp(-fabs({a[0]} - {a[1]}))); }})"),
+    Op.HYPOT: lambda a, e: (f"({{ double lf_a = {a[0]}, lf_b = {a[1]}; float lf_h = (float)sqrt(lf_a * lf_a + lf_b * lf_b); "
+                            f"((fabsf({a[0]}) == INFINITY) | (fabsf({a[1]}) == INFINITY)) ? INFINITY : lf_h; }})"
+                            if _f32(e) else f"hypot({a[0]}, {a[1]})"),
     Op.LOG2: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG2]!r}f)", "log2({x})"),
     Op.LOG10: _float32_or_64(f"(lf_logf({{x}}) * {BASE_FACTOR[Op.LOG10]!r}f)", "log10({x})"),
     Op.EXP2: _float32_or_64("lf_exp2f({x})", "exp2({x})"),

@@ -268,6 +268,27 @@ def lf_atan2(y, x):
 
 
 @triton.jit
+def lf_hypot32(a, b):
+    # c_printer's HYPOT: the float64 squares of float32 operands are exact, their sum rounds once
+    x = a.to(tl.float64)
+    y = b.to(tl.float64)
+    h = tl.sqrt(x * x + y * y).to(tl.float32)
+    return tl.where((tl.abs(a) == float("inf")) | (tl.abs(b) == float("inf")), float("inf"), h)
+
+
+@triton.jit
+def lf_hypot64(a, b):
+    # m sqrt(1 + (n / m)^2), m and n the larger and smaller magnitude (a NaN lands in n)
+    x = tl.abs(a)
+    y = tl.abs(b)
+    m = tl.where(x > y, x, y)
+    n = tl.where(x > y, y, x)
+    r = n / m
+    h = tl.where(m == 0, n, m * tl.sqrt(r * r + 1.0))
+    return tl.where((x == float("inf")) | (y == float("inf")), float("inf"), h)
+
+
+@triton.jit
 def lf_copysign32(a, b):
     # C's copysign, by the bits (a NaN's sign bit too)
     bits = (a.to(tl.float32).to(tl.uint32, bitcast=True) & 0x7FFFFFFF) | \
@@ -304,6 +325,13 @@ def lf_log1p(x):
 def lf_log1p_exp_neg(a):
     # c_math.h's lf__log1p_exp_neg: log(1 + e^-a), a = |x|
     return tl.log(1.0 + tl.exp(-a))
+
+
+@triton.jit
+def lf_logaddexp(a, b):
+    # c_printer's LOGADDEXP: a + ln 2 where equal (infinities too), else max + log1p(e^-|a - b|)
+    m = tl.where(a > b, a, b)
+    return tl.where(a == b, a + 0.6931471805599453, m + lf_log1p_exp_neg(tl.abs(a - b)))
 
 
 @triton.jit

@@ -745,6 +745,8 @@ TRITON_OPS.update({
     Op.HARDSIGMOID: lambda a, e: f"(lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
     Op.HARDSWISH: lambda a, e: f"({a[0]} * lf_hard_clamp({a[0]}, {a[1]}, {a[2]}) / 6.0)",
     Op.CLAMP: _clamp,
+    Op.LOGADDEXP: lambda a, e: f"lf_logaddexp({a[0]}, {a[1]})",
+    Op.HYPOT: lambda a, e: f"lf_hypot{64 if src_dtype(e).name == 'float64' else 32}({a[0]}, {a[1]})",
     Op.LOG2: _call("tl.log2"),
     Op.LOG10: lambda a, e: f"(tl.log({a[0]}) * {BASE_FACTOR[Op.LOG10]!r})",
     Op.EXP2: _call("tl.exp2"),

@@ -109,6 +109,11 @@ class Op(enum.Enum):
     LOG2 = ("log2", Kind.ELEMENTWISE)
     LOG10 = ("log10", Kind.ELEMENTWISE)
     EXP2 = ("exp2", Kind.ELEMENTWISE)
+    # sqrt(a^2 + b^2) without overflow, inf where either is infinite (C's hypot): float32 C sums
+    # the exact float64 squares (one rounding), float64 C calls libm's
+    HYPOT = ("hypot", Kind.ELEMENTWISE)
+    # log(e^a + e^b): a + ln 2 where a == b (infinities exact), else max(a, b) + log1p(e^-|a - b|)
+    LOGADDEXP = ("logaddexp", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -165,7 +170,7 @@ BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP, Op.CLAMP}
+    Op.FLIP, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP}
 
 
 class Node:
