@@ -352,7 +352,7 @@ static inline float lf_geluf(float x)
     float ax = fabsf(x);
     float axc = lf__min_abs(ax, 14.5f);
     float e2;
-    float q = (0.5f * x) * lf__erfc64(axc, &e2) * 0x1p-64f;     /* 0.5 x erfc(|x|/sqrt2) */
+    float q = (lf__erfc64(axc, &e2) * x) * 0x1p-65f;   /* 0.5 x erfc(|x|/sqrt2): the 0.5 in the exact scale */
     /* x > 0 (not >=): +-0 give q = 0.5 x ... = +-0, the sign of zero */
     float r = x > 0.0f ? x - q : q;
     float far = x > 0.0f ? x : x * 0.0f;   /* -0, and nan at -inf (torch's -inf * 0) */
@@ -372,7 +372,7 @@ static inline float lf_gelu_gradf(float x)
     float ax = fabsf(x);
     float axc = lf__min_abs(ax, 14.5f);
     float e2;                                            /* exp(-x^2/2) * 2^64 */
-    float h = (0.5f * lf__erfc64(axc, &e2)) * 0x1p-64f;  /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
+    float h = lf__erfc64(axc, &e2) * 0x1p-65f;           /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
     float xpdf = (x * e2 * 0.398942280401432678f) * 0x1p-64f;
     float r = (x >= 0.0f ? 1.0f - h : h) + xpdf;
     float far = x > 0.0f ? 1.0f : -0.0f;
