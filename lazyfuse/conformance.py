@@ -119,9 +119,11 @@ def lazy_callable(op):
         short = name[len("nn.functional."):]
         return "functional", lambda x, *a, **k: getattr(lf.nn.functional, short)(x, *a, **k)
     if op.method_variant is not None and not name.startswith("__r"):
-        # (a reference input may be a Python number, as in ``torch.add(2.5, t)``: then the function)
-        return "method", lambda x, *a, **k: getattr(x, name)(*a, **k) if isinstance(x, lf.Tensor) else \
-            getattr(lf, name)(x, *a, **k)
+        # (a reference input may be a Python number, as in ``torch.add(2.5, t)``, and an error input
+        # may pass ``out=``, which only torch's function form takes, as in ``torch.amax(t, 0, out=o)``:
+        # then the function)
+        return "method", lambda x, *a, **k: getattr(x, name)(*a, **k) if isinstance(x, lf.Tensor) and \
+            "out" not in k else getattr(lf, name)(x, *a, **k)
     if name.startswith("__r"):
         # (the OpInfo calls torch's unbound method, and a reference input passes a Python number as
         # its self, as in ``torch.Tensor.__rmod__(5.1, t)``, which is ``t % 5.1``: so lazyfuse's too)

@@ -160,10 +160,13 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     return (total / keep.sum(dim, keepdim).to(wide.dtype)).to(x.dtype)
 
 
-def aminmax(x, *, dim=None, keepdim=False):
-    """(min, max) along ``dim`` (all of ``x`` for None)."""
+def aminmax(x, *, dim=None, keepdim=False, out=None):
+    """(min, max) along ``dim`` (all of ``x`` for None); ``out=(min, max)`` of ``x``'s dtype, as torch's."""
     import torch
     mins, maxs = x.amin(dim, keepdim), x.amax(dim, keepdim)
+    if out is not None:
+        from .extern import write_out
+        mins, maxs = write_out("aminmax", (mins, maxs), out, casts="exact")
     return torch.return_types.aminmax([mins, maxs])
 
 

@@ -139,3 +139,23 @@ def test_out_that_is_a_view_of_another_shape_is_refused():
         lf.exp(lf.tensor(_X), out=base[:3])
     assert torch.equal(base.torch(), torch.zeros(10))
     assert torch.equal(lf.exp(lf.tensor(_X), out=lf.zeros(3, 4)[:, :]).torch(), _X.exp())   # (a whole view is fine)
+
+
+@pytest.mark.parametrize("out_dtypes", [(torch.float32, torch.float32), (torch.int32, torch.float32)])
+def test_aminmax_out_as_torchs(out_dtypes):
+    """``aminmax(out=(min, max))``: written and returned, resized as torch's; another dtype refused
+    (torch's aminmax does not cast into out), with an error torch's ``except RuntimeError`` catches."""
+    x = torch.tensor([[1.0, 5.0, 3.0], [0.0, 2.0, -1.0]])
+    want_outs = tuple(torch.zeros(7, dtype=d) for d in out_dtypes)
+    got_outs = tuple(lf.zeros(7, dtype=getattr(lf, str(d).split(".")[1])) for d in out_dtypes)
+    try:
+        want = torch.aminmax(x, dim=1, out=want_outs)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            lf.aminmax(lf.tensor(x.numpy()), dim=1, out=got_outs)
+        return
+    with pytest.warns(UserWarning):
+        got = lf.aminmax(lf.tensor(x.numpy()), dim=1, out=got_outs)
+    for g, w, o in zip(got, want, got_outs):
+        assert g is o
+        torch.testing.assert_close(g.torch(), w)
