@@ -548,7 +548,13 @@ def _into_out(fn, args, kwargs):
     if isinstance(out, Tensor) and isinstance(result_dtype := _meta_dtype(fn, args, kwargs), torch.dtype) \
             and result_dtype is not out.dtype.torch:
         # torch computes in out's dtype where it differs (cumsum into an int64 out sums integers)
-        fn = _computing_in(fn, out.dtype.torch)
+        result = extern(_computing_in(fn, out.dtype.torch), *args, **kwargs)
+        if not out.device.capturing:
+            # computed before it is written: a CPU kernel may refuse an out dtype its meta kernel
+            # took (multinomial's must be int64), and a refusal at a later drain would leave ``out``
+            # a failed value, where torch's leaves it untouched
+            result.device.engine.sync("out= of another dtype")
+        return write_out(_name(fn), result, out, casts="any")
     return write_out(_name(fn), extern(fn, *args, **kwargs), out, casts="any")
 
 

@@ -268,7 +268,8 @@ def probe_launch():
 
     def launch(cfg, batched=False):
         outs = [np.zeros(1, np.int32) for _ in range(2)]
-        step = SimpleNamespace(kind=StepKind.KERNEL, compiled=dev.backend.bind(None, cfg, fn), source=source)
+        step = SimpleNamespace(kind=StepKind.KERNEL, compiled=dev.backend.bind(None, cfg, fn), source=source,
+                               error_flag=None)   # (a kernel that cannot fail: no error flag word)
         calls = [dev.backend.thunk(step, [SimpleNamespace(ptr=o.ctypes.data)], SimpleNamespace(launches={}, ptr=0))
                  for o in outs]
         for call in dev.backend.batch(calls) if batched else calls:

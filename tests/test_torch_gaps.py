@@ -159,3 +159,16 @@ def test_aminmax_out_as_torchs(out_dtypes):
     for g, w, o in zip(got, want, got_outs):
         assert g is o
         torch.testing.assert_close(g.torch(), w)
+
+
+def test_multinomial_out_of_another_dtype_is_refused_and_left_untouched():
+    """torch's CPU multinomial takes only an int64 out= (its meta kernel takes any): refused when
+    recorded, as torch refuses at once, so ``out`` keeps its value instead of becoming a failed one."""
+    with pytest.raises(RuntimeError):
+        torch.multinomial(torch.tensor([0.2, 0.3, 0.5]), 2, out=torch.zeros(2, dtype=torch.float64))
+    out = lf.tensor([7.0, 8.0], dtype=lf.float64)
+    with pytest.raises(RuntimeError):
+        lf.multinomial(lf.tensor([0.2, 0.3, 0.5]), 2, out=out)
+    assert out.tolist() == [7.0, 8.0]
+    good = lf.zeros(2, dtype=lf.int64)
+    assert lf.multinomial(lf.tensor([0.0, 1.0, 0.0]), 1, out=good) is good and good.tolist()[0] == 1
