@@ -61,6 +61,15 @@ def minimum(a, b):
 CAT_SELECTS = 1 << 16
 
 
+def _sequence_of_tensors(name, tensors) -> list:
+    """``tensors`` as a list; one Tensor is refused, as torch's binding refuses it (iterated, its
+    rows would be concatenated)."""
+    if isinstance(tensors, Tensor):
+        raise DTypeError(f"{name}(): argument 'tensors' must be a tuple or list of Tensors, not one Tensor "
+                         f"(pass [t] or t.unbind(0))")
+    return list(tensors)
+
+
 def cat(tensors, dim=0, *, out=None):
     """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
     arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
@@ -69,7 +78,7 @@ def cat(tensors, dim=0, *, out=None):
     if out is not None:
         from .extern import write_out
         return write_out("cat", cat(tensors, dim), out)
-    tensors = list(tensors)
+    tensors = _sequence_of_tensors("cat", tensors)
     if not tensors:
         raise ShapeError("cat needs a non-empty sequence of Tensors, got an empty one")
     if not all(isinstance(t, Tensor) for t in tensors):
@@ -108,7 +117,7 @@ def cat(tensors, dim=0, *, out=None):
 
 def stack(tensors, dim=0):
     """Join same-shaped tensors along a new dim ``dim``."""
-    tensors = list(tensors)
+    tensors = _sequence_of_tensors("stack", tensors)
     if not tensors:
         raise ShapeError("stack needs a non-empty sequence of Tensors, got an empty one")
     if any(t.shape != tensors[0].shape for t in tensors):

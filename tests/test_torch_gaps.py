@@ -172,3 +172,15 @@ def test_multinomial_out_of_another_dtype_is_refused_and_left_untouched():
     assert out.tolist() == [7.0, 8.0]
     good = lf.zeros(2, dtype=lf.int64)
     assert lf.multinomial(lf.tensor([0.0, 1.0, 0.0]), 1, out=good) is good and good.tolist()[0] == 1
+
+
+@pytest.mark.parametrize("name", ["cat", "stack"])
+def test_one_tensor_as_the_sequence_is_refused_as_torchs(name):
+    """torch.cat(t) / torch.stack(t) of one Tensor is a TypeError (its rows are not a sequence for
+    torch's binding); lazyfuse refused nothing and wrote ``out``."""
+    with pytest.raises(TypeError):
+        getattr(torch, name)(torch.zeros(2, 3))
+    out = lf.tensor([1.0, 2.0])
+    with pytest.raises(TypeError):
+        getattr(lf, name)(lf.zeros(2, 3), **({"out": out} if name == "cat" else {}))
+    assert out.tolist() == [1.0, 2.0]
