@@ -890,6 +890,39 @@ def _method_as_function(name: str):
 FUNCTIONS.update({name: _method_as_function(name) for name in _NATIVE_METHOD_FUNCTIONS})
 
 
+def _taking_out(name: str, fn):
+    """``lf.<name>(..., out=t)`` for a native function that has no ``out`` of its own (torch's
+    ``torch.add(a, b, out=c)``): the result recorded natively and written into ``t``
+    (``extern.write_out``: resized as torch's) where it has ``t``'s dtype; where it has not, torch's
+    function as an extern, which applies that op's own rule (an elementwise op casts, ``cumsum``
+    computes in ``out``'s dtype, ``mm`` refuses) and leaves the native result unread (elided)."""
+    @functools.wraps(fn)
+    def function(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        from .extern import write_out
+        from .tensor import Tensor
+        result = fn(*args, **kwargs)
+        if isinstance(out, Tensor) and isinstance(result, Tensor) and result.dtype == out.dtype:
+            return write_out(name, result, out, casts="exact")
+        import torch
+        from .surface import namespace_function
+        return namespace_function(torch, "lf.", name)(*args, out=out, **kwargs)
+    return function
+
+
+def _has_out(fn) -> bool:
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True   # (no signature to read: left as it is)
+    return builtins.any(p.name == "out" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+FUNCTIONS.update({name: _taking_out(name, fn) for name, fn in FUNCTIONS.items() if not _has_out(fn)})
+
+
 def install() -> None:
     """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
     from .tensor import Tensor

@@ -184,3 +184,36 @@ def test_one_tensor_as_the_sequence_is_refused_as_torchs(name):
     with pytest.raises(TypeError):
         getattr(lf, name)(lf.zeros(2, 3), **({"out": out} if name == "cat" else {}))
     assert out.tolist() == [1.0, 2.0]
+
+
+_OUT_CALLS = {
+    "add": lambda m, a, b, out: m.add(a, b, alpha=2, out=out),
+    "sub": lambda m, a, b, out: m.sub(a, b, out=out),
+    "mul": lambda m, a, b, out: m.mul(a, b, out=out),
+    "div": lambda m, a, b, out: m.div(a, b, out=out),
+    "cumsum": lambda m, a, b, out: m.cumsum(a, 0, out=out),
+    "mm": lambda m, a, b, out: m.mm(a.reshape(3, 1), b.reshape(1, 3), out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OUT_CALLS))
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.int64])
+def test_native_functions_take_out_as_torchs(name, out_dtype):
+    """``torch.add(a, b, out=c)`` and the like on lazyfuse's native functions: written into ``out``
+    and returned where torch takes it, its dtype's rule torch's (an elementwise op casts to a wider
+    out, refuses an int out of a float result; cumsum computes in out's dtype; mm takes only its own)."""
+    import numpy as np
+    a_np, b_np = np.array([1.5, -2.0, 3.25], np.float32), np.array([0.5, 4.0, -1.0], np.float32)
+    call = _OUT_CALLS[name]
+    want_out = torch.zeros(3 if name != "mm" else (3, 3), dtype=out_dtype)
+    lf_dtype = {torch.float32: lf.float32, torch.float64: lf.float64, torch.int64: lf.int64}[out_dtype]
+    got_out = lf.zeros(*want_out.shape, dtype=lf_dtype)
+    try:
+        call(torch, torch.from_numpy(a_np), torch.from_numpy(b_np), want_out)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            call(lf, lf.tensor(a_np), lf.tensor(b_np), got_out)
+        assert got_out.tolist() == torch.zeros_like(want_out).tolist()
+        return
+    assert call(lf, lf.tensor(a_np), lf.tensor(b_np), got_out) is got_out
+    torch.testing.assert_close(got_out.torch(), want_out)
