@@ -544,8 +544,9 @@ def _into_out(fn, args, kwargs):
     a view of an input, so nothing would launch and ``t`` would keep its old value."""
     kwargs = dict(kwargs)
     out = kwargs.pop("out")
-    _torch_takes_out(fn, args, kwargs, out)
-    if isinstance(out, Tensor) and isinstance(result_dtype := _meta_dtype(fn, args, kwargs), torch.dtype) \
+    spec, tensors = flatten(args, kwargs)
+    _torch_takes_out(fn, spec, tensors, out)
+    if isinstance(out, Tensor) and isinstance(result_dtype := _meta_dtype(fn, spec, tensors), torch.dtype) \
             and result_dtype is not out.dtype.torch:
         # torch computes in out's dtype where it differs (cumsum into an int64 out sums integers)
         result = extern(_computing_in(fn, out.dtype.torch), *args, **kwargs)
@@ -558,10 +559,15 @@ def _into_out(fn, args, kwargs):
     return write_out(_name(fn), extern(fn, *args, **kwargs), out, casts="any")
 
 
-def _meta_dtype(fn, args, kwargs):
-    """The dtype of ``fn``'s (single) result on the meta device, or None."""
-    spec, tensors = flatten(args, kwargs)
-    margs, mkwargs = rebuild(spec, [torch.empty(t.shape, dtype=t.dtype.torch, device="meta") for t in tensors])
+def _meta_like(tensors) -> list:
+    """Empty meta tensors of ``tensors``' shapes and dtypes: what torch's meta kernels are asked with."""
+    return [torch.empty(t.shape, dtype=t.dtype.torch, device="meta") for t in tensors]
+
+
+def _meta_dtype(fn, spec, tensors):
+    """The dtype of ``fn``'s (single) result on the meta device (its arguments ``flatten``ed to
+    ``spec`` and ``tensors``), or None."""
+    margs, mkwargs = rebuild(spec, _meta_like(tensors))
     try:
         r = fn(*margs, **mkwargs)
     except Exception:  # noqa: BLE001 (no meta kernel, or a refusal the call itself reports)
@@ -590,15 +596,14 @@ def _computing_in(fn, dtype):
     return call
 
 
-def _torch_takes_out(fn, args, kwargs, out) -> None:
+def _torch_takes_out(fn, spec, tensors, out) -> None:
     """Refuse, as torch, an ``out=`` whose dtype ``fn`` does not cast its result to (each function
     has its rule: cumsum casts to any dtype, max(dim) to none): ``fn`` run on the meta device with
     ``out`` there (torch's own resize warning silenced: write_out gives it)."""
-    spec, tensors = flatten(args, kwargs)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if not all(isinstance(o, Tensor) for o in outs):
         return   # (write_out names the bad argument)
-    meta = [torch.empty(t.shape, dtype=t.dtype.torch, device="meta") for t in (*tensors, *outs)]
+    meta = _meta_like((*tensors, *outs))
     margs, mkwargs = rebuild(spec, meta[:len(tensors)])
     mout = meta[len(tensors):] if isinstance(out, (tuple, list)) else meta[-1]
     try:
