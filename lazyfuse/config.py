@@ -47,6 +47,16 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _vector_width(raw: str):
+    """``auto`` (None) or a width in bits: 128, 256 or 512."""
+    low = raw.strip().lower()
+    if low == "auto":
+        return None
+    if low not in ("128", "256", "512"):
+        raise ValueError
+    return int(low)
+
+
 def _thread_count(raw: str):
     """``auto`` (None) or a count >= 1."""
     low = raw.strip().lower()
@@ -65,7 +75,8 @@ def _thread_count(raw: str):
 _ENVIRON_STORE = getattr(os.environ, "_data", None) if hasattr(os.environ, "encodekey") else None
 
 _ALLOWED = {_bool: "a boolean (1/0, true/false, on/off, yes/no)", _whole_number: "a whole number >= 0",
-            _text: "any text", _thread_count: "'auto' or a thread count >= 1"}
+            _text: "any text", _thread_count: "'auto' or a thread count >= 1",
+            _vector_width: "'auto', 128, 256 or 512"}
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,11 @@ MARCH = _declare(
     "LAZYFUSE_MARCH", "native", _text, "use",
     "the C compiler's `-march` target (default `native`), e.g. `x86-64-v2`; part of the library and "
     "autotuning keys")
+VECTOR_WIDTH = _declare(
+    "LAZYFUSE_VECTOR_WIDTH", None, _vector_width, "use",
+    "the SIMD width in bits the C compiler prefers for the kernels' loops (`-mprefer-vector-width`): "
+    "`auto` (default: 512 where the `-march` target has AVX-512, else the compiler's own choice), or "
+    "128, 256, 512 (x86 compilers only); part of the library and autotuning keys")
 THREADS = _declare(
     "LAZYFUSE_THREADS", None, _thread_count, "use",
     "threads of the C kernels' parallel regions: `auto` (default: the cores other processes leave free, "

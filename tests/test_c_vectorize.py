@@ -2,6 +2,7 @@
 ``-fopt-info-vec-optimized``, every innermost loop of the kernel is reported vectorised."""
 from __future__ import annotations
 
+import platform
 import re
 import subprocess
 
@@ -134,3 +135,61 @@ def test_the_one_node_ops_vectorise(name, tmp_path):
     _, sources = kernel_sources(lambda: ONE_NODE_OPS[name](x, y).numpy())
     (src,) = sources
     assert unvectorised_loops(src, tmp_path) == [], src
+
+
+def _cpu_has_avx512() -> bool:
+    try:
+        return " avx512f" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+def test_kernels_use_the_cpus_whole_vector_width(tmp_path):
+    """On an AVX-512 CPU the kernels' loops run on 512-bit registers: gcc's tuning for Intel's
+    server cores prefers 256 bits unless told (``LAZYFUSE_VECTOR_WIDTH``, default ``auto``), which
+    halved the lanes of every compute-bound kernel on a Xeon."""
+    if c_compile.compiler() is None or c_compile.march() != "native" or not _cpu_has_avx512():
+        pytest.skip("needs a C compiler targeting this CPU, and a CPU with AVX-512")
+    c_file = tmp_path / "scale.c"
+    c_file.write_text("void scale(float *restrict y, const float *restrict x, long n)\n"
+                      "{ for (long i = 0; i < n; i++) y[i] = x[i] * 3.0f + 1.0f; }\n")
+    flags = [f for f in c_compile.flags() if f not in ("-shared", "-fPIC")]
+    asm = subprocess.run([c_compile.compiler(), *flags, "-S", "-o", "-", str(c_file)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "zmm" in asm, "the loop was vectorised below the CPU's 512-bit width"
+
+
+def _x86_compiler() -> bool:
+    return c_compile.compiler() is not None and platform.machine().lower() in ("x86_64", "amd64")
+
+
+def test_the_vector_width_is_part_of_the_library_key(monkeypatch):
+    if not _x86_compiler():
+        pytest.skip("needs an x86 C compiler")
+    keys = set()
+    for width in ("128", "256", "512"):
+        monkeypatch.setenv("LAZYFUSE_VECTOR_WIDTH", width)
+        assert f"-mprefer-vector-width={width}" in c_compile.flags()
+        keys.add(c_compile.library_key("int x;", c_compile.compiler()))
+    assert len(keys) == 3
+
+
+def test_a_bad_vector_width_names_the_knob(monkeypatch):
+    monkeypatch.setenv("LAZYFUSE_VECTOR_WIDTH", "1024")
+    with pytest.raises(lf.ConfigError, match="LAZYFUSE_VECTOR_WIDTH"):
+        c_compile.flags()
+
+
+@pytest.mark.parametrize("width", ["128", "256", "512"])
+def test_every_vector_width_computes_torchs_values(monkeypatch, width):
+    """Each ``LAZYFUSE_VECTOR_WIDTH`` builds kernels of its own that agree with torch: a chain of
+    transcendental math and a row reduction."""
+    if not _x86_compiler():
+        pytest.skip("needs an x86 C compiler")
+    monkeypatch.setenv("LAZYFUSE_VECTOR_WIDTH", width)
+    xs = np.random.default_rng(int(width)).standard_normal((37, 129)).astype(np.float32)
+    x = lf.tensor(xs)
+    got = ((x.sin() * x.exp()).tanh() + x.erf()).sum(-1).numpy()
+    t = torch.from_numpy(xs).double()
+    want = ((t.sin() * t.exp()).tanh() + torch.erf(t)).sum(-1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
