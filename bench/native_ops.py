@@ -42,6 +42,7 @@ OPS.update({
     "masked_fill": lambda lib, x, y, m: x.masked_fill(m, 0.0),
     "tril": lambda lib, x, y, m: lib.tril(x),
     "flip": lambda lib, x, y, m: lib.flip(x, (1,)),
+    "roll": lambda lib, x, y, m: lib.roll(x, 3, 1),
     "sum(-1)": lambda lib, x, y, m: x.sum(-1),
     "sum(0)": lambda lib, x, y, m: x.sum(0),
     "mean(-1)": lambda lib, x, y, m: x.mean(-1),

@@ -224,9 +224,6 @@ def flip(x, *dim_args, dims=None):
     """``x`` reversed along ``dims`` (a list, or ints as ``x.flip(0, 2)``): a copy (as torch's), one
     ``FLIP`` node that reads the source at n - 1 - i along each dim (index arithmetic; lazyfuse
     views have no negative strides)."""
-    from . import autograd
-    from .ir.node import Node
-    from .tensor import result_tensor
     if dims is None:
         dims = dim_args[0] if len(dim_args) == 1 else dim_args
     dims = [dims] if isinstance(dims, int) else list(dims)
@@ -234,12 +231,21 @@ def flip(x, *dim_args, dims=None):
         if x.ndim else ()
     if not flipped:
         return x.clone()
+    return reindexed(x, Op.FLIP, flipped, lambda g: flip(g, flipped))
+
+
+def reindexed(x, op, arg, gradient):
+    """``x`` copied through one index-arithmetic node ``op`` (``FLIP``, ``ROLL``) with ``arg``;
+    under autograd the gradient of ``x`` is ``gradient`` of the result's (the inverse reindexing)."""
+    from . import autograd
+    from .ir.node import Node
+    from .tensor import result_tensor
     if autograd.recording(x):
         with autograd.no_grad():
-            out = flip(x, flipped)
-        return autograd.graph.attach(out, "flip", [(x, lambda g: flip(g, flipped))])
+            out = reindexed(x, op, arg, gradient)
+        return autograd.graph.attach(out, op.label, [(x, gradient)])
     src = ops.operand_node(x.device.engine, x, x.dtype, x.shape)
-    return result_tensor(x.device, Node(Op.FLIP, (src,), x.dtype, x.shape, flipped))
+    return result_tensor(x.device, Node(op, (src,), x.dtype, x.shape, arg))
 
 
 def fliplr(x):

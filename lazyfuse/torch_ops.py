@@ -579,8 +579,11 @@ def tile(x, *dims):
 
 
 def roll(x, shifts, dims=None):
-    """``x`` rotated by ``shifts`` along ``dims`` (flattened when None): two slices, concatenated."""
-    from .functions import cat
+    """``x`` rotated by ``shifts`` along ``dims`` (flattened when None): a copy, one ``ROLL``
+    node that reads the source at (i - shift) mod n along each dim (index arithmetic, fused with
+    its neighbours). The shifts are part of the kernel (a new shift compiles anew: programs
+    rarely change theirs); the sizes are runtime values."""
+    from .torch_index import reindexed
     if dims is None:
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
     shifts = [shifts] if isinstance(shifts, int) else list(shifts)
@@ -589,15 +592,15 @@ def roll(x, shifts, dims=None):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
     if x.ndim == 0:
         raise InvalidIndexError(f"roll: dims={dims} specified, but the tensor has no dimensions")
+    total = {}   # dim -> its shift in (0, n): a dim named twice rolls by the sum (torch's)
     for s, d in zip(shifts, dims):
         d = normalize_dim(d, x.ndim)
         n = x.shape[d]
-        if n == 0:
-            continue
-        s %= n
-        if s:
-            x = cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], d)
-    return x
+        total[d] = (total.get(d, 0) + s) % n if n else 0
+    rolled = tuple(sorted((d, s) for d, s in total.items() if s))
+    if not rolled:
+        return x.clone()
+    return reindexed(x, Op.ROLL, rolled, lambda g: roll(g, [-s for _, s in rolled], [d for d, _ in rolled]))
 
 
 def diagonal(x, offset=0, dim1=0, dim2=1):

@@ -256,3 +256,91 @@ def run_at_size(dev, steps, live, m: int, rng, v, w):
         np.testing.assert_allclose(value, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()),
                                    err_msg=f"value {k} at m={m}: {steps}")
     return moved
+
+
+# -- index arithmetic at three sizes of the dim it reindexes ---------------------------------------
+# Each program reads ``x`` of shape (5, n) through one index-arithmetic op along its last dim (n
+# the size that changes) between elementwise ops. Their sizes are runtime values in the printed
+# index: flip's ``n - 1 - i`` and roll's ``(i - shift) mod n`` (``index.render``), the triangle's
+# ``j - i`` comparison, a movedim's strides, an unflatten into (2, n / 2) rows. (A roll with no
+# dims, of the flattened tensor, is not among them: its reshape back divides by the literal n.)
+REINDEXING = {
+    "flip": lambda x: (x * 2).flip(-1) + 1,
+    "flip both dims": lambda x: (x * 2).flip((0, 1)) + 1,
+    "roll": lambda x: (x * 2).roll(3, -1) + 1,
+    "roll back": lambda x: (x * 2).roll(-2, 1) + 1,
+    "roll both dims": lambda x: (x * 2).roll((1, 2), (0, 1)) + 1,
+    "roll of a flip": lambda x: (x * 2).flip(1).roll(1, 1) + 1,
+    "roll into a row sum": lambda x: (x.roll(3, 1) * 2).sum(-1),
+    "flip into a column sum": lambda x: (x.flip(1) * 2).sum(0),
+    "tril": lambda x: (x * 2).tril(1) + 1,
+    "triu": lambda x: (x * 2).triu(-2) + 1,
+    "movedim": lambda x: (x * 2).movedim(0, 1) + 1,
+    "unflatten": lambda x: (x * 2).unflatten(1, (2, x.shape[1] // 2)) + 1,
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(REINDEXING))
+def test_index_arithmetic_at_a_second_and_third_size_runs_no_compiler(fresh_cache, device, name):
+    """Values against torch at n = 8, 12, 10; the second and third size compile nothing and launch
+    one kernel, as the first (a reindexing fuses with its neighbours)."""
+    dev, fn = lf.device(device), REINDEXING[name]
+    moved = []
+    for n in (8, 12, 10):
+        t = torch.randn(5, n)
+        x = lf.tensor(t, device=dev)
+        lf.sync(dev)
+        before = lf.stats(dev)
+        got = fn(x).torch()
+        moved.append(lf.stats(dev) - before)
+        torch.testing.assert_close(got, fn(t), msg=f"{name} at n={n}")
+    assert moved[0].kernels_launched == 1, name
+    for n, d in zip((12, 10), moved[1:]):
+        assert (d.compiler_runs, d.kernels_launched) == (0, 1), f"{name} at n={n} after n=8: {d}"
+
+
+def test_flip_and_roll_print_their_sizes_as_the_runtime_extents():
+    """The printed index of a flip reads its source at ``n_p1 - 1 - p1``, a roll's at ``p1 - shift``
+    plus ``n_p1`` where that is negative: no literal size, a division neither."""
+    x = lf.tensor(torch.randn(5, 9), device=CPU)
+    flip, = lf.explain((x * 2).flip(1) + 1).kernels
+    roll, = lf.explain((x * 2).roll(3, 1) + 1).kernels
+    assert "(n_p1 - 1 - p1)" in flip.source and "a0[(n_p1*p0 + (n_p1 - 1 - p1))]" in flip.source
+    assert "a0[(n_p1*p0 + ((-3 + p1) + n_p1*((-3 + p1) < 0)))]" in roll.source
+    assert not any(f"{n}*" in k.source or f"% {n}" in k.source for k in (flip, roll) for n in (8, 9))
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_roll_and_flip_gradients_are_the_inverse_reindexing(device):
+    """roll's gradient is the roll by -shift, flip's the flip: against torch's autograd."""
+    dev = lf.device(device)
+    t, w = torch.randn(4, 7, dtype=torch.float64), torch.randn(4, 7, dtype=torch.float64)
+    x = lf.tensor(t, device=dev, requires_grad=True)
+    (x.exp().roll((3, -1), (1, 0)).flip(1) * lf.tensor(w, device=dev)).sum().backward()
+    ref = t.clone().requires_grad_()
+    (ref.exp().roll((3, -1), (1, 0)).flip(1) * w).sum().backward()
+    torch.testing.assert_close(x.grad.torch(), ref.grad)
+
+
+def test_roll_by_zero_or_a_whole_turn_is_a_copy_and_a_dim_named_twice_adds_its_shifts():
+    t = torch.randn(3, 4)
+    x = lf.tensor(t, device=CPU)
+    for shifts, dims in ((0, 1), (4, 1), (-8, 1), ((1, 2), (1, 1)), ((5, -3), (0, -1))):
+        got = x.roll(shifts, dims)
+        assert got is not x and torch.equal(got.torch(), t.roll(shifts, dims)), (shifts, dims)
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@settings(COMMON, max_examples=scaled(15), deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), data=st.data())
+def test_random_flips_and_rolls_equal_torch(device, shape, data):
+    """A flip of random dims, then a roll by random shifts (negative, beyond the size), of a
+    random shape: equal to torch's."""
+    dims = st.integers(-len(shape), len(shape) - 1)
+    flipped = data.draw(st.lists(dims, unique_by=lambda d: d % len(shape), max_size=len(shape)), label="flipped")
+    rolled = data.draw(st.lists(dims, min_size=1, max_size=3), label="rolled")
+    shifts = data.draw(st.lists(st.integers(-20, 20), min_size=len(rolled), max_size=len(rolled)), label="shifts")
+    t = torch.randn(*shape)
+    got = (lf.tensor(t, device=lf.device(device)).flip(flipped) * 2).roll(shifts, rolled)
+    assert torch.equal(got.torch(), (t.flip(flipped) * 2).roll(shifts, rolled))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
-from .index import SHAPE_GENERIC, Affine, extent_strides, render
+from .index import SHAPE_GENERIC, Affine, render
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .row_cache import kept_values
@@ -381,7 +381,7 @@ class CPrinter(Printer):
         return self.extents.get(v, str(v.extent))
 
     def index(self, a: Affine) -> str:
-        return render(a, "/", extent_strides(a, self.extents)) if self.extents else render(a, "/")
+        return render(a, "/", self.extents)
 
     def size(self, vars_) -> str:
         """The product of ``vars_``' extents, in the source."""

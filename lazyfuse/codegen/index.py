@@ -152,33 +152,65 @@ def substitute(a: Affine, mapping: dict) -> Affine:
     return acc
 
 
-def render(a: Affine, floordiv: str, number=str) -> str:
+def wrapped_var(t, extents: dict):
+    """The loop variable ``v`` (one of ``extents``) that the term ``t`` wraps around: ``t`` is
+    ``(v + c) % n`` with ``n`` v's extent and the form below ``2 * n`` (a roll's index, v shifted
+    cyclically by ``c - n``), else None. Such a term ranges over v's values, as v does."""
+    if not (isinstance(t, DivMod) and t.div == 1 and t.mod is not None and 0 <= t.base.min and t.base.max < 2 * t.mod):
+        return None
+    return next((v for v, c in t.base.terms if c == 1 and v in extents and v.extent == t.mod), None)
+
+
+def render(a: Affine, floordiv: str, extents=None, number=None) -> str:
     """``a`` as source text; ``floordiv`` is the language's integer division (C ``/``, Python ``//``:
-    indices are never negative, so the two agree). ``number`` prints each coefficient (a printer
-    may print one as a product of runtime extents); div/mod constants stay literals, which
-    compilers turn into multiplications."""
-    parts = [str(a.const)] if a.const or not a.terms else []
+    indices are never negative, so the two agree). ``extents`` (Var -> its runtime extent's name
+    in the source; none: every size a literal) makes the sizes in the text runtime values: each
+    row-major coefficient (``extent_strides``), a loop variable read backwards (a flip's
+    ``n - 1 - v``) and one wrapped around its extent (a roll's); other div/mod constants stay
+    literals, which compilers turn into multiplications. Value-preserving at this size: a
+    printer that prints each size's source anew is right whatever another size's shares with it."""
+    extents = extents or {}
+    number = number or extent_strides(a, extents)
+    const, parts = a.const, []
     for t, c in a.terms:
-        if isinstance(t, DivMod):
-            base = render(t.base, floordiv, number)
+        wrapped = wrapped_var(t, extents)
+        if wrapped is not None:
+            # (v + c) % n with no division and n the runtime one, from the smaller offset of c and
+            # c - n (a roll's shift, the same at every size above twice it): v + c - n, plus n
+            # where that is negative, or v + c, less n where that reaches n
+            n = extents[wrapped]
+            if 2 * t.base.const >= t.mod:
+                shifted = render(t.base + Affine(-t.mod, ()), floordiv, extents, number)
+                term = f"({shifted} + {n}*({shifted} < 0))"
+            else:
+                shifted = render(t.base, floordiv, extents, number)
+                term = f"({shifted} - {n}*({shifted} >= {n}))"
+        elif isinstance(t, DivMod):
+            base = render(t.base, floordiv, extents, number)
             term = f"({base} {floordiv} {t.div})" if t.div != 1 else base
             term = f"({term} % {t.mod})" if t.mod is not None else term
         else:
             term = t.name
+        if c < 0 and (t in extents or wrapped is not None):
+            # a loop (or a rolled one) read backwards, a flip's -k*v, as k*(n - 1 - v) - k*(n - 1):
+            # the offset from the runtime extent, not a literal
+            const += c * t.max
+            c, term = -c, f"({extents[wrapped or t]} - 1 - {term})"
         parts.append(term if c == 1 else f"{number(c)}*{term}")
-    return "(" + " + ".join(parts) + ")"
+    return "(" + " + ".join(([str(const)] if const or not parts else []) + parts) + ")"
 
 
 def extent_strides(a: Affine, extents: dict):
     """A ``number`` for ``render``: each coefficient of ``a`` that is the next smaller one times
     that loop's extent (a row-major stride: the row length of a matrix read row by row) as
     that product of the loops' runtime extents (``extents``: Var -> its name in the source);
-    other coefficients stay literals. Value-preserving at this size: a printer that prints
-    each size's source anew is right whatever another size's source shares with it."""
+    other coefficients stay literals. A loop read backwards (a negative coefficient) or wrapped
+    around its extent (``wrapped_var``) is a loop of its extent here too."""
+    ranges = [(abs(c), t) for t, c in a.terms if t in extents] + \
+        [(abs(c), v) for v, c in ((wrapped_var(t, extents), c) for t, c in a.terms) if v is not None]
     names, prev = {}, None
-    for t, c in sorted(((t, c) for t, c in a.terms if t in extents and c > 0), key=lambda tc: tc[1]):
+    for c, v in sorted(ranges, key=lambda cv: cv[0]):
         if prev is not None and c == prev[0] * prev[1].extent:
             names[c] = extents[prev[1]] if prev[0] == 1 else f"{names.get(prev[0], prev[0])}*{extents[prev[1]]}"
-        prev = (c, t)
+        prev = (c, v)
     return lambda c: names.get(c, str(c))
-

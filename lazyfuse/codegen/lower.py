@@ -46,6 +46,17 @@ def lower_group(nodes, pos, group, slots, producers, name: str):
     return Kernel(name, (), (), (), (), args, scalars, segments=segments), first
 
 
+def reindexed_source(n, idx) -> tuple:
+    """The index at which a ``FLIP`` or ``ROLL`` node reads its source for its own ``idx``:
+    n - 1 - i along each flipped dim, (i - shift) mod n along each rolled one (from the
+    non-negative form i + n - shift). The printers print both n's as the runtime extent of the
+    loop that reads the dim (``index.render``), so neither is a new library at a new size."""
+    if n.op is Op.FLIP:
+        return tuple(Affine(s - 1, ()) + a.scale(-1) if d in n.arg else a for d, (a, s) in enumerate(zip(idx, n.shape)))
+    shifts = dict(n.arg)
+    return tuple(ix.mod(a + Affine(s - shifts[d], ()), s) if d in shifts else a for d, (a, s) in enumerate(zip(idx, n.shape)))
+
+
 class Lowering:
     def __init__(self, nodes, pos, group, slots, producers, shared: "Lowering | None" = None):
         self.nodes = nodes
@@ -139,9 +150,8 @@ class Lowering:
             return self.ev(si, ix.unravel(flat, src.shape))
         if n.op is Op.CAT:
             return self.concatenation(n, idx)
-        if n.op is Op.FLIP:   # the source at n - 1 - i along each flipped dim
-            at = tuple(Affine(s - 1, ()) + a.scale(-1) if d in n.arg else a for d, (a, s) in enumerate(zip(idx, n.shape)))
-            return self.ev(pos[id(n.srcs[0])], at)
+        if n.op in (Op.FLIP, Op.ROLL):
+            return self.ev(pos[id(n.srcs[0])], reindexed_source(n, idx))
         if n.kind is Kind.ELEMENTWISE:
             return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype)
         flat = ix.linear(idx, contiguous_strides(n.shape))

@@ -50,7 +50,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
-from .index import SHAPE_GENERIC, Affine, Var, extent_strides, render
+from .index import SHAPE_GENERIC, Affine, Var, render
 from .kernel import (Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, divides_integers,
                      is_python_scalar)
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
@@ -285,7 +285,7 @@ class TritonPrinter(Printer):
         self.flag_word = kernel.error_flag_word   # (a foreach segment's: its kernel's, set by that printer)
 
     def index(self, a: Affine) -> str:
-        return render(a, "//", extent_strides(a, self.extents)) if self.extents else tl_index(a)
+        return render(a, "//", self.extents)
 
     def size(self, vars_) -> str:
         """The product of ``vars_``' extents, in the source."""

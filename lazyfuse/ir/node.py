@@ -121,6 +121,9 @@ class Op(enum.Enum):
     # the source reversed along the dims ``arg`` (a sorted tuple): index arithmetic, the source
     # read at n - 1 - i along each (a copy, as torch.flip's; views have no negative strides)
     FLIP = ("flip", Kind.ELEMENTWISE)
+    # the source rotated along dims: ``arg`` a sorted tuple of (dim, shift), 0 < shift < size,
+    # the source read at (i - shift) mod n along each (index arithmetic, as FLIP)
+    ROLL = ("roll", Kind.ELEMENTWISE)
     # reductions over ``arg`` (a sorted tuple of axes); the result keeps the axes with size 1
     SUM = ("sum", Kind.REDUCE)
     MAX = ("max", Kind.REDUCE)
@@ -170,7 +173,7 @@ BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP}
+    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP}
 
 
 class Node:
