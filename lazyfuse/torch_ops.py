@@ -586,12 +586,14 @@ def roll(x, shifts, dims=None):
     from .torch_index import reindexed
     if dims is None:
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
-    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    shifts = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
     dims = [dims] if isinstance(dims, int) else list(dims)
     if len(shifts) != len(dims):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
     if x.ndim == 0:
         raise InvalidIndexError(f"roll: dims={dims} specified, but the tensor has no dimensions")
+    if not builtins.all(isinstance(s, int) and not isinstance(s, bool) for s in shifts):
+        raise InvalidIndexError(f"roll: shifts {shifts} must be ints (a shift is a count of positions)")
     total = {}   # dim -> its shift in (0, n): a dim named twice rolls by the sum (torch's)
     for s, d in zip(shifts, dims):
         d = normalize_dim(d, x.ndim)

@@ -329,6 +329,9 @@ def test_roll_by_zero_or_a_whole_turn_is_a_copy_and_a_dim_named_twice_adds_its_s
     for shifts, dims in ((0, 1), (4, 1), (-8, 1), ((1, 2), (1, 1)), ((5, -3), (0, -1))):
         got = x.roll(shifts, dims)
         assert got is not x and torch.equal(got.torch(), t.roll(shifts, dims)), (shifts, dims)
+    with pytest.raises(lf.InvalidIndexError, match="shifts .* must be ints"):
+        x.roll(1.5, 0)
+    assert torch.equal((x * 2).torch(), t * 2)   # the engine goes on
 
 
 @pytest.mark.parametrize("device", ["cpu", "interpreter"])
