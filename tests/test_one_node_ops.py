@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyfuse as lf
+from programs import COMMON, scaled
 
 DEVICES = ["cpu", "interpreter"]
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -533,3 +536,24 @@ def test_lerp_xlogy_logaddexp2_fuse_into_one_kernel(device):
     want = (torch.logaddexp2(torch.lerp(xt, yt, 0.3), torch.xlogy(xt, yt.abs()))
             + torch.lerp(yt, xt, xt.sigmoid())).sum(-1)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+_FLOAT32S = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@settings(COMMON, max_examples=scaled(60))
+@given(xs=st.lists(st.tuples(_FLOAT32S, _FLOAT32S, st.floats(-3.0, 3.0, width=32)), min_size=1, max_size=24))
+def test_xlogy_and_lerp_against_float64_on_any_float32s(xs):
+    """Randomised: any float32 operands (NaN, infinities, subnormals, signed zeros), ``xlogy`` within 3
+    ulps of float64 and its special cases exact, ``lerp`` within ``test_lerp_is_one_node...``'s bound
+    of float64 (its overflows to inf/NaN where float64's result does not fit float32 aside)."""
+    at, bt, wt = (torch.tensor(col, dtype=torch.float32) for col in zip(*xs))
+    a, b, w = lf.tensor(at), lf.tensor(bt), lf.tensor(wt)
+    assert_close_to_float64(lf.xlogy(a, b).torch(), torch.xlogy(at.double(), bt.double()), 3.0)
+    got = lf.lerp(a, b, w).torch().double()
+    want = torch.lerp(at.double(), bt.double(), wt.double())
+    fits = want.abs() <= torch.finfo(torch.float32).max / 4   # (float32's end - x itself may overflow beyond)
+    assert_same_values(got[want.isnan()], want[want.isnan()])
+    scale = torch.maximum(at.double().abs(), bt.double().abs()) * torch.finfo(torch.float32).eps
+    bound = 2 * scale * (1.0 + wt.double().abs()) + torch.finfo(torch.float32).tiny * 4   # (+ subnormal steps)
+    assert ((got - want).abs() <= bound)[fits & want.isfinite()].all()
