@@ -37,7 +37,8 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError, torch_refusal
+from .errors import (AutogradError, CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError,
+                     torch_refusal)
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import contiguous_strides, prod
@@ -622,12 +623,17 @@ def write_out(name, result, out, casts="can_cast"):
     program order and returned, as torch's ``out=``: an ``out`` of another shape is resized (a
     UserWarning, as torch's, when it had elements), and the result is cast to its dtype where
     ``casts`` allows: "can_cast" (torch.can_cast, the rule of torch's elementwise ops and cat),
-    "exact" (index_select, take, gather: the same dtype) or "any" (an extern: torch was asked)."""
+    "exact" (index_select, take, gather: the same dtype) or "any" (an extern: torch was asked). As
+    torch, refused where the result requires grad (autograd does not differentiate through out=)."""
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
         wanted = "a lazyfuse Tensor" if len(results) == 1 else f"{len(results)} lazyfuse Tensors"
         raise DTypeError(f"{name}: out= must be {wanted} (the result's), got {type(out).__name__}")
+    if autograd.is_grad_enabled() and _any_requires_grad(results):
+        raise AutogradError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                            "but one of the arguments requires grad (as torch); drop out= and use the result, or "
+                            "call it under lf.no_grad()")
     for o, r in zip(outs, results):
         _check_cast(name, r.dtype, o.dtype, casts)
         if tuple(o.shape) != tuple(r.shape) and not _fits_in_place(o, r.shape) and not _is_whole(o):

@@ -306,3 +306,26 @@ def test_native_functions_take_out_as_torchs(name, out_dtype):
         return
     assert call(lf, lf.tensor(a_np), lf.tensor(b_np), got_out) is got_out
     torch.testing.assert_close(got_out.torch(), want_out)
+
+
+@pytest.mark.parametrize("name", ["add", "maximum", "where", "matmul", "stack", "exp", "cumsum(extern)"])
+def test_out_of_an_input_that_requires_grad_is_refused_as_torchs(name):
+    """torch: "functions with out=... arguments don't support automatic differentiation" (a
+    RuntimeError); under no_grad the out is written, as torch's."""
+    calls = {"add": lambda m, x, o: m.add(x, x, out=o), "maximum": lambda m, x, o: m.maximum(x, x * 2, out=o),
+             "where": lambda m, x, o: m.where(x > 0, x, -x, out=o), "matmul": lambda m, x, o: m.matmul(x, x.t(), out=o),
+             "stack": lambda m, x, o: m.stack([x, x], out=o), "exp": lambda m, x, o: m.exp(x, out=o),
+             "cumsum(extern)": lambda m, x, o: m.cumsum(x, 0, out=o)}
+    call = calls[name]
+    with pytest.raises(RuntimeError, match="out="):
+        call(torch, _X.clone().requires_grad_(), torch.zeros(0))
+    x, out = lf.tensor(_X).requires_grad_(), lf.tensor([7.0])
+    with pytest.raises(lf.AutogradError, match="out="):
+        call(lf, x, out)
+    assert out.tolist() == [7.0]
+    with torch.no_grad():
+        want = call(torch, _X.clone().requires_grad_(), torch.zeros(0))
+    with lf.no_grad():
+        got = call(lf, x, out)
+    assert got is out
+    torch.testing.assert_close(out.torch(), want)
