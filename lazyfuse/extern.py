@@ -37,9 +37,11 @@ import torch
 
 from . import autograd
 from .autograd.graph import attach
-from .errors import CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError, torch_refusal
+from .errors import (AutogradError, CaptureError, DTypeError, LazyfuseError, ShapeError, UnsupportedOpError,
+                     torch_refusal)
 from .ir import dtypes as dt
 from .ir.node import Node, Op
+from .ir.shapes import contiguous_strides, prod
 from .ir.view import View
 from .ops import common_device
 from .tensor import Tensor, result_tensor
@@ -621,23 +623,62 @@ def write_out(name, result, out, casts="can_cast"):
     program order and returned, as torch's ``out=``: an ``out`` of another shape is resized (a
     UserWarning, as torch's, when it had elements), and the result is cast to its dtype where
     ``casts`` allows: "can_cast" (torch.can_cast, the rule of torch's elementwise ops and cat),
-    "exact" (index_select, take, gather: the same dtype) or "any" (an extern: torch was asked)."""
+    "exact" (index_select, take, gather: the same dtype) or "any" (an extern: torch was asked). As
+    torch, refused where the result requires grad (autograd does not differentiate through out=)."""
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
         wanted = "a lazyfuse Tensor" if len(results) == 1 else f"{len(results)} lazyfuse Tensors"
         raise DTypeError(f"{name}: out= must be {wanted} (the result's), got {type(out).__name__}")
+    if autograd.is_grad_enabled() and _any_requires_grad(results):
+        raise AutogradError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                            "but one of the arguments requires grad (as torch); drop out= and use the result, or "
+                            "call it under lf.no_grad()")
     for o, r in zip(outs, results):
         _check_cast(name, r.dtype, o.dtype, casts)
-        if tuple(o.shape) != tuple(r.shape) and not _is_whole(o):
-            raise ShapeError(f"{name}: out= is a view of shape {tuple(o.shape)}, the result {tuple(r.shape)}; torch "
-                             "would resize it within its base's storage, lazyfuse does not: pass a whole tensor "
-                             "or a view of the result's shape")
+        if tuple(o.shape) != tuple(r.shape) and not _fits_in_place(o, r.shape) and not _is_whole(o):
+            raise ShapeError(f"{name}: out= is a view of shape {tuple(o.shape)} at offset {o._view.offset} of a storage "
+                             f"of {prod(o._storage.shape)} elements, too small for the result {tuple(r.shape)} from "
+                             "there; torch would grow its base's storage, lazyfuse cannot (other tensors view it): "
+                             "pass a whole tensor, or a view of the result's shape or with room for it")
     for o, r in zip(outs, results):
         if tuple(o.shape) != tuple(r.shape):
             _resize(name, o, r.shape)
         o.copy_(r)
     return out
+
+
+def refuse_overlap(name, out, inputs, *, same_place_ok: bool) -> None:
+    """Refuse, as torch's ``out=``, an ``out`` whose memory overlaps an input's: in part, or wholly where
+    ``same_place_ok`` is false (cat and stack; an elementwise op may write an input, each element where
+    it was read). Values would be right here (the result is computed before it is written); the refusal
+    is torch's. As torch, only dense views are compared (torch's overlap test gives up on the others)."""
+    span = _dense_span(out) if isinstance(out, Tensor) else None
+    if span is None:
+        return
+    for t in inputs:
+        if not isinstance(t, Tensor) or t._storage is not out._storage:
+            continue
+        other = _dense_span(t)
+        if other is None or other[0] >= span[1] or span[0] >= other[1] or (same_place_ok and other == span):
+            continue
+        raise ShapeError(f"{name}: out= overlaps the memory of an input (torch refuses it: some elements of the input "
+                         "and the written-to tensor refer to a single memory location); pass a new tensor as out, "
+                         "or clone() the input first")
+
+
+def _dense_span(t):
+    """(first, end) of the storage elements ``t`` views where it views each of them once and no
+    other (dense in some dim order), else None (an empty, strided or expanded view)."""
+    v = t._view
+    if not v.numel:
+        return None
+    expected = 1
+    for stride, size in sorted((st, n) for st, n in zip(v.strides, v.shape) if n > 1):
+        if stride != expected:
+            return None
+        expected *= size
+    return v.offset, v.offset + v.numel
 
 
 def _torch_type_name(dtype) -> str:
@@ -662,15 +703,25 @@ def _is_whole(t) -> bool:
     return v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides
 
 
+def _fits_in_place(t, shape) -> bool:
+    """Whether ``shape``, laid out contiguously from ``t``'s offset, fits in ``t``'s storage (torch's
+    resize of an out= keeps the storage and the offset, and takes contiguous strides)."""
+    return t._view.offset + prod(shape) <= prod(t._storage.shape)
+
+
 def _resize(name, out, shape) -> None:
-    """``out`` (a whole tensor) rebound to a new storage of ``shape``, as torch's resize of an out=;
-    views taken of it earlier keep its old storage."""
+    """``out`` resized to ``shape`` as torch's resize of an out=: within its storage, contiguous from
+    its offset, where that fits (a view's base sees the result there, as torch's), else (a whole
+    tensor) rebound to a new storage, which views taken of it earlier do not share."""
     from .creation import empty
     if out.numel():
         warnings.warn(f"{name}: an output with one or more elements was resized since it had shape "
                       f"{list(out.shape)}, which does not match the required output shape {list(shape)} (as torch, "
                       "which deprecates it); resize it to zero elements first to reuse it silently", UserWarning,
                       stacklevel=4)
+    if _fits_in_place(out, shape):
+        out._view = View(tuple(shape), contiguous_strides(shape), out._view.offset)
+        return
     fresh = empty(shape, dtype=out.dtype, device=out.device)
     out._storage, out._view = fresh._storage, fresh._view
 

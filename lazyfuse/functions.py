@@ -27,31 +27,50 @@ def reset_stats(device=None) -> None:
     get_device(device).stats.reset()
 
 
-def matmul(a, b):
-    """Matrix product with torch's broadcasting rules (``a @ b``)."""
+def matmul(a, b, *, out=None):
+    """Matrix product with torch's broadcasting rules (``a @ b``). ``out=`` takes the result, of its
+    dtype only (torch's matmul does not cast into out)."""
+    if out is not None:
+        from .extern import write_out
+        return write_out("matmul", ops.matmul(a, b), out, casts="exact")
     return ops.matmul(a, b)
 
 
-def where(condition, input=None, other=None):  # noqa: A002 (torch's names)
+def where(condition, input=None, other=None, *, out=None):  # noqa: A002 (torch's names)
     """``input`` where ``condition`` is true, else ``other`` (broadcast); ``where(condition)``
-    alone is ``condition.nonzero(as_tuple=True)``, as torch (a drain: its size needs the data)."""
+    alone is ``condition.nonzero(as_tuple=True)``, as torch (a drain: its size needs the data).
+    ``out=`` takes the result, of its dtype only (torch's where does not cast into out)."""
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     if input is None or other is None:
-        from .errors import DTypeError
         raise DTypeError("where(condition, input, other) needs both input and other (or neither: the indices "
                          "where condition is true)")
+    if out is not None:
+        return _elementwise_out("where", ops.where(condition, input, other), out, (condition, input, other), "exact")
     return ops.where(condition, input, other)
 
 
-def maximum(a, b):
-    """Elementwise maximum (NaN-propagating, as torch's)."""
+def maximum(a, b, *, out=None):
+    """Elementwise maximum (NaN-propagating, as torch's); ``out=`` takes the result, cast as torch's
+    elementwise ops cast (to a dtype the result can be cast to)."""
+    if out is not None:
+        return _elementwise_out("maximum", ops.elementwise(Op.MAXIMUM, a, b), out, (a, b), "can_cast")
     return ops.elementwise(Op.MAXIMUM, a, b)
 
 
-def minimum(a, b):
-    """Elementwise minimum (NaN-propagating, as torch's)."""
+def minimum(a, b, *, out=None):
+    """Elementwise minimum (NaN-propagating, as torch's); ``out=`` as ``maximum``'s."""
+    if out is not None:
+        return _elementwise_out("minimum", ops.elementwise(Op.MINIMUM, a, b), out, (a, b), "can_cast")
     return ops.elementwise(Op.MINIMUM, a, b)
+
+
+def _elementwise_out(name, result, out, inputs, casts):
+    """``result`` written into ``out`` as torch's elementwise ``out=``: ``out`` may be an input itself
+    (each element written where it was read), not a part of one (``refuse_overlap``)."""
+    from .extern import refuse_overlap, write_out
+    refuse_overlap(name, out, inputs, same_place_ok=True)
+    return write_out(name, result, out, casts=casts)
 
 
 # A CAT kernel computes every piece at every output element and selects one (the operands of a
@@ -74,10 +93,14 @@ def cat(tensors, dim=0, *, out=None):
     """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
     arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
     all the pending pieces. A large one writes each piece into a slice of one new storage.
-    ``out=`` takes the result (``lazyfuse.extern.write_out``)."""
+    ``out=`` takes the result (``lazyfuse.extern.write_out``); as torch, not an ``out`` whose memory
+    overlaps a piece's."""
     if out is not None:
-        from .extern import write_out
-        return write_out("cat", cat(tensors, dim), out)
+        from .extern import refuse_overlap, write_out
+        tensors = _sequence_of_tensors("cat", tensors)
+        result = cat(tensors, dim)
+        refuse_overlap("cat", out, tensors, same_place_ok=False)
+        return write_out("cat", result, out)
     tensors = _sequence_of_tensors("cat", tensors)
     if not tensors:
         raise ShapeError("cat needs a non-empty sequence of Tensors, got an empty one")
@@ -115,15 +138,15 @@ def cat(tensors, dim=0, *, out=None):
     return out
 
 
-def stack(tensors, dim=0):
-    """Join same-shaped tensors along a new dim ``dim``."""
+def stack(tensors, dim=0, *, out=None):
+    """Join same-shaped tensors along a new dim ``dim``; ``out=`` as ``cat``'s."""
     tensors = _sequence_of_tensors("stack", tensors)
     if not tensors:
         raise ShapeError("stack needs a non-empty sequence of Tensors, got an empty one")
     if any(t.shape != tensors[0].shape for t in tensors):
         raise ShapeError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
     d = normalize_dim(dim, tensors[0].ndim + 1)
-    return cat([t.unsqueeze(d) for t in tensors], d)
+    return cat([t.unsqueeze(d) for t in tensors], d, out=out)
 
 
 __all__ = ["sync", "stats", "reset_stats", "matmul", "where", "maximum", "minimum", "cat", "stack"]

@@ -67,17 +67,6 @@ def _float_operands(*xs):
     return [x.to(wide) if isinstance(x, Tensor) else float(x) for x in xs], out
 
 
-def _as_tensors(a, b):
-    """Both operands as tensors (a Python scalar as a 0-d tensor of the other's dtype)."""
-    Tensor = _tensor_cls()
-    from .creation import full
-    if not isinstance(a, Tensor):
-        a = full((), a, dtype=b.dtype, device=b.device)
-    if not isinstance(b, Tensor):
-        b = full((), b, dtype=a.dtype, device=a.device)
-    return a, b
-
-
 def _floating_only(name, *xs):
     """torch's kernels of ``name`` take floating operands only (``"hypot_cpu" not implemented for
     'Long'``): refuse integer and bool ones as torch does, rather than compute in float32."""
@@ -230,11 +219,9 @@ def signbit(x):
 
 # -- binary -----------------------------------------------------------------------------------------
 def xlogy(x, y):
-    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN)."""
-    (a, b), out = _float_operands(x, y)
-    a, b = _as_tensors(a, b)
-    value = ops.where(a == 0, 0.0, a * b.log())
-    return ops.where(b.isnan(), math.nan, value).to(out)
+    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN: NaN), as torch's: one node
+    (``Op.XLOGY``; 6 before)."""
+    return ops.elementwise(Op.XLOGY, x, y, compute_dtype=_float_result(x, y))
 
 
 def hypot(x, other):
@@ -253,12 +240,10 @@ def logaddexp(x, other):
 
 
 def logaddexp2(x, other):
-    """``log2(2^x + 2^other)``."""
+    """``log2(2^x + 2^other)``: the larger plus ``log1p(2^-|x - other|) / ln 2``; exact (``x + 1``)
+    where they are equal: one node (``Op.LOGADDEXP2``; 14 before)."""
     _floating_only("logaddexp2", x, other)
-    (a, b), out = _float_operands(x, other)
-    a, b = _as_tensors(a, b)
-    m = ops.where(a > b, a, b)
-    return ops.where(a == b, a + 1.0, m + ((-(a - b).abs() * _LN2).exp() + 1.0).log() * (1.0 / _LN2)).to(out)
+    return ops.elementwise(Op.LOGADDEXP2, x, other, compute_dtype=_float_result(x, other))
 
 
 def _nan_ignoring(name):

@@ -240,14 +240,20 @@ def addcdiv(x, tensor1, tensor2, *, value=1):
 
 def lerp(x, end, weight):
     """``x + weight * (end - x)`` where ``|weight| < 0.5``, else ``end - (end - x) * (1 - weight)``,
-    as torch computes it (float16/bfloat16 in float32, rounded once)."""
+    as torch computes it (float16/bfloat16 in float32, rounded once): one node (``Op.LERP``; 6
+    before), ``weight`` a runtime scalar or a tensor. As torch, ``end`` (and a weight with dims)
+    must have ``x``'s float dtype."""
     Tensor = _tensor_cls()
-    (x, end, w), out = _wide(x, end, weight)
-    near = x + w * (end - x)
-    far = end - (end - x) * (1 - w)
-    if isinstance(w, Tensor):
-        return ops.where(w.abs() < 0.5, near, far).to(out)
-    return (near if abs(w) < 0.5 else far).to(out)
+    _tensor_input(x, "lerp")
+    _tensor_input(end, "lerp")
+    if not x.dtype.is_float:
+        raise DTypeError(f"lerp: not implemented for {x.dtype} tensors (as torch); call .float() first")
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not x.dtype and (name == "end" or t.ndim):
+            raise DTypeError(f"lerp: expected dtype {x.dtype} for `{name}` but got dtype {t.dtype} (as torch); "
+                             f"cast it with .to({x.dtype})")
+    return ops.elementwise(Op.LERP, x, end, weight if isinstance(weight, Tensor) else float(weight),
+                           compute_dtype=x.dtype)
 
 
 def _zero_gradient(out, *inputs, name=None):

@@ -122,7 +122,9 @@ ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one no
     "clamp": lambda x, y: x.clamp(-0.5, 0.5), "clamp(tensors)": lambda x, y: x.clamp(y, y + 1.0),
     "relu6": lambda x, y: lf.nn.functional.relu6(x), "log2": lambda x, y: lf.log2(x), "log10": lambda x, y: lf.log10(x),
     "exp2": lambda x, y: lf.exp2(x), "hypot": lambda x, y: lf.hypot(x, y),
-    "logaddexp": lambda x, y: lf.logaddexp(x, y),
+    "logaddexp": lambda x, y: lf.logaddexp(x, y), "logaddexp2": lambda x, y: lf.logaddexp2(x, y),
+    "xlogy": lambda x, y: lf.xlogy(x, y.abs()), "lerp": lambda x, y: lf.lerp(x, y, 0.3),
+    "lerp(tensor)": lambda x, y: lf.lerp(x, y, x.sigmoid()),
 }
 
 

@@ -3,7 +3,7 @@ cost: a node costs microseconds of recording): ``atan`` (27 nodes before), ``ata
 ``copysign`` (10), ``sign`` (5), ``nan_to_num`` (6), ``leaky_relu`` (3), ``hardsigmoid`` (4),
 ``hardswish`` (5), ``elu``/``selu``/``celu`` (6/7/7), ``softplus`` (11), ``logsigmoid`` (7),
 ``mish`` (13), ``frac`` (2); ``clamp`` with both bounds, ``hardtanh`` and ``relu6``, ``log2``, ``log10``
-and ``exp2`` (2 each), ``hypot`` (17), ``logaddexp`` (12). Each: its node count pinned, its values against torch (bit for bit where torch's
+and ``exp2`` (2 each), ``hypot`` (17), ``logaddexp`` (12), ``logaddexp2`` (14), ``xlogy`` (6), ``lerp`` (6). Each: its node count pinned, its values against torch (bit for bit where torch's
 formula is exact; against float64 within the polynomial's bound for atan/atan2), its edge values
 (NaN, +-inf, +-0) and the sign bits of its zeros, the dtypes torch takes, its gradient against
 torch's, and its fusion with neighbours."""
@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyfuse as lf
+from programs import COMMON, scaled
 
 DEVICES = ["cpu", "interpreter"]
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -61,7 +64,8 @@ UNARY = {
     "exp2": (lf.exp2, torch.exp2),
 }
 BINARY = {"atan2": (lf.atan2, torch.atan2), "copysign": (lf.copysign, torch.copysign), "hypot": (lf.hypot, torch.hypot),
-          "logaddexp": (lf.logaddexp, torch.logaddexp)}
+          "logaddexp": (lf.logaddexp, torch.logaddexp), "logaddexp2": (lf.logaddexp2, torch.logaddexp2),
+          "xlogy": (lf.xlogy, torch.xlogy)}
 ELU = {"elu", "elu(0.5)", "selu", "celu(2)", "celu(-2)"}
 # a polynomial, not torch's libm: compared with float64 within a bound
 SOFTPLUS = {"softplus", "softplus(2, 5)", "logsigmoid", "mish"}
@@ -395,19 +399,161 @@ def test_hypot_gradient_at_the_origin_and_infinity_is_torchs():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_logaddexp_against_float64(dtype, device):
-    """One node, the composition's formula: ``a + ln 2`` where equal (``logaddexp(-inf, -inf)`` is
-    -inf, ``(inf, inf)`` inf), NaN propagating; elsewhere within 4 ulps of float64 plus 2 eps of the
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_against_float64(name, dtype, device):
+    """One node, the composition's formula: ``a`` plus the log of 2 where equal (``logaddexp(-inf, -inf)``
+    is -inf, ``(inf, inf)`` inf), NaN propagating; elsewhere within 4 ulps of float64 plus 2 eps of the
     larger magnitude (the log1p term's rounding near a zero result), the half types rounded once."""
+    lf_fn, torch_fn = BINARY[name]
     at, bt = (t.to(dtype) for t in _pairs(SPECIAL + [88.0, -104.0, 20.0]))
     rng = np.random.default_rng(3)
     x, y = (torch.from_numpy(rng.standard_normal(4000) * 10.0 ** rng.integers(-3, 3, 4000)).to(dtype)
             for _ in range(2))
     eps = torch.finfo(dtype).eps
     for a, b in ((at, bt), (x, y)):
-        got = lf.logaddexp(lf.tensor(a, device=device), lf.tensor(b, device=device)).torch().double()
-        want = torch.logaddexp(a.double(), b.double())
+        got = lf_fn(lf.tensor(a, device=device), lf.tensor(b, device=device)).torch().double()
+        want = torch_fn(a.double(), b.double())
         finite = want.isfinite()
         assert_same_values(got[~finite], want[~finite].to(dtype).double())
         scale = torch.maximum(a.double().abs(), b.double().abs()).clamp_min(1.0)[finite]
         assert ((got[finite] - want[finite]).abs() <= 4 * eps * want[finite].abs() + 2 * eps * scale).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_xlogy_special_cases_and_values_against_float64(dtype, device):
+    """torch's special cases exactly (``xlogy(0, nan)`` NaN, ``xlogy(0, y)`` 0 for any other y, 0 and
+    inf included, ``x log 0`` an infinity of x's sign); elsewhere within 3 ulps of float64 (lf_logf's
+    ulp and the product's rounding), the half types computed in float32 and rounded once."""
+    at, bt = (t.to(dtype) for t in _pairs(SPECIAL))
+    rng = np.random.default_rng(4)
+    x = torch.from_numpy(rng.standard_normal(4000) * 10.0 ** rng.integers(-3, 3, 4000)).to(dtype)
+    y = torch.from_numpy(rng.random(4000) * 10.0 ** rng.integers(-3, 3, 4000)).to(dtype)
+    for a, b in ((at, bt), (x, y)):
+        got = lf.xlogy(lf.tensor(a, device=device), lf.tensor(b, device=device)).torch()
+        assert_close_to_float64(got, torch.xlogy(a.double(), b.double()), 3.0)
+    zeros = torch.zeros(4, dtype=dtype)
+    ys = torch.tensor([math.nan, 0.0, math.inf, -1.0], dtype=dtype)
+    got = lf.xlogy(lf.tensor(zeros, device=device), lf.tensor(ys, device=device)).torch()
+    assert_same_values(got, torch.xlogy(zeros, ys))
+    assert got.isnan().tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_xlogy_promotes_and_takes_numbers_as_torch(device):
+    it, ft = torch.tensor([0, 2, -3]), torch.tensor([0.5, 3.0, math.nan])
+    i, f = lf.tensor(it, device=device), lf.tensor(ft, device=device)
+    for got, want in ((lf.xlogy(i, i), torch.xlogy(it, it)), (lf.xlogy(i, 2.5), torch.xlogy(it, 2.5)),
+                      (lf.xlogy(2, f), torch.xlogy(2, ft)), (lf.xlogy(i, f.double()), torch.xlogy(it, ft.double())),
+                      (lf.xlogy(f.half(), f), torch.xlogy(ft.half(), ft))):
+        got = got.torch()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_xlogy_gradient_is_torchs_at_zero_and_nan():
+    """torch's ``xlogy(g, y)`` for x (log y at x = 0 too, NaN where y is NaN), but 0 where x is 0 and
+    y <= 0; ``g x / y`` for y (NaN at 0 / 0)."""
+    xt = torch.tensor([0.0, 0.0, 2.0, -1.5, 0.0, 3.0, 0.0, 0.0, -0.0, 2.0], dtype=torch.float64)
+    yt = torch.tensor([math.nan, 0.0, 0.5, 4.0, 2.0, math.inf, -1.0, math.inf, 3.0, -1.0], dtype=torch.float64)
+    for g, w in zip(_lf_grads(lf.xlogy, xt, yt), _grads(torch.xlogy, xt, yt)):
+        torch.testing.assert_close(g, w, rtol=1e-15, atol=0, equal_nan=True)
+
+
+def _lerp_inputs(dtype):
+    rng = np.random.default_rng(5)
+    x, end = (torch.from_numpy(rng.standard_normal(2000) * 10.0 ** rng.integers(-3, 3, 2000)).to(dtype)
+              for _ in range(2))
+    weight = torch.from_numpy(rng.uniform(-1.5, 2.5, 2000)).to(dtype)
+    weight[:8] = torch.tensor([0.0, 1.0, 0.5, -0.5, 0.4999, 0.5001, math.nan, math.inf])
+    return x, end, weight
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lerp_is_one_node_with_torchs_two_formulas(dtype, device):
+    """One node for a tensor weight and a scalar one (a runtime scalar: one plan for every weight);
+    torch's formula on each side of |w| = 0.5, each exact at its end (lerp(x, end, 0) is x and
+    lerp(x, end, 1) is end, bit for bit), within 2 ulps of float64 (of the larger of |x| and |end|:
+    the rounding of end - x) elsewhere; the half types computed in float32 and rounded once."""
+    xt, et, wt = _lerp_inputs(dtype)
+    x, end, weight = (lf.tensor(t, device=device) for t in (xt, et, wt))
+    lf.sync(device)
+    before = lf.stats(device).ops_recorded
+    results = [lf.lerp(x, end, weight)] + [x.lerp(end, w) for w in (0.0, 1.0, 0.3, -0.7, 0.5, 1.8)]
+    assert lf.stats(device).ops_recorded - before == 7
+    lf.sync(device)
+    lf.lerp(x, end, 0.25).torch()
+    misses = lf.stats(device).fusion_cache_misses
+    lf.lerp(x, end, -2.0).torch()
+    assert lf.stats(device).fusion_cache_misses == misses   # (one plan for all the scalar weights)
+    assert torch.equal(results[1].torch(), xt) and torch.equal(results[2].torch(), et)
+    scale = torch.maximum(xt.double().abs(), et.double().abs()) * torch.finfo(dtype).eps
+    for got, w in zip(results, [wt, 0.0, 1.0, 0.3, -0.7, 0.5, 1.8]):
+        got = got.torch()
+        want = torch.lerp(xt.double(), et.double(), w.double() if isinstance(w, torch.Tensor) else w)
+        assert got.dtype == dtype
+        nan = want.isnan() | want.isinf()
+        assert_same_values(got[nan], want[nan].to(dtype))
+        bound = 2 * scale * (1.0 + (w.double().abs() if isinstance(w, torch.Tensor) else abs(w)))
+        assert ((got.double() - want)[~nan].abs() <= bound[~nan]).all(), w
+
+
+def test_lerp_gradients_match_torch_for_tensor_and_scalar_weights():
+    xt, et, wt = (t.double() for t in _lerp_inputs(torch.float64))
+    wt[6:8] = 0.75   # (no NaN or inf weight: their gradients are NaN in both, tested no further)
+    got, want = _lf_grads(lf.lerp, xt, et, wt), _grads(torch.lerp, xt, et, wt)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-15, atol=0)
+    for scalar in (0.3, 1.7):
+        got = _lf_grads(lambda a, b: lf.lerp(a, b, scalar), xt, et)
+        want = _grads(lambda a, b: torch.lerp(a, b, scalar), xt, et)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-15, atol=0)
+
+
+def test_lerp_refuses_what_torch_refuses():
+    f32 = lf.tensor([1.0, 2.0])
+    for args in ((f32, f32.double(), 0.5), (f32, f32, f32.double()), (lf.tensor([1, 2]), lf.tensor([3, 4]), 0.5)):
+        with pytest.raises(RuntimeError):
+            torch.lerp(*(a.torch() if isinstance(a, lf.Tensor) else a for a in args))
+        with pytest.raises(lf.DTypeError, match="lerp"):
+            lf.lerp(*args)
+    # what torch takes: a 0-d weight of another float dtype, the result x's dtype
+    got = lf.lerp(f32.half(), f32.half(), lf.tensor(0.25)).torch()
+    assert torch.equal(got, torch.lerp(f32.torch().half(), f32.torch().half(), torch.tensor(0.25)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lerp_xlogy_logaddexp2_fuse_into_one_kernel(device):
+    rng = np.random.default_rng(6)
+    xt, yt = (torch.from_numpy(rng.standard_normal((8, 16)).astype(np.float32)) for _ in range(2))
+    x, y = lf.tensor(xt, device=device), lf.tensor(yt, device=device)
+    lf.sync(device)
+    before = lf.stats(device).kernels_launched
+    got = (lf.logaddexp2(lf.lerp(x, y, 0.3), lf.xlogy(x, y.abs())) + lf.lerp(y, x, x.sigmoid())).sum(-1).torch()
+    assert lf.stats(device).kernels_launched - before == 1
+    want = (torch.logaddexp2(torch.lerp(xt, yt, 0.3), torch.xlogy(xt, yt.abs()))
+            + torch.lerp(yt, xt, xt.sigmoid())).sum(-1)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+_FLOAT32S = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@settings(COMMON, max_examples=scaled(60))
+@given(xs=st.lists(st.tuples(_FLOAT32S, _FLOAT32S, st.floats(-3.0, 3.0, width=32)), min_size=1, max_size=24))
+def test_xlogy_and_lerp_against_float64_on_any_float32s(xs):
+    """Randomised: any float32 operands (NaN, infinities, subnormals, signed zeros), ``xlogy`` within 3
+    ulps of float64 and its special cases exact, ``lerp`` within ``test_lerp_is_one_node...``'s bound
+    of float64 (its overflows to inf/NaN where float64's result does not fit float32 aside)."""
+    at, bt, wt = (torch.tensor(col, dtype=torch.float32) for col in zip(*xs))
+    a, b, w = lf.tensor(at), lf.tensor(bt), lf.tensor(wt)
+    assert_close_to_float64(lf.xlogy(a, b).torch(), torch.xlogy(at.double(), bt.double()), 3.0)
+    got = lf.lerp(a, b, w).torch().double()
+    want = torch.lerp(at.double(), bt.double(), wt.double())
+    fits = want.abs() <= torch.finfo(torch.float32).max / 4   # (float32's end - x itself may overflow beyond)
+    assert_same_values(got[want.isnan()], want[want.isnan()])
+    scale = torch.maximum(at.double().abs(), bt.double().abs()) * torch.finfo(torch.float32).eps
+    bound = 2 * scale * (1.0 + wt.double().abs()) + torch.finfo(torch.float32).tiny * 4   # (+ subnormal steps)
+    assert ((got - want).abs() <= bound)[fits & want.isfinite()].all()

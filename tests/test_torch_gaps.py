@@ -95,6 +95,14 @@ OUT_CALLS = {
     "arange": (lambda o: torch.arange(4, out=o), lambda x, i, o: lf.arange(4, out=o)),
     "max(dim)": (lambda o: torch.max(_X, 1, out=(o, torch.empty(0, dtype=torch.long))),
                  lambda x, i, o: lf.max(x, 1, out=(o, lf.empty(0, dtype=lf.int64)))),
+    # functions.py's own: where and matmul of the result's dtype only, maximum/minimum cast as an
+    # elementwise op, stack as cat
+    "where": (lambda o: torch.where(_X > 0, _X, -_X, out=o), lambda x, i, o: lf.where(x > 0, x, -x, out=o)),
+    "maximum": (lambda o: torch.maximum(_X, _X * 0.5 + 0.1, out=o), lambda x, i, o: lf.maximum(x, x * 0.5 + 0.1, out=o)),
+    "minimum": (lambda o: torch.minimum(_X, _X[0], out=o), lambda x, i, o: lf.minimum(x, x[0], out=o)),
+    "stack": (lambda o: torch.stack([_X, _X * 2], 1, out=o), lambda x, i, o: lf.stack([x, x * 2], 1, out=o)),
+    "matmul": (lambda o: torch.matmul(_X, _X.t(), out=o), lambda x, i, o: lf.matmul(x, x.t(), out=o)),
+    "matmul(1-d)": (lambda o: torch.matmul(_X, _X[1], out=o), lambda x, i, o: lf.matmul(x, x[1], out=o)),
     "extern add": (lambda o: torch.add(_X, 1, out=o), lambda x, i, o: lf.extern(torch.add, x, 1, out=o)),
     "extern cumsum": (lambda o: torch.cumsum(_X, 0, out=o), lambda x, i, o: lf.extern(torch.cumsum, x, 0, out=o)),
     "extern cat": (lambda o: torch.cat([_X, _X], out=o), lambda x, i, o: lf.extern(torch.cat, [x, x], out=o)),
@@ -133,12 +141,93 @@ def test_out_is_resized_and_cast_as_torchs(name, out_dtype, out_shape):
     assert got[2] == want[2]   # (a resize warns where the out had elements, as torch's)
 
 
-def test_out_that_is_a_view_of_another_shape_is_refused():
+# name -> (base, the out= view of it): torch writes through a view of the result's shape whatever its
+# strides, and resizes one of another shape within its base's storage, contiguous from its offset
+_VIEW_OUTS = {
+    "strided, the result's shape": ((3, 8), lambda b: b[:, ::2]),
+    "transposed": ((4, 3), lambda b: b.t()),
+    "offset rows and columns": ((5, 6), lambda b: b[1:4, 1:5]),
+    "a slice of another shape, room after it": ((20,), lambda b: b[2:5]),
+    "strided, another shape": ((4, 6), lambda b: b[:, ::2]),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(_VIEW_OUTS))
+def test_a_view_out_is_written_and_resized_within_its_base_as_torchs(name, device):
+    shape, view = _VIEW_OUTS[name]
+    want_base = torch.zeros(shape)
+    want = _out_outcome(lambda o: torch.exp(_X, out=o), view(want_base))
+    base = lf.zeros(*shape, device=device)
+    out = view(base)
+    got = _out_outcome(lambda o: lf.exp(lf.tensor(_X, device=device), out=o), out)
+    assert got[0] == "ok" and got[2] == want[2]   # (the resize's UserWarning where torch gives it)
+    assert out.shape == tuple(want[1].shape)
+    torch.testing.assert_close(got[1], want[1])
+    torch.testing.assert_close(base.torch(), want_base)   # (the base sees the result where torch's does)
+
+
+def test_a_view_out_without_room_for_the_result_is_refused_and_left_untouched():
+    """torch grows the base's storage; lazyfuse cannot (other tensors view it): a ShapeError naming
+    out= and the fix, the base unchanged."""
     base = lf.zeros(10)
-    with pytest.raises(lf.ShapeError, match="view"):
+    with pytest.raises(lf.ShapeError, match="out=.*pass a whole tensor"):
         lf.exp(lf.tensor(_X), out=base[:3])
     assert torch.equal(base.torch(), torch.zeros(10))
     assert torch.equal(lf.exp(lf.tensor(_X), out=lf.zeros(3, 4)[:, :]).torch(), _X.exp())   # (a whole view is fine)
+    with pytest.raises(RuntimeError):   # an expanded out: torch refuses it too
+        torch.exp(_X, out=torch.zeros(4).expand(3, 4))
+    with pytest.raises(lf.LazyfuseError):
+        lf.exp(lf.tensor(_X), out=lf.zeros(4).expand(3, 4))
+
+
+# name -> (call(m, a, b, out), out: a function of (a, b)) where out aliases an input
+_ALIASED_OUTS = {
+    "maximum(out=a)": (lambda m, a, b, out: m.maximum(a, b, out=out), lambda a, b: a),
+    "minimum(out=b)": (lambda m, a, b, out: m.minimum(a, b, out=out), lambda a, b: b),
+    "where(out=b)": (lambda m, a, b, out: m.where(a > 0, a, b, out=out), lambda a, b: b),
+    "maximum(out=part of a)": (lambda m, a, b, out: m.maximum(a[1:], b[1:], out=out), lambda a, b: a[:3]),
+    "stack(out=the pieces' rows)": (lambda m, a, b, out: m.stack([a[0], a[1]], out=out), lambda a, b: a[:2]),
+    "cat(out=a)": (lambda m, a, b, out: m.cat([a[:1], b[:3]], out=out), lambda a, b: a),
+    "stack(disjoint rows of one base)": (lambda m, a, b, out: m.stack([b[0], b[1]], out=out), lambda a, b: b[2:]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ALIASED_OUTS))
+def test_an_out_aliasing_an_input_is_taken_or_refused_as_torchs(name):
+    """torch's elementwise ops take an ``out`` that is an input (each element written where it was
+    read) but refuse one that overlaps an input in part; cat and stack refuse any overlap."""
+    call, aliased = _ALIASED_OUTS[name]
+    at = torch.tensor([[1.0, -5.0, 3.0], [0.5, 2.0, -1.0], [4.0, -2.0, 0.0], [-1.0, 8.0, 2.5]])
+    bt = torch.tensor([[2.0, 2.0, -2.0], [1.0, -3.0, 6.0], [0.0, 1.0, 7.0], [5.0, 5.0, 5.0]])
+    a, b = lf.tensor(at), lf.tensor(bt)
+    try:
+        want = call(torch, at, bt, aliased(at, bt)).clone()
+    except RuntimeError as e:
+        assert "memory location" in str(e)
+        with pytest.raises(lf.ShapeError, match="out= overlaps"):
+            call(lf, a, b, aliased(a, b))
+        return
+    got = call(lf, a, b, aliased(a, b))
+    torch.testing.assert_close(got.torch(), want)
+    torch.testing.assert_close(a.torch(), at)   # (the inputs torch's call wrote, as lazyfuse's)
+    torch.testing.assert_close(b.torch(), bt)
+
+
+def test_functions_out_on_the_interpreter():
+    x = lf.tensor(_X, device="interpreter")
+    outs = {n: lf.zeros(0, device="interpreter", dtype=lf.float64 if n in ("maximum", "stack") else lf.float32)
+            for n in ("where", "maximum", "minimum", "stack", "matmul")}
+    lf.where(x > 0, x, 0.0, out=outs["where"])
+    lf.maximum(x, x * 0.5, out=outs["maximum"])
+    lf.minimum(x, x[0], out=outs["minimum"])
+    lf.stack([x, x], 2, out=outs["stack"])
+    lf.matmul(x, x.t(), out=outs["matmul"])
+    wants = {"where": torch.where(_X > 0, _X, 0.0), "maximum": torch.maximum(_X, _X * 0.5).double(),
+             "minimum": torch.minimum(_X, _X[0]), "stack": torch.stack([_X, _X], 2).double(), "matmul": _X @ _X.t()}
+    for n, want in wants.items():
+        assert outs[n].device.kind == "interpreter"
+        torch.testing.assert_close(outs[n].torch(), want)
 
 
 @pytest.mark.parametrize("out_dtypes", [(torch.float32, torch.float32), (torch.int32, torch.float32)])
@@ -217,3 +306,26 @@ def test_native_functions_take_out_as_torchs(name, out_dtype):
         return
     assert call(lf, lf.tensor(a_np), lf.tensor(b_np), got_out) is got_out
     torch.testing.assert_close(got_out.torch(), want_out)
+
+
+@pytest.mark.parametrize("name", ["add", "maximum", "where", "matmul", "stack", "exp", "cumsum(extern)"])
+def test_out_of_an_input_that_requires_grad_is_refused_as_torchs(name):
+    """torch: "functions with out=... arguments don't support automatic differentiation" (a
+    RuntimeError); under no_grad the out is written, as torch's."""
+    calls = {"add": lambda m, x, o: m.add(x, x, out=o), "maximum": lambda m, x, o: m.maximum(x, x * 2, out=o),
+             "where": lambda m, x, o: m.where(x > 0, x, -x, out=o), "matmul": lambda m, x, o: m.matmul(x, x.t(), out=o),
+             "stack": lambda m, x, o: m.stack([x, x], out=o), "exp": lambda m, x, o: m.exp(x, out=o),
+             "cumsum(extern)": lambda m, x, o: m.cumsum(x, 0, out=o)}
+    call = calls[name]
+    with pytest.raises(RuntimeError, match="out="):
+        call(torch, _X.clone().requires_grad_(), torch.zeros(0))
+    x, out = lf.tensor(_X).requires_grad_(), lf.tensor([7.0])
+    with pytest.raises(lf.AutogradError, match="out="):
+        call(lf, x, out)
+    assert out.tolist() == [7.0]
+    with torch.no_grad():
+        want = call(torch, _X.clone().requires_grad_(), torch.zeros(0))
+    with lf.no_grad():
+        got = call(lf, x, out)
+    assert got is out
+    torch.testing.assert_close(out.torch(), want)

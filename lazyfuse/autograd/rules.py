@@ -148,6 +148,11 @@ def _binary(op, a, b, out):
         return (lambda g: _where(a > 0, g, g * b)), None
     if op is Op.LOGADDEXP:   # torch's: g / (1 + e^(b - a)), g / (1 + e^(a - b))
         return (lambda g: g / ((b - a).exp() + 1.0)), (lambda g: g / ((a - b).exp() + 1.0))
+    if op is Op.LOGADDEXP2:   # torch's: g / (1 + 2^(b - a)), g / (1 + 2^(a - b))
+        return (lambda g: g / ((b - a).exp2() + 1.0)), (lambda g: g / ((a - b).exp2() + 1.0))
+    if op is Op.XLOGY:   # torch's: xlogy(g, b), but 0 where a is 0 and b <= 0; g a / b
+        from ..torch_math import xlogy
+        return (lambda g: _where((a == 0) & (b <= 0), 0.0, xlogy(g, b))), (lambda g: g * a / b)
     if op is Op.HYPOT:   # torch's: g * a / out, g * b / out (NaN at (0, 0), as torch's)
         return (lambda g: g * a / out), (lambda g: g * b / out)
     if op is Op.COPYSIGN:   # torch's rule: out / a (0 where a is 0) for a; zeros for the sign's source
@@ -182,6 +187,12 @@ def _clamp_grads(x, lo, hi):
     return gx, glo, ghi
 
 
+def _lerp_grads(x, end, weight):
+    """torch's lerp backward: g (1 - w) for x, g w for end, g (end - x) for a tensor weight."""
+    return (lambda g: g * (1.0 - weight)), (lambda g: g * weight), \
+        (lambda g: g * (end - x)) if _is_tensor(weight) else None
+
+
 def _nan_to_num_grad(x):
     """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
     return lambda g: _where(x.abs() < math.inf, g, 0.0)
@@ -201,6 +212,8 @@ def _locals(op, args, out):
         return (_softplus_grad(*args), None, None)
     if op is Op.CLAMP:
         return _clamp_grads(*args)
+    if op is Op.LERP:
+        return _lerp_grads(*args)
     return _binary(op, args[0], args[1], out)
 
 

@@ -942,6 +942,33 @@ def _clamp(a, e) -> str:
     return f"({{ {ctype} lf_c = {_float_extreme('>', *invariant_first(a[:2], e), e)}; {at_most_hi}; }})"
 
 
+def _logaddexp(base_two: bool):
+    """log(e^a + e^b) (base_two: log2(2^a + 2^b)): ``a`` plus the log of 2 where the two are equal
+    (infinities exact, no inf - inf), else the larger plus log1p(e^-|a - b|) (log1p(2^-|a - b|) / ln 2,
+    float32's through c_math.h's lf__log1p_exp_neg of |a - b| ln 2)."""
+    ln2, log2e = 0.6931471805599453, 1.4426950408889634
+    def code(a, e) -> str:
+        x, y = a[0], a[1]
+        if _f32(e):
+            ctype, at_equal = "float", "1.0f" if base_two else "0.693147180559945309f"
+            gap = (f"lf__log1p_exp_neg(fabsf({x} - {y}) * {ln2!r}f) * {log2e!r}f" if base_two
+                   else f"lf__log1p_exp_neg(fabsf({x} - {y}))")
+        else:
+            ctype, at_equal = "double", "1.0" if base_two else repr(ln2)
+            gap = f"log1p(exp2(-fabs({x} - {y}))) * {log2e!r}" if base_two else f"log1p(exp(-fabs({x} - {y})))"
+        return f"({{ {ctype} lf_m = {x} > {y} ? {x} : {y}; {x} == {y} ? {x} + {at_equal} : lf_m + {gap}; }})"
+    return code
+
+
+def _lerp(a, e) -> str:
+    """torch's lerp (srcs x, end, weight): x + w (end - x) where |w| < 0.5, else end - (end - x)(1 - w);
+    gcc contracts each into one FMA, as torch's vectorised kernel computes them."""
+    x, end, w = a
+    ctype, one, half, fabs = ("float", "1.0f", "0.5f", "fabsf") if _f32(e) else ("double", "1.0", "0.5", "fabs")
+    return (f"({{ {ctype} lf_w = {w}, lf_d = {end} - {x}; {fabs}(lf_w) < {half} ? {x} + lf_w * lf_d "
+            f": {end} - lf_d * ({one} - lf_w); }})")
+
+
 def _scalar_pow_f32(e) -> bool:
     """A float32 power by a Python number (torch's shortcut exponents apply)."""
     return isinstance(e, Apply) and e.op is Op.POW and src_dtype(e).name == "float32" and is_python_scalar(e.srcs[1])
@@ -1033,11 +1060,12 @@ C_OPS.update({
     Op.NAN_TO_NUM: _nan_to_num,
     Op.ELU: _elu,
     Op.CLAMP: _clamp,
-    Op.LOGADDEXP: lambda a, e: (
-        f"({{ float lf_m = {a[0]} > {a[1]} ? {a[0]} : {a[1]}; {a[0]} == {a[1]} ? {a[0]} + 0.693147180559945309f "
-        f": lf_m + lf__log1p_exp_neg(fabsf({a[0]} - {a[1]})); }})" if _f32(e) else
-        f"({{ double lf_m = {a[0]} > {a[1]} ? {a[0]} : {a[1]}; {a[0]} == {a[1]} ? {a[0]} + 0.6931471805599453 "
-        f": lf_m + log1p(exp(-fabs({a[0]} - {a[1]}))); }})"),
+    Op.LOGADDEXP: _logaddexp(base_two=False),
+    Op.LOGADDEXP2: _logaddexp(base_two=True),
+    Op.XLOGY: lambda a, e: (f"({{ float lf_y = {a[1]}; lf_y != lf_y ? NAN : {a[0]} == 0.0f ? 0.0f : {a[0]} * lf_logf(lf_y); }})"
+                            if _f32(e) else
+                            f"({{ double lf_y = {a[1]}; lf_y != lf_y ? NAN : {a[0]} == 0.0 ? 0.0 : {a[0]} * log(lf_y); }})"),
+    Op.LERP: _lerp,
     Op.HYPOT: lambda a, e: (f"({{ double lf_a = {a[0]}, lf_b = {a[1]}; float lf_h = (float)sqrt(lf_a * lf_a + lf_b * lf_b); "
                             f"((fabsf({a[0]}) == INFINITY) | (fabsf({a[1]}) == INFINITY)) ? INFINITY : lf_h; }})"
                             if _f32(e) else f"hypot({a[0]}, {a[1]})"),

@@ -335,6 +335,27 @@ def lf_logaddexp(a, b):
 
 
 @triton.jit
+def lf_logaddexp2(a, b):
+    # c_printer's LOGADDEXP2: a + 1 where equal (infinities too), else max + log1p(2^-|a - b|) / ln 2
+    m = tl.where(a > b, a, b)
+    gap = lf_log1p_exp_neg(tl.abs(a - b) * 0.6931471805599453) * 1.4426950408889634
+    return tl.where(a == b, a + 1.0, m + gap)
+
+
+@triton.jit
+def lf_xlogy(x, y):
+    # torch's xlogy: NaN where y is NaN, else 0 where x is 0, else x log(y)
+    return tl.where(y != y, y, tl.where(x == 0, 0.0, x * tl.log(y)))
+
+
+@triton.jit
+def lf_lerp(x, end, w):
+    # torch's lerp: each formula exact at its own end (x at w = 0, end at w = 1)
+    d = end - x
+    return tl.where(tl.abs(w) < 0.5, x + w * d, end - d * (1.0 - w))
+
+
+@triton.jit
 def lf_softplus1(x):
     # log1p(e^x) without overflow
     return tl.where(x > 0, x, 0.0) + lf_log1p_exp_neg(tl.abs(x))

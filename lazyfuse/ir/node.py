@@ -114,6 +114,13 @@ class Op(enum.Enum):
     HYPOT = ("hypot", Kind.ELEMENTWISE)
     # log(e^a + e^b): a + ln 2 where a == b (infinities exact), else max(a, b) + log1p(e^-|a - b|)
     LOGADDEXP = ("logaddexp", Kind.ELEMENTWISE)
+    # log2(2^a + 2^b): a + 1 where a == b (infinities exact), else max(a, b) + log1p(2^-|a - b|) / ln 2
+    LOGADDEXP2 = ("logaddexp2", Kind.ELEMENTWISE)
+    # srcs (x, y): x log(y), NaN where y is NaN, else 0 where x is 0 (torch's xlogy)
+    XLOGY = ("xlogy", Kind.ELEMENTWISE)
+    # srcs (x, end, weight), weight a runtime scalar or a tensor: torch's lerp, x + w (end - x)
+    # where |w| < 0.5, else end - (end - x)(1 - w) (each formula exact at its own end)
+    LERP = ("lerp", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -173,7 +180,7 @@ BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP}
+    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY, Op.LERP}
 
 
 class Node:
