@@ -23,7 +23,7 @@ from .ir.view import View, contiguous_view
 # matmuls with at most this many multiply-adds become fused reductions (see _matmul_as_reduction)
 INLINE_MATMUL = config.INLINE_MATMUL.get()
 FLOAT_UNARY = {Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU,
-               Op.RECIPROCAL, Op.LOG2, Op.LOG10, Op.EXP2}
+               Op.RECIPROCAL, Op.LOG2, Op.LOG10, Op.EXP2, Op.ERFC}
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE}
 LOGIC = {Op.AND, Op.OR, Op.XOR}
 _I64 = 2 ** 63   # Python ints outside [-2^63, 2^63) do not fit a launch's 64-bit scalar word

@@ -173,11 +173,11 @@ def exp2(x):
     return ops.elementwise(Op.EXP2, x)
 
 
-@_float_unary
 def erfc(x):
-    """Elementwise complementary error function, ``1 - erf(x)``."""
-    from .torch_ops import erf
-    return 1.0 - erf(x)
+    """Elementwise complementary error function, ``1 - erf(x)`` (integers give float32), as one node
+    (``Op.ERFC``): computed as such, not as 1 - erf, whose positive tail cancels to 0 (erfc(4) is
+    1.5e-8)."""
+    return ops.elementwise(Op.ERFC, x)
 
 
 @_float_unary

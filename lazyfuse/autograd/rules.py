@@ -75,6 +75,7 @@ def _unary(op, x, out):
         Op.LOG2: lambda g: g / (x * math.log(2.0)),   # (torch's order: grad / (self * ln 2))
         Op.LOG10: lambda g: g / (x * math.log(10.0)),
         Op.EXP2: lambda g: g * out * math.log(2.0),
+        Op.ERFC: lambda g: g * (x * x * -1.0).exp() * (-2.0 / math.sqrt(math.pi)),
         Op.MISH: lambda g: g * _mish_grad(x),
         Op.HARDSWISH: lambda g: _where(x <= -3.0, 0.0, _where(x < 3.0, g * (x / 3.0 + 0.5), g)),
         Op.CAST: lambda g: g,

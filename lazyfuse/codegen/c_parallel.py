@@ -24,7 +24,7 @@ from ..ir.node import Op
 from .kernel import Apply, Kernel, Load, Random, walk
 
 
-_F32_COST = {Op.GELU: 80, Op.GELU_GRAD: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24,
+_F32_COST = {Op.GELU: 80, Op.GELU_GRAD: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20, Op.SIGMOID: 20, Op.SIN: 24, Op.COS: 24, Op.ERFC: 40,
              Op.SILU: 30, Op.DIV: 8, Op.SQRT: 8, Op.RSQRT: 8, Op.RECIPROCAL: 8,
              Op.POW: 8, Op.ATAN: 24, Op.ATAN2: 32, Op.EXPM1: 20, Op.LOG1P: 28,
              Op.HARDSIGMOID: 10, Op.HARDSWISH: 10,   # (their division by 6)
@@ -34,7 +34,7 @@ _F32_COST = {Op.GELU: 80, Op.GELU_GRAD: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20,
 _LIBM = 200   # a scalar call per element: fmod (floor division, float64 fmod and %), float64 transcendentals
 _LIBM_ALWAYS = frozenset({Op.FLOORDIV})
 _FMOD_F32 = 16   # float fmod and %: a double division, a truncation and an FMA (lf__fmodf_q)
-_LIBM_F64 = frozenset({Op.GELU, Op.GELU_GRAD, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.SILU, Op.POW,
+_LIBM_F64 = frozenset({Op.ERFC, Op.GELU, Op.GELU_GRAD, Op.EXP, Op.LOG, Op.TANH, Op.SIGMOID, Op.SIN, Op.COS, Op.SILU, Op.POW,
                        Op.ATAN, Op.ATAN2, Op.EXPM1, Op.LOG1P, Op.ELU, Op.SOFTPLUS, Op.LOGSIGMOID, Op.MISH,
                        Op.LOG2, Op.LOG10, Op.EXP2, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY})
 

@@ -1048,6 +1048,7 @@ C_OPS.update({
     Op.GELU: _float32_or_64("lf_geluf({x})", "(0.5 * {x} * (1.0 + erf({x} * 0.70710678118654752440)))"),
     Op.SILU: _float32_or_64("lf_siluf({x})", "({x} / (1.0 + exp(-{x})))"),
     Op.ERF: _float32_or_64("lf_erff({x})", "erf({x})"),
+    Op.ERFC: _float32_or_64("lf_erfcf({x})", "erfc({x})"),
     Op.GELU_GRAD: _float32_or_64("lf_gelu_gradf({x})", "(0.5 * (1.0 + erf({x} * 0.70710678118654752440)) + "
                                  "{x} * exp(-0.5 * {x} * {x}) * 0.39894228040143267794)"),
     Op.ATAN: _float32_or_64("lf_atanf({x})", "atan({x})"),

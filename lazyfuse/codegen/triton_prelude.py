@@ -389,6 +389,34 @@ def lf_silu(x):
 
 
 @triton.jit
+def lf_erfc32(x):
+    # c_math.h's lf_erfcf: exp(-t^2) P(u) v, t = |x|, v = 1/(1 + t), u = v - 1/2 (no 1 - erf(x)
+    # cancellation in the positive tail), exp(-t^2) from t^2 = hi + lo split exactly by an FMA and
+    # taken as two halves so it stays normal down to erfc's last float; 2 - erfc(|x|) below 0
+    t = tl.minimum(tl.abs(x), 10.25)
+    hi = t * t
+    lo = tl.fma(t, t, -hi)
+    half = tl.exp(-0.5 * hi)
+    v = 1.0 / (t + 1.0)
+    u = v - 0.5
+    p = -6.776236296e-01
+    p = p * u + 7.767965794e-01
+    p = p * u + 9.350130707e-02
+    p = p * u - 6.364834905e-01
+    p = p * u + 4.964570403e-01
+    p = p * u - 7.524619251e-02
+    p = p * u - 3.073405921e-01
+    p = p * u + 4.062010050e-01
+    p = p * u - 1.112166122e-01
+    p = p * u - 3.822234869e-01
+    p = p * u + 4.753613770e-01
+    p = p * u + 8.551671505e-01
+    r = (half * (p * v) * (1.0 - lo)) * half
+    r = tl.where(x < 0, 2.0 - r, r)
+    return tl.where(x != x, x, r)
+
+
+@triton.jit
 def lf_gelu(x):
     return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
 

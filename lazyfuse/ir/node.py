@@ -56,6 +56,7 @@ class Op(enum.Enum):
     ROUND = ("round", Kind.ELEMENTWISE)
     FRAC = ("frac", Kind.ELEMENTWISE)   # x - trunc(x)
     ERF = ("erf", Kind.ELEMENTWISE)
+    ERFC = ("erfc", Kind.ELEMENTWISE)
     SIGN = ("sign", Kind.ELEMENTWISE)   # -1, 0 or 1 (NaN gives 0, as torch's (x > 0) - (x < 0))
     ATAN = ("atan", Kind.ELEMENTWISE)
     EXPM1 = ("expm1", Kind.ELEMENTWISE)   # e^x - 1, exact near 0 (no cancellation)
