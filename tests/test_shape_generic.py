@@ -556,3 +556,45 @@ def test_a_generate_loop_growing_by_cat_stops_compiling(fresh_cache, device):
         ref = generate_step(torch, *ref, emb)
         assert torch.equal(got, ref[0]), f"step {step}"
     assert sum(runs[6:]) == 0 and 0 < sum(runs[:6]), runs
+
+
+# -- the index arithmetic itself, at every index ---------------------------------------------------
+@settings(COMMON, max_examples=scaled(200), deadline=None)
+@given(extents=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
+def test_printed_index_arithmetic_equals_its_value_at_every_index(extents, data):
+    """A random form over loop variables (negative coefficients too), taken modulo, divided by or
+    clamped into a random size, or unravelled into rows and read back (``linear``): its text,
+    printed with the loop extents and the form's runtime sizes as names (Python's ``//``, as the
+    Triton printer), equals the value at every index (a clamp: in range, and equal where the
+    form is)."""
+    from lazyfuse.codegen import index as ix
+    vs = [Var(f"p{j}", e) for j, e in enumerate(extents)]
+    coeffs = data.draw(st.lists(st.integers(-12, 12), min_size=len(vs), max_size=len(vs)), label="coefficients")
+    form = Affine(0, ()) + Affine(0, tuple((v, c) for v, c in zip(vs, coeffs) if c and v.extent > 1))
+    form = form + Affine(max(0, -form.min) + data.draw(st.integers(0, 9), label="offset"), ())   # non-negative
+    n = data.draw(st.integers(1, 20), label="size")
+    how = data.draw(st.sampled_from(["mod", "floordiv", "clamp", "unravel"]), label="how")
+    if how == "clamp":
+        shifted = form + Affine(-data.draw(st.integers(0, 9), label="start"), ())
+        result, exact = ix.clamped(shifted, n), shifted
+    elif how == "unravel":
+        # unravelled into rows of n and read back in rows of ``stride``: n is the flat index again
+        shape = (data.draw(st.integers(1, 5), label="rows"), n)
+        stride = data.draw(st.sampled_from([n, 2 * n, n + 1]), label="row stride")
+        result, exact = ix.linear(ix.unravel(ix.mod(form, shape[0] * n), shape), (stride, 1)), None
+    else:
+        result, exact = (ix.mod(form, n), None) if how == "mod" else (ix.floordiv(form, n), None)
+    sizes = ix.kernel_sizes([result], vs)
+    text = ix.render(result, "//", {v: f"n_{v.name}" for v in vs}, size=ix.size_names({s: f"z{i}" for i, s in enumerate(sizes)}))
+    env = {f"n_{v.name}": v.extent for v in vs} | {f"z{i}": s for i, s in enumerate(sizes)}
+    for point in np.ndindex(*extents):
+        env.update({v.name: int(i) for v, i in zip(vs, point)})
+        value = form.const + sum(c * int(i) for c, i in zip(coeffs, point))   # (an extent-1 loop is at 0)
+        got = eval(text, {}, env)
+        if how == "clamp":
+            inside = eval(ix.render(exact, "//", {}), {}, env)
+            assert 0 <= got < max(n, 1) and (got == inside or not 0 <= inside < n), (text, point)
+        else:
+            flat = value % (shape[0] * n) if how == "unravel" else None
+            want = value % n if how == "mod" else value // n if how == "floordiv" else stride * (flat // n) + flat % n
+            assert got == want, (text, point, want)
