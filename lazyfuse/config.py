@@ -198,7 +198,7 @@ MAX_LOADED_LIBRARIES = _declare(
     "number of shapes without running out of memory mappings")
 SHAPE_GENERIC = _declare(
     "LAZYFUSE_SHAPE_GENERIC", True, _bool, "import",
-    "`0` prints loop extents as literals again (one compiled kernel per size) instead of reading them from "
+    "`0` prints loop extents and a source's sizes as literals again (one compiled kernel per size) instead of reading them from "
     "the launch metadata (default on: one kernel serves every size of a structure)")
 PLAN_STORE = _declare(
     "LAZYFUSE_PLAN_STORE", True, _bool, "use",

@@ -2,9 +2,10 @@
 
 The C printer (and the Triton printer, for pointwise and reduction kernels) prints loop extents as runtime values and row-major strides as products of them,
 so a program met at a new batch size or sequence length plans anew (a plan-cache miss) but
-finds its library already built: ``lf.stats().compiler_runs`` does not move. What still
-changes the code compiles once per *structure*: a dim of size 1, another thread or strategy
-choice, a stride that is no product of extents. Random programs (drawn by hypothesis) and the
+finds its library already built: ``lf.stats().compiler_runs`` does not move. A source's size that
+is no loop extent (a row length, a slice's offset, a cat piece's start) is one of the kernel's
+runtime sizes (``Kernel.sizes``). What still changes the code compiles once per *structure*: a
+dim of size 1, another thread or strategy choice, a stride of 2 to 4. Random programs (drawn by hypothesis) and the
 differential cases run at a second and third size of their structure compile nothing.
 """
 import contextlib
@@ -95,9 +96,11 @@ def test_sizes_are_runtime_values_and_strides_products_of_them():
     assert "n_p0 = meta[1]" in src and "n_p1 = meta[2]" in src and "p0 < n_p0" in src and "p1 < n_p1" in src
     assert "a0[(n_p1*p0 + p1)]" in src          # a row-major stride: the row length
     assert print_c(kernel(9, 17, 17), CConfig()) == src   # another size, the same code
-    # a stride that is no product of extents (every other row of a wider matrix) stays a literal
+    # a stride that is no product of extents (the rows of a wider matrix) is one of the kernel's
+    # runtime sizes, after the extents in the metadata: another width is the same code too
     sliced = print_c(kernel(6, 10, 40), CConfig())
-    assert "a0[(40*p0 + p1)]" in sliced and sliced != src
+    assert "z0 = meta[4]" in sliced and "a0[(z0*p0 + p1)]" in sliced and sliced != src
+    assert kernel(6, 10, 40).sizes == (40,) and print_c(kernel(9, 17, 50), CConfig()) == sliced
 
 
 # -- random programs at three sizes -----------------------------------------------------------------
@@ -302,12 +305,13 @@ def test_index_arithmetic_at_a_second_and_third_size_runs_no_compiler(fresh_cach
 
 def test_flip_and_roll_print_their_sizes_as_the_runtime_extents():
     """The printed index of a flip reads its source at ``n_p1 - 1 - p1``, a roll's at ``p1 - shift``
-    plus ``n_p1`` where that is negative: no literal size, a division neither."""
+    plus ``n_p1`` where that is negative, the shift a runtime size (``z0``): no literal size, a
+    division neither."""
     x = lf.tensor(torch.randn(5, 9), device=CPU)
     flip, = lf.explain((x * 2).flip(1) + 1).kernels
     roll, = lf.explain((x * 2).roll(3, 1) + 1).kernels
     assert "(n_p1 - 1 - p1)" in flip.source and "a0[(n_p1*p0 + (n_p1 - 1 - p1))]" in flip.source
-    assert "a0[(n_p1*p0 + ((-3 + p1) + n_p1*((-3 + p1) < 0)))]" in roll.source
+    assert "a0[(n_p1*p0 + ((-z0 + p1) + n_p1*((-z0 + p1) < 0)))]" in roll.source
     assert not any(f"{n}*" in k.source or f"% {n}" in k.source for k in (flip, roll) for n in (8, 9))
 
 
@@ -347,3 +351,250 @@ def test_random_flips_and_rolls_equal_torch(device, shape, data):
     t = torch.randn(*shape)
     got = (lf.tensor(t, device=lf.device(device)).flip(flipped) * 2).roll(shifts, rolled)
     assert torch.equal(got.torch(), (t.flip(flipped) * 2).roll(shifts, rolled))
+
+
+# -- ops whose index arithmetic reads a source's size, at three sizes --------------------------------
+# Each reads ``x`` of shape (3, n) (``d`` of shape (n, n + 1)) where a piece's start, a source's row
+# length or a diagonal's stride is a size of the program: the kernel's runtime sizes
+# (``Kernel.sizes``, after the loop extents in the launch metadata), so n = 11, 17, 14 is one code.
+# Pending producers and buffers both; every program was one kernel before and still is.
+RESIZING = {
+    "cat of pending pieces": lambda x: lf_cat((x * 2, (x + 1)[:, :4]), 1) + 1,
+    "cat of buffers": lambda x: lf_cat((x, x[:, :4]), 1) * 2,
+    "cat growing by one": lambda x: lf_cat((x, x[:, -1:]), -1) * 2,
+    "cat along rows": lambda x: lf_cat((x * 2, x + 1, x[:2]), 0) - 1,
+    "pad": lambda x: F_pad(x * 2, (1, 2, 0, 1), value=0.5) + 1,
+    "pad that crops": lambda x: F_pad(x * 2, (-2, 3)) + 1,
+    "narrow of a pending": lambda x: (x * 2).narrow(1, 2, x.shape[1] - 3) + 1,
+    "narrow of a buffer": lambda x: x.narrow(-1, 3, x.shape[1] - 5) * 2,
+    "split of a pending": lambda x: (lambda a, b: a - b)(*(x * 2).split(x.shape[1] // 2, 1)[:2]),
+    "chunk of a pending": lambda x: (lambda *cs: cs[0] * cs[1] + cs[-1][:, :1])(*(x * 2).chunk(3, 1)),
+    "repeat": lambda x: (x * 2).repeat(2, 3) + 1,
+    "tile": lambda x: (x * 2).tile((2,)) + 1,
+    "roll without dims": lambda x: (x * 2).roll(5) + 1,
+    "roll without dims, back": lambda x: (x * 2).roll(-4) + 1,
+}
+SQUARE = {
+    "diagonal of a pending": lambda d: (d * 2).diagonal() + 1,
+    "diagonal of a pending, offset": lambda d: (d * 2).diagonal(-1) + 1,
+    "diagonal of a buffer": lambda d: d.diagonal(2) * 2,
+}
+# (program, its input's shape at n, the kernels it launches): other ranks and dims, a cat read by
+# a row-wise kernel (the softmax's), a split into sections each summed by a kernel of its own
+SHAPED = {
+    "diagonal of dims 0 and 2": (lambda x: (x * 2).diagonal(0, 0, 2) + 1, lambda n: (n, 3, n + 2), 1),
+    "pad of three dims": (lambda x: F_pad(x * 2, (1, 1, 2, 0, 0, 3)) + 1, lambda n: (2, n, 3), 1),
+    "chunk along rows": (lambda x: (lambda a, b: a + b)(*(x * 2).chunk(2, 0)), lambda n: (2 * n, 3), 1),
+    "cat along a middle dim into a sum": (lambda x: lf_cat((x, x * 2, x[:, :1]), 1).sum(-1), lambda n: (2, n, 3), 1),
+    "cat into a softmax": (lambda x: lf_cat((x, x.exp()), -1).softmax(-1), lambda n: (3, n), 1),
+    "split into sections": (lambda x: (lambda a, b, c: a.sum(-1) + c.sum(-1))(*(x * 2).split([2, x.shape[1] - 5, 3], 1)),
+                            lambda n: (3, n), 3),
+    "roll without dims of three dims": (lambda x: (x * 2).roll(-7) + 1, lambda n: (2, n, 3), 1),
+}
+
+
+def lf_cat(pieces, dim):
+    return (torch if isinstance(pieces[0], torch.Tensor) else lf).cat(pieces, dim)
+
+
+def F_pad(x, pads, value=0.0):
+    return (torch.nn.functional if isinstance(x, torch.Tensor) else lf.nn.functional).pad(x, pads, value=value)
+
+
+def at_three_sizes(dev, fn, shape_of, sizes=(11, 17, 14), exact=True):
+    """``fn`` at each size: its value against torch's (``exact``: equal), and the stats it moved."""
+    moved = []
+    for n in sizes:
+        t = torch.randn(*shape_of(n), generator=torch.Generator().manual_seed(n))
+        x = lf.tensor(t, device=dev)
+        lf.sync(dev)
+        before = lf.stats(dev)
+        got = fn(x).torch()
+        moved.append(lf.stats(dev) - before)
+        if exact:
+            assert torch.equal(got, fn(t)), f"at n={n}"
+        else:   # (a sum, a softmax: their rounding)
+            torch.testing.assert_close(got, fn(t), msg=f"at n={n}")
+    return moved
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(RESIZING) + sorted(SQUARE) + sorted(SHAPED))
+def test_ops_that_read_a_sources_size_compile_once_over_three_sizes(fresh_cache, device, name):
+    dev = lf.device(device)
+    fn, shape_of, kernels = (RESIZING[name], lambda n: (3, n), 1) if name in RESIZING else \
+        (SQUARE[name], lambda n: (n, n + 1), 1) if name in SQUARE else SHAPED[name]
+    moved = at_three_sizes(dev, fn, shape_of, exact=name not in SHAPED)
+    assert moved[0].compiler_runs >= 1 and moved[0].kernels_launched == kernels, (name, moved[0])
+    for n, d in zip((17, 14), moved[1:]):
+        assert (d.compiler_runs, d.kernels_launched) == (0, kernels), f"{name} at n={n} after n=11: {d}"
+
+
+def test_a_cats_starts_and_sizes_are_runtime_values():
+    """A cat's piece is read at its index clamped into the piece (no division), and its start is
+    a runtime size: the printed kernel holds no literal size, its metadata does."""
+    x = lf.tensor(torch.randn(3, 9), device=CPU)
+    k, = lf.explain(lf.cat((x, x[:, -1:]), 1) * 2).kernels
+    assert "z0 = meta[4]" in k.source and "(p1 - (p1 - z0 + 1)*(p1 >= z0))" in k.source.replace("(p1)", "p1")
+    assert not any(f"{n}*" in k.source or f"% {n}" in k.source or f"({n})" in k.source for n in (9, 10))
+
+
+# the gradients of the ops above, float64 against torch's autograd, at three sizes: the backward's
+# kernels (a cat's gradient is narrows of the output's, a narrow's a pad...) compile once too
+GRADIENTS = {
+    "cat": lambda lib, x: lf_cat((x.exp(), x[:, -1:] * 3), 1),
+    "pad": lambda lib, x: F_pad(x.exp(), (2, 1, 1, 0), value=0.5),
+    "narrow": lambda lib, x: x.exp().narrow(1, 2, x.shape[1] - 3),
+    "chunk": lambda lib, x: (lambda a, b: a * b)(*x.exp().chunk(2, 1)),
+    "repeat": lambda lib, x: x.exp().repeat(2, 3),
+    "diagonal": lambda lib, x: x.exp()[:, :-1].diagonal(1),
+    "roll without dims": lambda lib, x: x.exp().roll(4),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(GRADIENTS))
+def test_the_gradients_of_ops_that_read_a_sources_size_at_three_sizes(fresh_cache, device, name):
+    dev, fn = lf.device(device), GRADIENTS[name]
+    runs = []
+    for n in (10, 16, 14):
+        t = torch.randn(3, n, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+        w = torch.randn(fn(torch, t).shape, dtype=torch.float64)
+        x = lf.tensor(t, device=dev, requires_grad=True)
+        lf.sync(dev)
+        before = lf.stats(dev).compiler_runs
+        (fn(lf, x) * lf.tensor(w, device=dev)).sum().backward()
+        got = x.grad.torch()
+        runs.append(lf.stats(dev).compiler_runs - before)
+        ref = t.clone().requires_grad_()
+        (fn(torch, ref) * w).sum().backward()
+        torch.testing.assert_close(got, ref.grad, msg=f"{name} at n={n}")
+    assert runs[0] >= 1 and runs[1:] == [0, 0], (name, runs)
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@settings(COMMON, max_examples=scaled(25), deadline=None)
+@given(data=st.data())
+def test_random_cats_equal_torch(device, data):
+    """A cat of 1-4 pieces along a random (negative too) dim, each of a random size along it (0
+    included: an empty piece) and a buffer or a pending value, of float32 or int64 (positions):
+    equal to torch's, then read by an elementwise op in the same kernel."""
+    shape = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3), label="shape")
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    sizes = data.draw(st.lists(st.integers(0, 7), min_size=1, max_size=4), label="sizes")
+    pending = data.draw(st.lists(st.booleans(), min_size=len(sizes), max_size=len(sizes)), label="pending")
+    dtype = data.draw(st.sampled_from([torch.float32, torch.int64]), label="dtype")
+    gen = torch.Generator().manual_seed(len(sizes))
+    pieces = []
+    for s in sizes:
+        piece_shape = list(shape)
+        piece_shape[dim] = s
+        pieces.append((torch.randn(piece_shape, generator=gen) * 100).to(dtype))
+    dev = lf.device(device)
+
+    def program(lib, ts):
+        return lib.cat([t * 3 + 1 if p else t for t, p in zip(ts, pending)], dim) - 2
+    got = program(lf, [lf.tensor(t, device=dev) for t in pieces]).torch()
+    assert torch.equal(got, program(torch, pieces))
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@settings(COMMON, max_examples=scaled(25), deadline=None)
+@given(data=st.data())
+def test_random_constant_pads_equal_torch(device, data):
+    """A constant pad of a random shape (empty dims too) by random amounts on each side of its
+    last dims (negative: a crop), of a buffer or a pending value: equal to torch's."""
+    shape = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=3), label="shape")
+    dims = data.draw(st.integers(1, len(shape)), label="padded dims")
+    pads = []
+    for s in reversed(shape[len(shape) - dims:]):
+        left = data.draw(st.integers(-min(s, 2), 3), label="left")
+        # (crops first, as torch's: what the right one crops is left of what the left one cropped)
+        pads += [left, data.draw(st.integers(-min(s - max(0, -left), 2), 3), label="right")]
+    value = data.draw(st.sampled_from([0.0, -1.5, float("inf")]), label="value")
+    pending = data.draw(st.booleans(), label="pending")
+    t = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+    dev = lf.device(device)
+
+    def program(x):
+        return F_pad(x * 2 if pending else x, pads, value=value) + 1
+    assert torch.equal(program(lf.tensor(t, device=dev)).torch(), program(t))
+
+
+# -- a generate loop: a sequence grows by one token a step ------------------------------------------
+HEADS, HEAD_DIM, VOCAB = 2, 4, 50
+
+
+def generate_step(lib, idx, k, v, emb):
+    """One step of a nanoGPT-style ``generate``: the last token's query attends over a KV cache
+    that grows by ``cat`` (a softmax over its length), and the next token (int64) is cat onto the
+    sequence, as ``idx = torch.cat((idx, idx_next), dim=1)``."""
+    last = idx[:, -1:]
+    q = (last.to(lib.float32) * 0.1).reshape(1, 1, 1, 1) * emb.reshape(1, HEADS, 1, HEAD_DIM)
+    k, v = lib.cat((k, q.tanh()), 2), lib.cat((v, q.sin()), 2)
+    y = ((q * k).sum(-1).softmax(-1).unsqueeze(-1) * v).sum(2)
+    idx_next = (last * 7 + idx.sum(-1, keepdim=True) + (y.sum() * 100).to(lib.int64)) % VOCAB
+    return lib.cat((idx, idx_next), 1), k, v
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_generate_loop_growing_by_cat_stops_compiling(fresh_cache, device):
+    """14 steps of ``generate_step``, each drained by a host read of the sequence: its tokens equal
+    torch's at every step, and past the first few lengths (an empty cache, a length of 1, lengths
+    equal to another size of the program: each a structure of its own) no step compiles."""
+    dev = lf.device(device)
+    start, emb = torch.tensor([[1, 2, 3]]), torch.linspace(-1, 1, HEADS * HEAD_DIM)
+    empty = torch.zeros(1, HEADS, 0, HEAD_DIM)
+    idx, k, v, lemb = (lf.tensor(t, device=dev) for t in (start, empty, empty, emb))
+    ref = (start, empty, empty)
+    runs = []
+    for step in range(14):
+        before = lf.stats(dev).compiler_runs
+        idx, k, v = generate_step(lf, idx, k, v, lemb)
+        got = idx.torch()
+        runs.append(lf.stats(dev).compiler_runs - before)
+        ref = generate_step(torch, *ref, emb)
+        assert torch.equal(got, ref[0]), f"step {step}"
+    assert sum(runs[6:]) == 0 and 0 < sum(runs[:6]), runs
+
+
+# -- the index arithmetic itself, at every index ---------------------------------------------------
+@settings(COMMON, max_examples=scaled(200), deadline=None)
+@given(extents=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data())
+def test_printed_index_arithmetic_equals_its_value_at_every_index(extents, data):
+    """A random form over loop variables (negative coefficients too), taken modulo, divided by or
+    clamped into a random size, or unravelled into rows and read back (``linear``): its text,
+    printed with the loop extents and the form's runtime sizes as names (Python's ``//``, as the
+    Triton printer), equals the value at every index (a clamp: in range, and equal where the
+    form is)."""
+    from lazyfuse.codegen import index as ix
+    vs = [Var(f"p{j}", e) for j, e in enumerate(extents)]
+    coeffs = data.draw(st.lists(st.integers(-12, 12), min_size=len(vs), max_size=len(vs)), label="coefficients")
+    form = Affine(0, ()) + Affine(0, tuple((v, c) for v, c in zip(vs, coeffs) if c and v.extent > 1))
+    form = form + Affine(max(0, -form.min) + data.draw(st.integers(0, 9), label="offset"), ())   # non-negative
+    n = data.draw(st.integers(1, 20), label="size")
+    how = data.draw(st.sampled_from(["mod", "floordiv", "clamp", "unravel"]), label="how")
+    if how == "clamp":
+        shifted = form + Affine(-data.draw(st.integers(0, 9), label="start"), ())
+        result, exact = ix.clamped(shifted, n), shifted
+    elif how == "unravel":
+        # unravelled into rows of n and read back in rows of ``stride``: n is the flat index again
+        shape = (data.draw(st.integers(1, 5), label="rows"), n)
+        stride = data.draw(st.sampled_from([n, 2 * n, n + 1]), label="row stride")
+        result, exact = ix.linear(ix.unravel(ix.mod(form, shape[0] * n), shape), (stride, 1)), None
+    else:
+        result, exact = (ix.mod(form, n), None) if how == "mod" else (ix.floordiv(form, n), None)
+    sizes = ix.kernel_sizes([result], vs)
+    text = ix.render(result, "//", {v: f"n_{v.name}" for v in vs}, size=ix.size_names({s: f"z{i}" for i, s in enumerate(sizes)}))
+    env = {f"n_{v.name}": v.extent for v in vs} | {f"z{i}": s for i, s in enumerate(sizes)}
+    for point in np.ndindex(*extents):
+        env.update({v.name: int(i) for v, i in zip(vs, point)})
+        value = form.const + sum(c * int(i) for c, i in zip(coeffs, point))   # (an extent-1 loop is at 0)
+        got = eval(text, {}, env)
+        if how == "clamp":
+            inside = eval(ix.render(exact, "//", {}), {}, env)
+            assert 0 <= got < max(n, 1) and (got == inside or not 0 <= inside < n), (text, point)
+        else:
+            flat = value % (shape[0] * n) if how == "unravel" else None
+            want = value % n if how == "mod" else value // n if how == "floordiv" else stride * (flat // n) + flat % n
+            assert got == want, (text, point, want)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
-from .index import SHAPE_GENERIC, Affine, render
+from .index import SHAPE_GENERIC, Affine, render, size_names
 from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .row_cache import kept_values
@@ -309,7 +309,7 @@ class CPrinter(Printer):
         lines = [f"void {k.name}(char **args, const int64_t *meta) {{"]
         for i, arg in enumerate(k.args):
             lines.append(f"    {STORAGE[arg.dtype.name]} *a{i} = ({STORAGE[arg.dtype.name]} *)args[{i}];")
-        base = 1 + len(k.outer) + len(k.inner) + 1
+        base = 1 + len(k.outer) + len(k.inner) + 1 + len(k.sizes)
         for i, dt in enumerate(k.scalars):
             word = f"meta[{base + i}]"
             val = f"lf_word2f64({word})" if dt.is_float else word
@@ -321,6 +321,10 @@ class CPrinter(Printer):
         for i, v in enumerate(k.outer + k.inner if SHAPE_GENERIC else ()):
             self.extents[v] = f"n_{v.name}"
             lines.append(f"    const int64_t n_{v.name} = meta[{1 + i + (i >= len(k.outer))}];")
+        # then the kernel's runtime sizes (Kernel.sizes), read by the index arithmetic
+        for i, value in enumerate(k.sizes):
+            self.size_names[value] = f"z{i}"
+            lines.append(f"    const int64_t z{i} = meta[{2 + len(k.outer) + len(k.inner) + i}];")
         par = self._parallel(k)
         if k.segments:
             lines += self._segments()
@@ -381,7 +385,7 @@ class CPrinter(Printer):
         return self.extents.get(v, str(v.extent))
 
     def index(self, a: Affine) -> str:
-        return render(a, "/", self.extents)
+        return render(a, "/", self.extents, size=size_names(self.size_names))
 
     def size(self, vars_) -> str:
         """The product of ``vars_``' extents, in the source."""

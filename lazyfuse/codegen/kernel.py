@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..ir.dtypes import DType
 from ..ir.node import Op, post_order
+from . import index as ix
 from .index import Affine, Var
 
 
@@ -157,7 +158,17 @@ class Kernel:
             [st.value for k in parts for st in k.stages]
         if not any(divides_integers(e) for e in walk(roots)):
             return None
-        return 2 + len(self.outer) + len(self.inner) + len(self.scalars)
+        return 2 + len(self.outer) + len(self.inner) + len(self.sizes) + len(self.scalars)
+
+    @functools.cached_property
+    def sizes(self) -> tuple:
+        """The kernel's runtime sizes: the numbers its index arithmetic reads that a size can be
+        (``index.kernel_sizes``: a source's row length, a piece's start, a slice's offset), in the
+        launch metadata after the loop extents, so that a new size of the program is the same
+        code. A foreach or matmul-template kernel prints its sizes as literals (none)."""
+        if self.segments or self.matmul is not None or not ix.SHAPE_GENERIC:
+            return ()
+        return ix.kernel_sizes(affines(self), var_list(self))
 
     @property
     def outer_numel(self) -> int:

@@ -170,15 +170,16 @@ class Lowering:
     def concatenation(self, n, idx):
         """``CAT`` at ``idx``: the source whose slice of dim ``n.arg`` holds the index, selected
         by comparisons of the index with the slices' ends. Every source is read at its own index
-        modulo its size along the dim, so the reads of the sources not selected stay in bounds
-        (a kernel computes every operand of a select)."""
+        clamped into its size along the dim, so the reads of the sources not selected stay in
+        bounds (a kernel computes every operand of a select); the starts, the sizes and the ends
+        are the kernel's runtime sizes (``Kernel.sizes``), not literals."""
         d = n.arg
         j = idx[d]
         value, start = None, n.shape[d]
         for src in reversed(n.srcs):
             size = src.shape[d]
             start -= size
-            at = ix.mod(j + Affine((-start) % size, ()), size)   # (j - start) mod size, from a non-negative form
+            at = ix.clamped(j + Affine(-start, ()), size)
             piece = self.ev(self.pos[id(src)], idx[:d] + (at,) + idx[d + 1:])
             if value is None:
                 value = piece

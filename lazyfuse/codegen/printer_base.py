@@ -64,6 +64,7 @@ class Printer:
         self.cfg = cfg
         self._n = 0
         self.extents = {}   # Var -> the name of its runtime extent in the source
+        self.size_names = {}   # a runtime size's value (Kernel.sizes) -> its name in the source
 
     def fresh(self) -> int:
         self._n += 1

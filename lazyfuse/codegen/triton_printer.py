@@ -50,7 +50,7 @@ from pathlib import Path
 from ..ir.dtypes import float32
 from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
-from .index import SHAPE_GENERIC, Affine, Var, render
+from .index import SHAPE_GENERIC, Affine, Var, render, size_names
 from .kernel import (Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, divides_integers,
                      is_python_scalar)
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
@@ -285,7 +285,7 @@ class TritonPrinter(Printer):
         self.flag_word = kernel.error_flag_word   # (a foreach segment's: its kernel's, set by that printer)
 
     def index(self, a: Affine) -> str:
-        return render(a, "//", self.extents)
+        return render(a, "//", self.extents, size=size_names(self.size_names))
 
     def size(self, vars_) -> str:
         """The product of ``vars_``' extents, in the source."""
@@ -315,7 +315,9 @@ class TritonPrinter(Printer):
             return f"{raw}.to(tl.float32)" if e.dtype.name == "float16" else raw
         if isinstance(e, IndexValue):
             if not e.index.terms:
-                return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})"
+                const = self.index(e.index)   # a literal, or one of the kernel's runtime sizes
+                return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})" if const == f"({e.index.const})" \
+                    else f"tl.broadcast_to({const}.to({COMPUTE[e.dtype.name]}), {scope.shape})"
             return f"{self.index(e.index)}.to({COMPUTE[e.dtype.name]})"
         if isinstance(e, Random):
             seed, off = scope.value(e.seed), scope.value(e.offset)
@@ -381,7 +383,7 @@ class TritonPrinter(Printer):
         if k.stages:
             params.append("BLOCK_R: tl.constexpr")
         lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
-        base = 1 + len(k.outer) + 1 + len(k.inner)
+        base = 1 + len(k.outer) + 1 + len(k.inner) + len(k.sizes)
         for i, dt in enumerate(k.scalars):
             word = f"tl.load(meta + {base + i})"
             if dt.is_float:
@@ -399,6 +401,11 @@ class TritonPrinter(Printer):
                 self.extents[v] = f"n_{v.name}"
                 word = f"tl.load(meta + {1 + i + (i >= len(k.outer))})"
                 lines.append(f"    n_{v.name} = {word}" if wide else f"    n_{v.name} = {word}.to(tl.int32)")
+            # then the kernel's runtime sizes (Kernel.sizes), read by the index arithmetic
+            for i, value in enumerate(k.sizes):
+                self.size_names[value] = f"z{i}"
+                word = f"tl.load(meta + {2 + len(k.outer) + len(k.inner) + i})"
+                lines.append(f"    z{i} = {word}" if wide else f"    z{i} = {word}.to(tl.int32)")
         if k.segments:
             return self._segment_functions(params) + "\n".join(lines + self._segments(pid)) + "\n"
         if k.matmul is not None:

@@ -27,7 +27,7 @@ class Step:
     kind: StepKind
     slots: list               # buffer slot of each argument
     scalars: list             # position of each runtime scalar in the trace's scalar list
-    header: list              # metadata words before the scalars (loop extents)
+    header: list              # metadata words before the scalars (loop extents, the kernel's sizes)
     kernel: object = None     # codegen Kernel (kernels) or LibraryCall (library)
     compiled: object = None   # backend object
     group: object = None      # the planner's Group, for explain
@@ -315,4 +315,4 @@ def gather(positions: list):
 
 def _header(kernel) -> list:
     return [len(kernel.outer), *(v.extent for v in kernel.outer), len(kernel.inner),
-            *(v.extent for v in kernel.inner)]
+            *(v.extent for v in kernel.inner), *kernel.sizes]
