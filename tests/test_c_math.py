@@ -31,7 +31,7 @@ FLT_MAX = float(np.finfo(np.float32).max)
 DENORM_MIN = float(np.float32(1.401298464324817e-45))
 
 # Max relative error achieved, plus a few % headroom: log, sin, cos from an
-# exhaustive scan of all float32 inputs (sin/cos: all |x| < 8e8); the others
+# exhaustive scan of all float32 inputs (sin/cos: all |x| < 2^50); the others
 # from a scan of every 67th float32 bit pattern of each sign (see c_math.h).
 # For scale, 2^-24 = 5.96e-8; every bound is under 4 * 2^-24 except gelu's
 # (its far negative tail; 0.5 * x * erfc(-x/sqrt2) there).
@@ -41,15 +41,27 @@ BOUNDS = {
     "tanh": 1.65e-7,    # measured 1.58e-7, 1.60e-7 without FMA (one exp, one division)
     "sigmoid": 1.8e-7,  # measured 1.72e-7
     "silu": 2.35e-7,    # measured 2.26e-7
-    "sin": 8.9e-8,      # measured 8.57e-8
-    "cos": 8.9e-8,      # measured 8.53e-8
+    "sin": 6.0e-8,      # measured 5.961e-8 (one rounding of a double result: 2^-24 = 5.960e-8)
+    "cos": 6.0e-8,      # measured 5.961e-8
     "erf": 8.2e-8,      # measured 7.91e-8 (every float of [1e-4, 4.5])
     "gelu": 3.6e-7,     # measured 3.49e-7 with FMA (2.96e-7 with two divisions: erfc = e2 * P * (1/d) costs 0.5 ulp)
 }
 ERF_ABS_BOUND = 6.6e-8  # measured 6.41e-8 (every float of [1e-4, 4.5]; torch: 5.96e-8)
-# lf_sinf/lf_cosf reduce the argument in double with a 3-constant split of
-# pi/2; it is exact for |x| < 2^29 * pi/2 (~8.4e8).
-SINCOS_ACCURATE_LIMIT = 8e8
+
+
+def _target_has_fma(extra=()):
+    """Whether the harness flags (plus ``extra``) give the compiler __FMA__."""
+    proc = subprocess.run(["gcc", *CFLAGS, *extra, "-dM", "-E", "-x", "c", "/dev/null"],
+                          capture_output=True, text=True, check=True)
+    return "#define __FMA__ 1" in proc.stdout
+
+
+# lf_sinf/lf_cosf reduce the argument in double: with FMA a 2-constant split of pi/2 (53 + 53
+# bits), accurate out to 2^50; without it a 24 + 24 + 53-bit split, exact for |x| < 2^29 * pi/2
+# (~8.4e8).  Beyond 2^50 both give 0 (nan at +-inf).
+SINCOS_FMA_LIMIT = 2.0 ** 50
+SINCOS_NOFMA_LIMIT = 8e8
+SINCOS_ACCURATE_LIMIT = SINCOS_FMA_LIMIT if _target_has_fma() else SINCOS_NOFMA_LIMIT
 
 
 def _gelu_erfc(t):
@@ -244,7 +256,7 @@ def _random_cases(name, rng):
         return [(u(rng, -10, 10), None), (u(rng, -110, 110), None)]
     if name in ("sin", "cos"):
         return [(u(rng, -10, 10), None), (u(rng, -1e4, 1e4), None),
-                (lu(rng, -30, 8), None)]
+                (lu(rng, -30, math.log10(SINCOS_ACCURATE_LIMIT)), None)]
     if name == "erf":
         return [(u(rng, -10, 10), None), (u(rng, -1, 1), None),
                 (lu(rng, -30, 1), None)]
@@ -342,3 +354,42 @@ def test_gelu_grad_accuracy(lib):
     one = lambda v: _run(lib, "gelu_grad", np.array([v], dtype=np.float32))[0]  # noqa: E731
     assert one(0.0) == 0.5 and one(30.0) == 1.0
     assert one(-30.0) == 0 and np.signbit(one(-30.0))
+
+
+def _sincos_inputs(rng, limit):
+    """A dense scan of |x| <= 1e4 (every 61st bit pattern, both signs), log-uniform |x| up to
+    ``limit`` and the specials."""
+    pos = np.arange(0, np.float32(1e4).view(np.uint32) + 1, 61, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, -pos, _loguniform(rng, -3, math.log10(limit)), _specials()])
+    return x[np.isfinite(x) & (np.abs(x) < limit)]
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sincos_no_less_accurate_than_torch_float32(lib, name):
+    """lf_sinf/lf_cosf against torch's own float32 sin/cos (Sleef's u10 on AVX-512), both
+    against float64, on the same inputs: our max relative error is no larger than torch's."""
+    x = _sincos_inputs(np.random.default_rng(17), SINCOS_ACCURATE_LIMIT)
+    ref = _ref(name, x)
+    den = np.maximum(np.abs(ref), FLT_MIN)
+    ours = (np.abs(_run(lib, name, x).astype(np.float64) - ref) / den).max()
+    theirs = (np.abs(REFS[name](torch.from_numpy(x)).numpy().astype(np.float64) - ref) / den).max()
+    assert ours <= min(theirs, BOUNDS[name]), (ours, theirs)
+
+
+def test_sincos_without_fma(tmp_path):
+    """The no-FMA reduction (x86-64-v2: a 3-constant split of pi/2): the same bound out to
+    8e8, torch's classes (nan at +-inf and nan, sin(-0) = -0), results in [-1, 1] beyond."""
+    extra = ["-march=x86-64-v2"]
+    assert not _target_has_fma(extra)
+    so_file, _, _ = _compile(tmp_path, extra)
+    nofma = ctypes.CDLL(str(so_file))
+    for name in ("sin", "cos"):
+        getattr(nofma, f"apply_{name}").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        x = _sincos_inputs(np.random.default_rng(19), SINCOS_NOFMA_LIMIT)
+        _check(name, x, _run(nofma, name, x), _ref(name, x), BOUNDS[name])
+        far = _loguniform(np.random.default_rng(23), math.log10(SINCOS_NOFMA_LIMIT), 38)
+        assert np.all(np.abs(_run(nofma, name, far)) <= 1.0)
+        edge = np.float32([np.inf, -np.inf, np.nan, -0.0])
+        y = _run(nofma, name, edge)
+        assert np.isnan(y[:3]).all()
+    assert np.signbit(_run(nofma, "sin", np.float32([-0.0]))[0])
