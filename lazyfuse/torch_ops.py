@@ -459,7 +459,7 @@ def narrow(x, dim, start, length):
     if start < 0:
         start += n
     if start + length > n:
-        raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {n}")
+        raise ShapeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}): narrow along dim {d}")
     return x[(slice(None),) * d + (slice(start, start + length),)]
 
 
@@ -487,7 +487,7 @@ def chunk(x, chunks, dim=0):
     """``chunks`` pieces along ``dim`` (of ceil(n / chunks) each, as torch): views."""
     d = normalize_dim(dim, x.ndim)
     if chunks <= 0:
-        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = x.shape[d]
     size = max(1, -(-n // chunks))
     return split(x, size, d) if n else tuple(narrow(x, d, 0, 0) for _ in range(chunks))
