@@ -860,7 +860,7 @@ class Tensor:
             node = ops.cast_node(self.device.engine, src._read(), self.dtype)
             if src.shape != self.shape:
                 from .ir.shapes import broadcast_shapes
-                if broadcast_shapes(src.shape, self.shape) != self.shape:
+                if broadcast_shapes(self.shape, src.shape) != self.shape:   # (torch's order: its error names self "a")
                     raise ShapeError(f"copy_: source shape {src.shape} does not broadcast to {self.shape}")
                 node = ops.expand_node(node, self.shape)
         elif ops.is_scalar(src):

@@ -41,6 +41,7 @@ MISTAKES = {
     "duplicate_dims": lambda m: m.ones(2, 3, 4).sum(dim=(1, 0, 1)),
     "float_index": lambda m: m.ones(4)[m.tensor([1.0])],
     "cross_entropy_batch": lambda m: m.nn.functional.cross_entropy(m.ones(2, 3), m.tensor([0, 1, 2])),
+    "copy_shape": lambda m: m.ones(4).copy_(m.ones(3)),
     "leaf_in_place": lambda m: m.ones(2, requires_grad=True).add_(1),
 }
 
