@@ -88,15 +88,6 @@ def triu(x, diagonal=0):
     return _triangle(x, int(diagonal), False, "triu")
 
 
-def where(condition, input=None, other=None):
-    """``lf.where(c, a, b)`` with scalars allowed for ``a``/``b``; ``where(c)`` is ``nonzero(as_tuple=True)``."""
-    if input is None and other is None:
-        from .extern import extern
-        import torch
-        return extern(torch.where, condition)
-    return ops.where(condition, input, other)
-
-
 # -- reductions --------------------------------------------------------------------------------
 def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
     """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
@@ -864,7 +855,6 @@ TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENS
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
                 "masked_fill_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
-FUNCTIONS["where"] = where
 FUNCTIONS["einsum"] = einsum
 FUNCTIONS.update(_native_norm_forms())
 FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})
