@@ -108,6 +108,12 @@ def lazy_callable(op):
     """(how, callable(input, *args, **kwargs)) for OpInfo ``op`` on lazyfuse."""
     import lazyfuse as lf
     name = op.name
+    if getattr(op.op, "__name__", "") == "<lambda>" and not name.startswith(NAMESPACED) and \
+            not (name.startswith("_") and not name.startswith("__")) and \
+            (name in RANDOM or "wrapper_set_seed" not in op.op.__code__.co_names):
+        # (a lambda seeding torch's generator for an op not compared by shape alone — dropout in
+        # sdpa, fractional pooling — needs torch's random stream: it stays torch's, as an extern)
+        return "lambda", _on_lazyfuse(op.op)
     if name.startswith(NAMESPACED) or getattr(op.op, "__name__", "") == "<lambda>" or \
             name.startswith("_") and not name.startswith("__") or \
             op.method_variant is None and not hasattr(torch, name) and not name.startswith("nn.functional."):
@@ -129,6 +135,25 @@ def lazy_callable(op):
         # its self, as in ``torch.Tensor.__rmod__(5.1, t)``, which is ``t % 5.1``: so lazyfuse's too)
         return "method", lambda x, *a, **k: getattr(lf.Tensor, name)(x, *a, **k)
     return "function", lambda x, *a, **k: getattr(lf, name)(x, *a, **k)
+
+
+def _on_lazyfuse(fn):
+    """OpInfo's wrapper lambda (``lambda x, shape: x.view(shape)``, ``lambda self, condition, other:
+    torch.where(condition, self, other)``) run on lazyfuse: its own code with ``torch`` read as
+    ``lazyfuse``, so the calls it makes are lazyfuse's; where lazyfuse has no such name
+    (AttributeError) or refuses the op outright (UnsupportedOpError: ``resize_``), the lambda
+    itself as an extern."""
+    import types
+    import lazyfuse as lf
+    ours = types.FunctionType(fn.__code__, {**fn.__globals__, "torch": lf}, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+
+    def call(x, *a, **k):
+        try:
+            return ours(x, *a, **k)
+        except (AttributeError, lf.UnsupportedOpError):
+            return lf.extern(fn, x, *a, **k)
+    return call
 
 
 def _compare(got, want, dtype, exact=False):

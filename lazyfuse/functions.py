@@ -115,9 +115,12 @@ def cat(tensors, dim=0, *, out=None):
     if any(t.ndim != ref.ndim for t in tensors):
         raise ShapeError(f"cat: tensors have different numbers of dims: {[t.shape for t in tensors]}")
     d = normalize_dim(dim, ref.ndim)
-    for t in tensors:
+    for n, t in enumerate(tensors):
         if t.shape[:d] != ref.shape[:d] or t.shape[d + 1:] != ref.shape[d + 1:]:
-            raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {d}")
+            k = next(k for k in range(ref.ndim) if k != d and t.shape[k] != ref.shape[k])
+            raise ShapeError(f"Sizes of tensors must match except in dimension {d}. Expected size {ref.shape[k]} "
+                             f"but got size {t.shape[k]} for tensor number {n} in the list: cat: shapes "
+                             f"{[t.shape for t in tensors]} differ outside dim {d}")
     dims, zeros, scalars = ops.operand_dtypes(tensors)
     from .ir.dtypes import result_type
     from .ir.node import Node
@@ -143,8 +146,11 @@ def stack(tensors, dim=0, *, out=None):
     tensors = _sequence_of_tensors("stack", tensors)
     if not tensors:
         raise ShapeError("stack needs a non-empty sequence of Tensors, got an empty one")
-    if any(t.shape != tensors[0].shape for t in tensors):
-        raise ShapeError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
+    odd = next((n for n, t in enumerate(tensors) if t.shape != tensors[0].shape), None)
+    if odd is not None:
+        raise ShapeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at entry 0 "
+                         f"and {list(tensors[odd].shape)} at entry {odd}: stack: all tensors must have the same "
+                         f"shape, got {[t.shape for t in tensors]}")
     d = normalize_dim(dim, tensors[0].ndim + 1)
     return cat([t.unsqueeze(d) for t in tensors], d, out=out)
 

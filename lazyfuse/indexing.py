@@ -7,6 +7,9 @@ from .ir.view import View
 
 
 def _expand_key(t, key) -> list:
+    """``key`` as (index, position) pairs, one per dim of ``t`` (plus one per None): ``...`` and
+    the dims after the last index become full slices; position is the index's place in the key
+    as written, ``...`` counting as one (torch's errors number an index so)."""
     from .tensor import Tensor
     if not isinstance(key, tuple):
         key = (key,)
@@ -16,14 +19,14 @@ def _expand_key(t, key) -> list:
     if n_real > t.ndim:
         raise InvalidIndexError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
     out = []
-    for k in key:
+    for pos, k in enumerate(key):
         if k is Ellipsis:
-            out.extend([slice(None)] * (t.ndim - n_real))
+            out.extend([(slice(None), pos)] * (t.ndim - n_real))
         else:
-            out.append(k)
+            out.append((k, pos))
     if not any(k is Ellipsis for k in key):
-        out.extend([slice(None)] * (t.ndim - n_real))
-    for k in out:
+        out.extend([(slice(None), len(key))] * (t.ndim - n_real))
+    for k, _ in out:
         if not (k is None or isinstance(k, (int, slice, Tensor)) or hasattr(k, "__index__")):
             raise IndexDTypeError(f"unsupported index {k!r}: use ints, slices, None, ... or an integer Tensor")
     return out
@@ -40,7 +43,7 @@ def getitem(t, key):
     view: View = t._view
     dim = 0
     gathers = []
-    for k in parts:
+    for k, pos in parts:
         if k is None:
             view = view.unsqueeze(dim)
             dim += 1
@@ -51,14 +54,15 @@ def getitem(t, key):
             size = view.shape[dim]
             start, stop, step = k.indices(size) if k.step is None or k.step > 0 else (0, 0, 0)
             if k.step is not None and k.step <= 0:
-                raise ShapeError(f"slice step must be positive, got {k.step} (flip is not supported)")
+                raise ShapeError(f"step must be greater than zero: slice step {k.step} (for a reversed order, "
+                                 "x.flip(dim))")
             view = view.slice(dim, start, max(stop, start), step)
             dim += 1
         else:
             i = int(k)
             size = view.shape[dim]
             if not -size <= i < size:
-                raise InvalidIndexError(f"index {i} is out of range for dim {dim} of size {size}")
+                raise InvalidIndexError(f"index {i} is out of bounds for dimension {pos} with size {size}")
             view = view.select(dim, i % size)
     out = t._with_view(view)
     if len(gathers) > 1:
@@ -77,7 +81,8 @@ def index_select(t, dim: int, index, wrap: bool = True):
     from .ir.node import Node, Op
     from .tensor import result_tensor
     if index.dtype.is_float or index.dtype.is_bool:
-        raise IndexDTypeError(f"tensor indices must be integers (or a bool mask), got {index.dtype.name}")
+        raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
+                              f"be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]

@@ -84,8 +84,9 @@ def common_device(args, default=None):
             if dev is None:
                 dev = a.device
             elif a.device is not dev:
-                raise DeviceError(f"tensors on {dev.name} and {a.device.name} are mixed in one op; "
-                                  "move one with lf.tensor(t.numpy(), device=...)")
+                raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                  f"{dev.name} and {a.device.name}! tensors on {dev.name} and {a.device.name} are "
+                                  "mixed in one op; move one with lf.tensor(t.numpy(), device=...)")
     return dev if dev is not None else default
 
 
@@ -407,7 +408,8 @@ def matmul(a, b):
     b2 = b.unsqueeze(-1) if len(bsh) == 1 else b
     a2sh, b2sh = a2._view.shape, b2._view.shape
     if a2sh[-1] != b2sh[-2]:
-        raise ShapeError(f"matmul: inner dims differ: {ash} @ {bsh} "
+        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a2sh))} and "
+                         f"{'x'.join(map(str, b2sh))}): matmul: inner dims differ: {ash} @ {bsh} "
                          f"({a2sh[-1]} != {b2sh[-2]}); transpose or reshape an operand")
     batch = broadcast_shapes(a2sh[:-2], b2sh[:-2])
     engine = dev.engine

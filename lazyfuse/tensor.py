@@ -44,12 +44,13 @@ def _inferred_shape(have: tuple, shape: tuple) -> tuple:
     if -1 in shape:
         known = prod(s for s in shape if s != -1)
         if known == 0 or numel % known:
-            raise ShapeError(f"cannot reshape a tensor of shape {have} into {shape}")
+            raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {numel}: cannot reshape a "
+                             f"tensor of shape {have} into {shape}")
         shape = tuple(numel // known if s == -1 else s for s in shape)
     check_shape(shape)
     if prod(shape) != numel:
-        raise ShapeError(f"cannot reshape a tensor of shape {have} ({numel} elements) into "
-                         f"{shape} ({prod(shape)} elements)")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {numel}: cannot reshape a tensor "
+                         f"of shape {have} ({numel} elements) into {shape} ({prod(shape)} elements)")
     return shape
 
 
@@ -183,7 +184,8 @@ class Tensor:
     def item(self):
         """Drains, then the value of this one-element tensor as a Python number (ShapeError otherwise)."""
         if self.numel() != 1:
-            raise ShapeError(f".item() needs exactly one element, this tensor has shape {self.shape}")
+            raise ShapeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar: .item() needs "
+                             f"exactly one element, this tensor has shape {self.shape}")
         return self._host_torch(".item()").item()
 
     def tolist(self):
@@ -613,8 +615,10 @@ class Tensor:
         shape = self._infer_shape(shape)
         v = self._view.reshape(shape)
         if v is None:
-            raise ShapeError(f"view size {shape} is not compatible with this tensor's strides "
-                             f"{self._view.strides}; use .reshape(...) (which copies) instead")
+            raise ShapeError("view size is not compatible with input tensor's size and stride (at least one "
+                             f"dimension spans across two contiguous subspaces). Use .reshape(...) instead: view "
+                             f"size {shape} is not compatible with this tensor's strides {self._view.strides} "
+                             "(.reshape copies)")
         return self._with_view(v)
 
     def flatten(self, start_dim=0, end_dim=-1):
@@ -624,7 +628,8 @@ class Tensor:
         s = normalize_dim(start_dim, self.ndim, "start_dim")
         e = normalize_dim(end_dim, self.ndim, "end_dim")
         if s > e:
-            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+            raise ShapeError(f"flatten() has invalid args: start_dim cannot come after end_dim: start_dim "
+                             f"{start_dim} comes after end_dim {end_dim}")
         return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
     def permute(self, *dims):
@@ -703,8 +708,9 @@ class Tensor:
                     raise ShapeError("expand: -1 is not allowed for a new leading dim")
                 s = old
             if old != s and old != 1:
-                raise ShapeError(f"expand: dim {i} has size {old}, cannot expand it to {s} (only size-1 dims "
-                                 "expand)")
+                raise ShapeError(f"The expanded size of the tensor ({s}) must match the existing size ({old}) at "
+                                 f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                                 f"{list(self.shape)}: only size-1 dims expand")
             shape.append(int(s))
         return self._with_view(self._view.expand(tuple(shape)))
 
@@ -765,8 +771,9 @@ class Tensor:
         else:
             res = self._promoted_value(other, op, alpha)
         if res.shape != self.shape:
-            raise ShapeError(f"in-place {op.label}_: the result shape {res.shape} differs from the tensor's "
-                             f"{self.shape}; the other operand must broadcast to it")
+            raise ShapeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                             f"{list(res.shape)}: in-place {op.label}_ keeps the tensor's shape; the other operand "
+                             "must broadcast to it")
         return res
 
     def _promoted_value(self, other, op: Op, alpha):
@@ -775,8 +782,9 @@ class Tensor:
         if op is Op.DIV and not ct.is_float:
             ct = dt.DEFAULT_FLOAT
         if ct.category > self.dtype.category:
-            raise DTypeError(f"result type {ct.name} of {op.label}_ can't be cast to the tensor's dtype "
-                             f"{self.dtype.name}; use an out-of-place op")
+            raise DTypeError(f"result type {ct.torch_scalar_name} can't be cast to the desired output type "
+                             f"{self.dtype.torch_scalar_name}: the result type {ct.name} of {op.label}_ can't be "
+                             f"cast to the tensor's dtype {self.dtype.name}; use an out-of-place op")
         if alpha.__class__ is not int:   # (the default 1 needs no check)
             if isinstance(alpha, (bool, np.bool_)) and not ct.is_bool:
                 raise DTypeError(f"{op.label}_: a bool alpha needs a bool result, this one is {ct.name} (as in torch)")
@@ -852,7 +860,7 @@ class Tensor:
             node = ops.cast_node(self.device.engine, src._read(), self.dtype)
             if src.shape != self.shape:
                 from .ir.shapes import broadcast_shapes
-                if broadcast_shapes(src.shape, self.shape) != self.shape:
+                if broadcast_shapes(self.shape, src.shape) != self.shape:   # (torch's order: its error names self "a")
                     raise ShapeError(f"copy_: source shape {src.shape} does not broadcast to {self.shape}")
                 node = ops.expand_node(node, self.shape)
         elif ops.is_scalar(src):

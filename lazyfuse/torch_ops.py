@@ -88,15 +88,6 @@ def triu(x, diagonal=0):
     return _triangle(x, int(diagonal), False, "triu")
 
 
-def where(condition, input=None, other=None):
-    """``lf.where(c, a, b)`` with scalars allowed for ``a``/``b``; ``where(c)`` is ``nonzero(as_tuple=True)``."""
-    if input is None and other is None:
-        from .extern import extern
-        import torch
-        return extern(torch.where, condition)
-    return ops.where(condition, input, other)
-
-
 # -- reductions --------------------------------------------------------------------------------
 def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
     """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
@@ -459,7 +450,7 @@ def narrow(x, dim, start, length):
     if start < 0:
         start += n
     if start + length > n:
-        raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {n}")
+        raise ShapeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}): narrow along dim {d}")
     return x[(slice(None),) * d + (slice(start, start + length),)]
 
 
@@ -487,7 +478,7 @@ def chunk(x, chunks, dim=0):
     """``chunks`` pieces along ``dim`` (of ceil(n / chunks) each, as torch): views."""
     d = normalize_dim(dim, x.ndim)
     if chunks <= 0:
-        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = x.shape[d]
     size = max(1, -(-n // chunks))
     return split(x, size, d) if n else tuple(narrow(x, d, 0, 0) for _ in range(chunks))
@@ -864,7 +855,6 @@ TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENS
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
                 "masked_fill_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
-FUNCTIONS["where"] = where
 FUNCTIONS["einsum"] = einsum
 FUNCTIONS.update(_native_norm_forms())
 FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})

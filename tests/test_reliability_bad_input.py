@@ -127,7 +127,7 @@ CASES = {
     "amax over a dim out of range": (lambda: lf.ones(2, 3).amax(dim=(0, 2)), SHAPE, ["dim=2"]),
     "max(dim) out of range": (lambda: lf.ones(2, 3).max(dim=-3), SHAPE, ["dim=-3"]),
     "argmin dim out of range": (lambda: lf.ones(2).argmin(dim=1), SHAPE, ["dim=1"]),
-    "var over a dim twice": (lambda: lf.ones(2, 3).var(dim=(1, 1)), SHAPE, ["more than once"]),
+    "var over a dim twice": (lambda: lf.ones(2, 3).var(dim=(1, 1)), SHAPE, ["dim 1", "multiple times"]),
     "amax over an empty dim": (lambda: lf.ones(0, 3).amax(0), SHAPE, ["empty"]),
     "softmax over an empty dim": (lambda: lf.ones(3, 0).softmax(1), SHAPE, ["empty"]),
     "log_softmax dim out of range": (lambda: lf.ones(3).log_softmax(1), SHAPE, ["dim=1"]),

@@ -93,7 +93,7 @@ def attach(out, name: str, edges):
 
 def set_requires_grad(t, flag: bool):
     if flag and not t.dtype.is_float:
-        raise DTypeError(f"only floating point tensors can require gradients, this one is {t.dtype.name}; "
+        raise DTypeError(f"only Tensors of floating point dtype can require gradients: this one is {t.dtype.name}; "
                          "call .float() first")
     ag = t._ag
     if ag is not None and not ag.is_leaf:
@@ -132,8 +132,9 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
     with no_grad():
         if gradient is None:
             if root.numel() != 1:
-                raise ShapeError(f"backward() without a gradient needs a one-element output, this one has shape "
-                                 f"{root.shape}; pass gradient= (a tensor of that shape)")
+                raise ShapeError(f"grad can be implicitly created only for scalar outputs: backward() without a "
+                                 f"gradient needs a one-element output, this one has shape {root.shape}; pass "
+                                 "gradient= (a tensor of that shape)")
             from ..creation import ones
             seed = ones(root.shape, dtype=root.dtype, device=root.device)
         else:

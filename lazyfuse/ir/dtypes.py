@@ -40,6 +40,11 @@ class DType:
     def __repr__(self) -> str:
         return f"lf.{self.name}"
 
+    @property
+    def torch_scalar_name(self) -> str:
+        """torch's C++ name of this dtype ("Float", "Long", "BFloat16"), as its error texts spell it."""
+        return torch.empty(0, dtype=self.torch).type().removeprefix("torch.").removesuffix("Tensor")
+
     def __reduce__(self):
         # one instance per dtype, compared by identity: unpickled, it is that instance again
         return _by_name, (self.name,)

@@ -29,17 +29,20 @@ def broadcast_shapes(*shapes) -> tuple:
 def _broadcast(shapes: tuple) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     out = []
-    for i in range(ndim):
+    for i in range(ndim - 1, -1, -1):   # (from the last dim, as torch: its error names the first clash so)
         size = 1
         for s in shapes:
             d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
             if d != 1:
                 if size not in (1, d):
-                    raise ShapeError(f"shapes {' and '.join(str(tuple(x)) for x in shapes)} do not broadcast "
+                    # (torch's sentence first, as its tests match it; then which shapes and the fix)
+                    raise ShapeError(f"The size of tensor a ({size}) must match the size of tensor b ({d}) at "
+                                     f"non-singleton dimension {i}: shapes "
+                                     f"{' and '.join(str(tuple(x)) for x in shapes)} do not broadcast "
                                      f"(dim {i - ndim}: {size} vs {d}); make the sizes equal or 1")
                 size = d
         out.append(size)
-    return tuple(out)
+    return tuple(reversed(out))
 
 
 def as_int(value, argname: str) -> int:
@@ -57,8 +60,8 @@ def normalize_dim(dim, ndim: int, argname: str = "dim") -> int:
     dim = as_int(dim, argname)
     lo, hi = (-ndim, ndim - 1) if ndim > 0 else (-1, 0)
     if not lo <= dim <= hi:
-        raise InvalidIndexError(f"{argname}={dim} is out of range for a {ndim}-d tensor "
-                                f"(expected a dim in [{lo}, {hi}])")
+        raise InvalidIndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim}): "
+                                f"{argname}={dim} is out of range for a {ndim}-d tensor")
     return dim % max(ndim, 1)
 
 
@@ -80,7 +83,8 @@ def _normalized_dims(dims: tuple, ndim: int, argname: str) -> tuple:
     cached; a bool or float equal to an int hashes like it and must still be refused)."""
     out = tuple(sorted(normalize_dim(d, ndim, argname) for d in dims))
     if len(set(out)) != len(out):
-        raise ShapeError(f"{argname}={dims!r} names a dim more than once")
+        dup = next(d for d in out if out.count(d) > 1)
+        raise ShapeError(f"dim {dup} appears multiple times in the list of dims: {argname}={dims!r}")
     return out
 
 

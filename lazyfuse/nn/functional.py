@@ -93,8 +93,9 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     if tuple(x.shape[-len(normalized_shape):]) != normalized_shape:
-        raise ShapeError(f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims "
-                         f"{x.shape}")
+        raise ShapeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                         f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(x.shape)}: "
+                         f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims")
     _float(x, "layer_norm")
     params = [p.dtype for p in (weight, bias) if p is not None]
     mixed_ok = x.dtype in (float16, bfloat16) and all(d is float32 for d in params)   # torch's one mixed case

@@ -125,6 +125,10 @@ def _as_batch(input, target):
 def _check_classes(input, target, name):
     if target.dtype.is_float or target.dtype.is_bool:
         raise DTypeError(f"{name}: class-index targets must be integers, got {target.dtype.name}")
+    if target.ndim and input.ndim > 1 and target.shape[0] != input.shape[0]:
+        raise ShapeError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}): {name}'s target shape {target.shape} does not match input "
+                         f"{input.shape}")
     if target.shape != input.shape[:1] + input.shape[2:]:
         raise ShapeError(f"{name}: target shape {target.shape} does not match input {input.shape} "
                          f"(expected {input.shape[:1] + input.shape[2:]})")

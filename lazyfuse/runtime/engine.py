@@ -77,7 +77,7 @@ class Storage:
     captured graph and every view see in-place writes.
     """
 
-    __slots__ = ("engine", "dtype", "shape", "view", "current", "buffer", "version", "__weakref__")
+    __slots__ = ("engine", "dtype", "shape", "view", "current", "buffer", "version", "before", "__weakref__")
 
     def __init__(self, engine, node: Node):
         self.engine = engine
@@ -87,6 +87,10 @@ class Storage:
         self.current = node
         self.buffer = None
         self.version = 0   # in-place writes so far: autograd checks the values it saved are unchanged
+        # the version before the last in-place write, until a drain computes it: a write that
+        # fails at the drain (a bad index torch would refuse at the call) is undone to it
+        # (``execute.salvage``), as torch's failed call leaves the tensor as it was
+        self.before = None
         if node.op.pending:
             engine.record(self)
 
@@ -108,6 +112,7 @@ class Storage:
         finally:
             if self.current is node:
                 self.version += 1
+                self.before = old
 
 
 class Engine:
@@ -371,6 +376,7 @@ class Engine:
     def poison(self, storage: Storage, error: BaseException) -> None:
         """Mark a value whose computation failed: reading it raises, other work goes on."""
         storage.current = Node(Op.ERROR, (), storage.dtype, storage.shape, error)
+        storage.before = None
         self.poisoned.add(storage.current)
 
     def _drain_locked(self) -> None:

@@ -335,11 +335,15 @@ def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error
     written = [k for k in range(len(roots)) if ran(plan.root_steps[k], done, lost) and roots[k].buffer is not None]
     written_nodes = {id(roots[k].current) for k in written}
     written_bufs = {id(root_bufs[k]) for k in written}
+    # the buffers a failed step may have written part of: its roots' (an in-place root's is the
+    # storage's own buffer), and those of the in-place writes that ran
+    clobbered = written_bufs | {id(root_bufs[k]) for k in range(len(roots)) if plan.root_steps[k] in failed_steps}
     for k, s in enumerate(roots):
         if ran(plan.root_steps[k], done, lost):
             continue
         if failed is not None and first_reached(s.current, lambda n: id(n) in failed) is not None:
-            engine.poison(s, error)
+            if not undo_last_write(s, failed, written_nodes, clobbered):
+                engine.poison(s, error)
         elif written and first_reached(s.current, lambda n: id(n) in written_nodes or (
                 n.op is Op.BUFFER and id(n.arg) in written_bufs)) is not None:
             # run at the next drain, it would recompute that write from the buffer as it
@@ -347,6 +351,20 @@ def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error
             engine.poison(s, DeviceError(
                 f"not computed: its drain on {engine.device.name} stopped ({error!r}) after in-place "
                 "writes it reads had run, so it can no longer be computed as recorded; recompute it"))
+
+
+def undo_last_write(s, failed, written_nodes, clobbered) -> bool:
+    """Give storage ``s`` back its version before its last in-place write, which failed
+    (``x.add_(1); x.index_add_(0, bad, v)`` leaves ``x0 + 1``, as torch's refused call does),
+    where that version can still be computed as recorded: it reads no failed node, no in-place
+    write that ran, and no buffer the failed step may have written part of. False: it cannot."""
+    before = s.before
+    if before is None or first_reached(before, lambda n: id(n) in failed or id(n) in written_nodes or (
+            n.op is Op.BUFFER and id(n.arg) in clobbered)) is not None:
+        return False
+    s.current, s.before = before, None
+    s.version -= 1   # (torch counts a write once it has run)
+    return True
 
 
 def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
@@ -362,6 +380,7 @@ def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
         if every or ran(step, done, lost):
             s.buffer = buf
             s.current = Node(BUFFER, (), s.dtype, s.shape, buf)
+            s.before = None
 
 
 def first_reached(node: Node, hit):

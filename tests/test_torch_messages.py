@@ -1,0 +1,72 @@
+"""lazyfuse's refusals begin with torch's own sentence for the same mistake (then say which
+shapes and the fix), so a torch program's ``except`` and a torch test's ``assertRaisesRegex``
+(which match torch's text) hold over lazyfuse; and the error is an instance of torch's type.
+Each case runs on torch and on lazyfuse here, so torch's text is read, not copied."""
+import pytest
+import torch
+
+import lazyfuse as lf
+
+# name -> the mistake on module ``m`` (lf or torch)
+MISTAKES = {
+    "broadcast": lambda m: m.ones(2, 3) + m.ones(4),
+    "broadcast_3d": lambda m: m.ones(5, 1, 3) * m.ones(2, 4, 1, 2),
+    "matmul": lambda m: m.ones(2, 3) @ m.ones(4, 5),
+    "mm": lambda m: m.mm(m.ones(2, 3), m.ones(4, 5)),
+    "reshape": lambda m: m.ones(12).reshape(3, 5),
+    "reshape_infer": lambda m: m.ones(12).reshape(5, -1),
+    "view_strides": lambda m: m.ones(4, 3).t().view(12),
+    "cat": lambda m: m.cat([m.ones(2, 2), m.ones(3, 3)], 1),
+    "cat_dim0": lambda m: m.cat([m.ones(2, 2), m.ones(3, 2), m.ones(1, 3)], 0),
+    "stack": lambda m: m.stack([m.ones(2), m.ones(2), m.ones(3)]),
+    "dim": lambda m: m.ones(2, 3).sum(5),
+    "dim_negative": lambda m: m.ones(2, 3).softmax(-3),
+    "transpose_dim": lambda m: m.ones(2, 3).transpose(0, 4),
+    "expand": lambda m: m.ones(2, 3).expand(4, 3),
+    "item": lambda m: m.ones(2).item(),
+    "int_requires_grad": lambda m: m.ones(2, dtype=m.int64).requires_grad_(),
+    "backward_non_scalar": lambda m: (m.ones(2, requires_grad=True) * 2).backward(),
+    "int_index": lambda m: m.ones(2, 6)[1, 9],
+    "int_index_negative": lambda m: m.ones(6, 2)[-7],
+    "int_index_after_none": lambda m: m.ones(2, 3, 4)[None, 1, ..., 4],
+    "int_index_after_ellipsis": lambda m: m.ones(2, 3, 4, 5)[0, ..., 9],
+    "slice_step": lambda m: m.ones(6)[::-1],
+    "layer_norm": lambda m: m.nn.functional.layer_norm(m.ones(2, 3), (4,)),
+    "narrow": lambda m: m.ones(4).narrow(0, 2, 5),
+    "chunk": lambda m: m.ones(4).chunk(0),
+    "flatten": lambda m: m.ones(2, 3).flatten(1, 0),
+    "in_place_broadcast": lambda m: m.ones(1).add_(m.ones(3)),
+    "in_place_cast": lambda m: m.ones(2, dtype=m.int64).add_(1.5),
+    "in_place_cast_bool": lambda m: m.ones(2, dtype=m.bool).mul_(m.ones(2, dtype=m.int32)),
+    "duplicate_dims": lambda m: m.ones(2, 3, 4).sum(dim=(1, 0, 1)),
+    "float_index": lambda m: m.ones(4)[m.tensor([1.0])],
+    "cross_entropy_batch": lambda m: m.nn.functional.cross_entropy(m.ones(2, 3), m.tensor([0, 1, 2])),
+    "copy_shape": lambda m: m.ones(4).copy_(m.ones(3)),
+    "leaf_in_place": lambda m: m.ones(2, requires_grad=True).add_(1),
+}
+
+
+def _raised(call):
+    with pytest.raises(Exception) as raised:
+        call()
+    return raised.value
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_a_refusal_starts_with_torchs_sentence_and_is_torchs_type(name):
+    theirs = _raised(lambda: MISTAKES[name](torch))
+    ours = _raised(lambda: MISTAKES[name](lf))
+    assert isinstance(ours, lf.LazyfuseError)
+    assert isinstance(ours, type(theirs)), (type(ours).__mro__, type(theirs))
+    sentence = str(theirs).splitlines()[0].rstrip(".")
+    assert str(ours).startswith(sentence), (str(ours), sentence)
+
+
+def test_mixing_devices_is_refused_with_torchs_sentence():
+    # (torch says it for cuda and cpu tensors, which this machine cannot make: the text is torch's
+    # TensorIterator check, "Expected all tensors to be on the same device, but found at least two
+    # devices, cuda:0 and cpu!", with lazyfuse's device names)
+    with pytest.raises(RuntimeError, match="^Expected all tensors to be on the same device, but found at least two "
+                                           "devices, cpu and interpreter!") as raised:
+        lf.ones(2) + lf.ones(2, device="interpreter")
+    assert isinstance(raised.value, lf.DeviceError)
