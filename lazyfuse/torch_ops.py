@@ -17,11 +17,12 @@ from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 from .ir.shapes import normalize_dim, normalize_dims, prod
+# (imported once, at the top: lf.exp(x) and lf.add(x, y) test for it on every call, and an import
+# statement in a function runs the import machinery each time — ~10 us of a drain's fixed cost
+# once the caches are cold, as they are after a large kernel: bench/drain_cold.py)
+from .tensor import Tensor
 
 
-def _tensor_cls():
-    from .tensor import Tensor
-    return Tensor
 
 
 def _zero(x):
@@ -45,7 +46,6 @@ def _dims_kw(dim, axis):
 # -- masking and triangles ---------------------------------------------------------------------
 def masked_fill(x, mask, value):
     """``value`` where the bool ``mask`` (broadcast to ``x``) holds, else ``x``; keeps ``x``'s dtype."""
-    Tensor = _tensor_cls()
     if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
         raise DTypeError("masked_fill: mask must be a bool Tensor (as in torch); compare it (m != 0) first")
     if isinstance(value, Tensor):
@@ -210,7 +210,6 @@ def clamp_max(x, max):  # noqa: A002 (torch's name)
 
 
 def _tensor_input(x, name):
-    from .tensor import Tensor
     if not isinstance(x, Tensor):
         raise DTypeError(f"{name}: input must be a Tensor, got {type(x).__name__}; wrap a number with lf.tensor(v)")
 
@@ -218,7 +217,6 @@ def _tensor_input(x, name):
 def _wide(*xs):
     """(operands widened to float32 where they are float16/bfloat16, the dtype to round back to):
     torch's fused pointwise kernels compute there and round once."""
-    Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
@@ -243,7 +241,6 @@ def lerp(x, end, weight):
     as torch computes it (float16/bfloat16 in float32, rounded once): one node (``Op.LERP``; 6
     before), ``weight`` a runtime scalar or a tensor. As torch, ``end`` (and a weight with dims)
     must have ``x``'s float dtype."""
-    Tensor = _tensor_cls()
     _tensor_input(x, "lerp")
     _tensor_input(end, "lerp")
     if not x.dtype.is_float:
@@ -264,7 +261,7 @@ def _zero_gradient(out, *inputs, name=None):
     if not recording(*inputs):
         return out
     return attach(out, name or "piecewise_constant",
-                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, _tensor_cls())])
+                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, Tensor)])
 
 
 def sign(x):
@@ -385,7 +382,6 @@ def remainder(x, other):
 def _number_as_tensor(x, other):
     """``x`` as a 0-d tensor where both operands are Python numbers: torch's ``add(2.5, 1)`` is a
     tensor (of the number's default dtype), where the operator alone would give a number."""
-    from .tensor import Tensor
     if isinstance(x, Tensor) or isinstance(other, Tensor):
         return x
     from .creation import tensor
@@ -886,7 +882,6 @@ def _method_as_function(name: str):
     """``lf.<name>(input, ...)``: the Tensor method on a lazyfuse ``input``; anything else (a
     number first, as in ``torch.pow(2, x)``, or an ``out=`` tensor) is torch's function, an extern."""
     def function(input, *args, **kwargs):
-        from .tensor import Tensor
         method = Tensor.__dict__[name]
         if isinstance(input, Tensor) and "out" not in kwargs:
             return method(input, *args, **kwargs)
@@ -912,7 +907,6 @@ def _taking_out(name: str, fn):
         if out is None:
             return fn(*args, **kwargs)
         from .extern import write_out
-        from .tensor import Tensor
         result = fn(*args, **kwargs)
         if isinstance(out, Tensor) and isinstance(result, Tensor) and result.dtype == out.dtype:
             return write_out(name, result, out, casts="exact")
@@ -936,7 +930,6 @@ FUNCTIONS.update({name: _taking_out(name, fn) for name, fn in FUNCTIONS.items() 
 
 def install() -> None:
     """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
-    from .tensor import Tensor
     for name, fn in TENSOR_METHODS.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
