@@ -12,17 +12,20 @@ import builtins
 import functools
 import math
 
-from . import ops
+from . import autograd, ops
+from .autograd import no_grad, recording
+from .autograd.graph import attach
+from .autograd.rules import sum_to
+from .creation import arange
 from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 from .ir.shapes import normalize_dim, normalize_dims, prod
-# (imported once, at the top: lf.exp(x) and lf.add(x, y) test for it on every call, and an import
-# statement in a function runs the import machinery each time — ~10 us of a drain's fixed cost
-# once the caches are cold, as they are after a large kernel: bench/drain_cold.py)
+# (these at the top, not in the functions that use them: lf.exp(x) and lf.add(x, y) test for Tensor
+# on every call, and a relative import in a function runs the import machinery each time, ~10 us
+# of a drain's fixed cost once the caches are cold, as they are after a large kernel: bench/drain_cold.py)
 from .tensor import Tensor
-
-
+from .torch_index import reindexed
 
 
 def _zero(x):
@@ -70,7 +73,6 @@ def masked_fill_(x, mask, value):
 def _triangle(x, diagonal, lower: bool, name: str):
     if x.ndim < 2:
         raise ShapeError(f"{name}: input must have at least 2 dims, got shape {x.shape}")
-    from .creation import arange
     rows, cols = x.shape[-2], x.shape[-1]
     i = arange(rows, device=x.device).reshape(rows, 1)
     j = arange(cols, device=x.device).reshape(1, cols)
@@ -256,8 +258,6 @@ def lerp(x, end, weight):
 def _zero_gradient(out, *inputs, name=None):
     """``out`` is piecewise constant in ``inputs``: it still requires grad where one does (torch's
     ``FloorBackward``...), and its gradient is zero, so a loss through it back-propagates."""
-    from .autograd.graph import attach, recording
-    from .autograd.rules import sum_to
     if not recording(*inputs):
         return out
     return attach(out, name or "piecewise_constant",
@@ -300,8 +300,6 @@ def frac(x):
 
 def erf(x):
     """Elementwise error function (integers give float32); its gradient is ``2/sqrt(pi) exp(-x^2)``."""
-    from .autograd import no_grad, recording
-    from .autograd.graph import attach
     x = _float_of(x)
     with no_grad():
         out = ops.elementwise(Op.ERF, x)
@@ -416,7 +414,6 @@ def div(x, other, *, rounding_mode=None):
         raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     q = x // other
     if q.dtype.is_float:   # one op to autograd, as torch's: a zero gradient (not 0 sent through x / 0)
-        from . import autograd
         grad = autograd.recording(x, other)
         with autograd.no_grad():
             q = trunc(x / other)
@@ -585,7 +582,6 @@ def roll(x, shifts, dims=None):
     node that reads the source at (i - shift) mod n along each dim (index arithmetic, fused with
     its neighbours). The shifts are part of the kernel (a new shift compiles anew: programs
     rarely change theirs); the sizes are runtime values."""
-    from .torch_index import reindexed
     if dims is None:
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
     shifts = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
@@ -633,7 +629,6 @@ def one_hot(x, num_classes=-1):
         raise DTypeError(f"one_hot: needs an integer index tensor, got {x.dtype.name} (as in torch)")
     if num_classes < 0:
         num_classes = int(x.amax().item()) + 1 if x.numel() else 0
-    from .creation import arange
     from .torch_index import checked_positions
     if x.numel():   # a class out of [0, num_classes) is refused at the drain, as torch refuses it
         x = checked_positions(x, 0, num_classes, 1, wrap=False)
