@@ -14,10 +14,12 @@ import numpy as np
 import torch
 
 from . import autograd, ops
+from .advanced_indexing import setitem, writes_through_index
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import as_int, check_shape, normalize_dim, normalize_dims, prod
+from .indexing import getitem   # (here, not in __getitem__: an import per call costs ~5 us with cold caches)
 from .ir.view import View
 from .runtime.engine import Storage
 
@@ -718,7 +720,6 @@ class Tensor:
         return tensor_attribute(self, name)
 
     def __getitem__(self, key):
-        from .indexing import getitem
         return getitem(self, key)
 
     def __setitem__(self, key, value):
@@ -728,7 +729,6 @@ class Tensor:
         self._setitem(key, value)
 
     def _setitem(self, key, value):
-        from .advanced_indexing import setitem, writes_through_index
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
