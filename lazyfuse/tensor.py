@@ -460,13 +460,11 @@ class Tensor:
     def softmax(self, dim, dtype=None):
         """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted
         for stability; one row-wise kernel."""
-        from .nn import functional as F
         return F.softmax(self, dim, dtype=dtype)
 
     def log_softmax(self, dim, dtype=None):
         """``x - logsumexp(x)`` along ``dim`` (floating tensors; ``dtype`` as softmax's); one
         row-wise kernel, like softmax."""
-        from .nn import functional as F
         return F.log_softmax(self, dim, dtype=dtype)
 
     # -- casts ---------------------------------------------------------------------------------------
@@ -927,3 +925,8 @@ __all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
 def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``t.view(dtype)`` as a new tensor (see ``Tensor.view``)."""
     return t.view(dtype).clone()
+
+
+# (at the bottom: nn.functional imports this module's Tensor; softmax and log_softmax call it, and
+# an import in the method would run the import machinery on every call)
+from .nn import functional as F  # noqa: E402
