@@ -2,12 +2,16 @@
 an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
+from . import ops
+from .advanced_indexing import getitem as advanced_getitem, is_advanced
+from .autograd import is_grad_enabled, rules
 from .errors import IndexDTypeError, InvalidIndexError, ShapeError
+from .ir.node import Node, Op
 from .ir.view import View
+from .tensor import Tensor, result_tensor   # (tensor.py imports this module at its bottom)
 
 
 def _expand_key(t, key) -> list:
-    from .tensor import Tensor
     if not isinstance(key, tuple):
         key = (key,)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -30,10 +34,8 @@ def _expand_key(t, key) -> list:
 
 
 def getitem(t, key):
-    from .tensor import Tensor
     if key.__class__ is int and t._view.shape and -t._view.shape[0] <= key < t._view.shape[0]:
         return t._with_view(t._view.select(0, key % t._view.shape[0]))   # t[i], the common case
-    from .advanced_indexing import getitem as advanced_getitem, is_advanced
     if is_advanced(key):
         return advanced_getitem(t, key)
     parts = _expand_key(t, key)
@@ -73,9 +75,6 @@ def index_select(t, dim: int, index, wrap: bool = True):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
     refuses an index out of [-size, size) (``wrap``: a negative one counts from the end), or out
     of [0, size) without ``wrap`` (torch's scatters and index writes refuse negative indices)."""
-    from . import ops
-    from .ir.node import Node, Op
-    from .tensor import result_tensor
     if index.dtype.is_float or index.dtype.is_bool:
         raise IndexDTypeError(f"tensor indices must be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
@@ -86,7 +85,6 @@ def index_select(t, dim: int, index, wrap: bool = True):
     node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, arg)
     out = result_tensor(t.device, node)
     if t._ag is not None:
-        from .autograd import is_grad_enabled, rules
         if is_grad_enabled():
             rules.record_gather(t, dim, flat, out)
     return out.reshape(t.shape[:dim] + index.shape + t.shape[dim + 1:])

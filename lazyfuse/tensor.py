@@ -14,12 +14,10 @@ import numpy as np
 import torch
 
 from . import autograd, ops
-from .advanced_indexing import setitem, writes_through_index
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import as_int, check_shape, normalize_dim, normalize_dims, prod
-from .indexing import getitem   # (here, not in __getitem__: an import per call costs ~5 us with cold caches)
 from .ir.view import View
 from .runtime.engine import Storage
 
@@ -927,6 +925,8 @@ def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.view(dtype).clone()
 
 
-# (at the bottom: nn.functional imports this module's Tensor; softmax and log_softmax call it, and
-# an import in the method would run the import machinery on every call)
+# (at the bottom, for the methods that call them: each imports this module's Tensor, and an import
+# in a method runs the import machinery on every call, ~5 us with the caches cold)
+from .advanced_indexing import setitem, writes_through_index  # noqa: E402
+from .indexing import getitem  # noqa: E402
 from .nn import functional as F  # noqa: E402
