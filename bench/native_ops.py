@@ -60,6 +60,17 @@ OPS.update({
 SMOKE_OPS = ["exp", "add", "sum(-1)"]
 
 
+def inputs(dev) -> tuple:
+    """The ops' inputs: x, y and the mask on ``dev``, then the same three as torch tensors. A positive
+    y keeps div/fmod/pow/log finite; x spans both signs."""
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal(SHAPE).astype(np.float32)
+    y_np = (rng.random(SHAPE) + 0.5).astype(np.float32)
+    m_np = rng.random(SHAPE) < 0.5
+    return tuple(lf.tensor(a, device=dev) for a in (x_np, y_np, m_np)) + \
+        tuple(torch.from_numpy(a) for a in (x_np, y_np, m_np))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--smoke", action="store_true", help="three ops, a few calls: checks the script, no results")
@@ -69,13 +80,7 @@ def main(argv=None) -> int:
     configure(args.out, smoke=args.smoke)
     match_threads()
     dev = lf.device("cpu")
-    rng = np.random.default_rng(0)
-    # positive y keeps div/fmod/pow/log finite; x spans both signs
-    x_np = rng.standard_normal(SHAPE).astype(np.float32)
-    y_np = (rng.random(SHAPE) + 0.5).astype(np.float32)
-    m_np = rng.random(SHAPE) < 0.5
-    xt, yt, mt = torch.from_numpy(x_np), torch.from_numpy(y_np), torch.from_numpy(m_np)
-    x, y, m = (lf.tensor(a, device=dev) for a in (x_np, y_np, m_np))
+    x, y, m, xt, yt, mt = inputs(dev)
     rows = []
     for name in (SMOKE_OPS if args.smoke else args.only or OPS):
         op = OPS[name]

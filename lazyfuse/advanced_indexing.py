@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 
 from . import ops
+from .tensor import Tensor   # (tensor.py imports this module at its bottom; every t[key] asks is_advanced)
 
 
 def _parts(key):
@@ -20,7 +21,6 @@ def _parts(key):
 
 def is_advanced(key) -> bool:
     """Whether ``key`` needs torch's advanced indexing: a list, a bool mask or several tensors."""
-    from .tensor import Tensor
     parts = _parts(key)
     tensors = [k for k in parts if isinstance(k, Tensor)]
     return any(isinstance(k, list) for k in parts) or any(t.dtype.is_bool for t in tensors) or len(tensors) > 1
@@ -28,7 +28,6 @@ def is_advanced(key) -> bool:
 
 def writes_through_index(key) -> bool:
     """Whether ``t[key] = v`` must scatter: any tensor or list in the key (``t[key]`` is then a copy)."""
-    from .tensor import Tensor
     return any(isinstance(k, (Tensor, list)) for k in _parts(key))
 
 
@@ -60,7 +59,6 @@ def setitem(t, key, value):
     """``t[key] = value`` for keys with tensors or lists: a ``where`` for a mask and a scalar,
     else torch's indexed write as an extern, copied back into ``t``."""
     from .extern import extern
-    from .tensor import Tensor
     from .torch_ops import _scalar_as
     parts = _parts(key)
     if len(parts) == 1 and isinstance(parts[0], Tensor) and parts[0].dtype.is_bool and \

@@ -2,15 +2,19 @@
 an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
+from . import ops
+from .advanced_indexing import getitem as advanced_getitem, is_advanced
+from .autograd import is_grad_enabled, rules
 from .errors import IndexDTypeError, InvalidIndexError, ShapeError
+from .ir.node import Node, Op
 from .ir.view import View
+from .tensor import Tensor, result_tensor   # (tensor.py imports this module at its bottom)
 
 
 def _expand_key(t, key) -> list:
     """``key`` as (index, position) pairs, one per dim of ``t`` (plus one per None): ``...`` and
     the dims after the last index become full slices; position is the index's place in the key
     as written, ``...`` counting as one (torch's errors number an index so)."""
-    from .tensor import Tensor
     if not isinstance(key, tuple):
         key = (key,)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -33,10 +37,8 @@ def _expand_key(t, key) -> list:
 
 
 def getitem(t, key):
-    from .tensor import Tensor
     if key.__class__ is int and t._view.shape and -t._view.shape[0] <= key < t._view.shape[0]:
         return t._with_view(t._view.select(0, key % t._view.shape[0]))   # t[i], the common case
-    from .advanced_indexing import getitem as advanced_getitem, is_advanced
     if is_advanced(key):
         return advanced_getitem(t, key)
     parts = _expand_key(t, key)
@@ -77,9 +79,6 @@ def index_select(t, dim: int, index, wrap: bool = True):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
     refuses an index out of [-size, size) (``wrap``: a negative one counts from the end), or out
     of [0, size) without ``wrap`` (torch's scatters and index writes refuse negative indices)."""
-    from . import ops
-    from .ir.node import Node, Op
-    from .tensor import result_tensor
     if index.dtype.is_float or index.dtype.is_bool:
         raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
                               f"be integers (or a bool mask), got {index.dtype.name}")
@@ -91,7 +90,6 @@ def index_select(t, dim: int, index, wrap: bool = True):
     node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, arg)
     out = result_tensor(t.device, node)
     if t._ag is not None:
-        from .autograd import is_grad_enabled, rules
         if is_grad_enabled():
             rules.record_gather(t, dim, flat, out)
     return out.reshape(t.shape[:dim] + index.shape + t.shape[dim + 1:])

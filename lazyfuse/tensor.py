@@ -460,13 +460,11 @@ class Tensor:
     def softmax(self, dim, dtype=None):
         """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted
         for stability; one row-wise kernel."""
-        from .nn import functional as F
         return F.softmax(self, dim, dtype=dtype)
 
     def log_softmax(self, dim, dtype=None):
         """``x - logsumexp(x)`` along ``dim`` (floating tensors; ``dtype`` as softmax's); one
         row-wise kernel, like softmax."""
-        from .nn import functional as F
         return F.log_softmax(self, dim, dtype=dtype)
 
     # -- casts ---------------------------------------------------------------------------------------
@@ -724,7 +722,6 @@ class Tensor:
         return tensor_attribute(self, name)
 
     def __getitem__(self, key):
-        from .indexing import getitem
         return getitem(self, key)
 
     def __setitem__(self, key, value):
@@ -734,7 +731,6 @@ class Tensor:
         self._setitem(key, value)
 
     def _setitem(self, key, value):
-        from .advanced_indexing import setitem, writes_through_index
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
@@ -935,3 +931,10 @@ __all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
 def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``t.view(dtype)`` as a new tensor (see ``Tensor.view``)."""
     return t.view(dtype).clone()
+
+
+# (at the bottom, for the methods that call them: each imports this module's Tensor, and an import
+# in a method runs the import machinery on every call, ~5 us with the caches cold)
+from .advanced_indexing import setitem, writes_through_index  # noqa: E402
+from .indexing import getitem  # noqa: E402
+from .nn import functional as F  # noqa: E402

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 
-from . import ops
+from . import autograd, ops
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
-from .ir.node import Op
+from .ir.node import Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim
+from .tensor import result_tensor   # (at the top: see torch_ops' import of Tensor)
 
 # the longest cummax/cummin dim lowered natively: the triangular reduction costs n^2 per row
 SHORT_SCAN = 64
@@ -237,9 +238,6 @@ def flip(x, *dim_args, dims=None):
 def reindexed(x, op, arg, gradient):
     """``x`` copied through one index-arithmetic node ``op`` (``FLIP``, ``ROLL``) with ``arg``;
     under autograd the gradient of ``x`` is ``gradient`` of the result's (the inverse reindexing)."""
-    from . import autograd
-    from .ir.node import Node
-    from .tensor import result_tensor
     if autograd.recording(x):
         with autograd.no_grad():
             out = reindexed(x, op, arg, gradient)

@@ -19,16 +19,12 @@ from . import ops
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
+from .tensor import Tensor   # (at the top: see torch_ops' import of it)
 
 _LN2 = math.log(2.0)
 # beyond it ``x^2 +- 1`` rounds to ``x^2`` in float32 and float64 alike, so ``asinh``/``acosh``
 # are ``log(2x)``: the square itself overflows from 1.8e19 in float32 (it gave inf for 1e20)
 _HUGE_ARG = 2.0 ** 28
-
-
-def _tensor_cls():
-    from .tensor import Tensor
-    return Tensor
 
 
 def _float_unary(f):
@@ -44,7 +40,6 @@ def _float_unary(f):
 
 def _float_result(*xs):
     """The result dtype of a float function of ``xs``: torch's promotion, then float32 for integers."""
-    Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
     if not tensors:
         import sys
@@ -61,7 +56,6 @@ def _float_result(*xs):
 def _float_operands(*xs):
     """(operands in the computing dtype, result dtype) of a float binary function: torch's
     promotion, then float32 for integers (and opmath for the half types)."""
-    Tensor = _tensor_cls()
     out = _float_result(*xs)
     wide = dt.opmath(out)
     return [x.to(wide) if isinstance(x, Tensor) else float(x) for x in xs], out
@@ -70,21 +64,19 @@ def _float_operands(*xs):
 def _floating_only(name, *xs):
     """torch's kernels of ``name`` take floating operands only (``"hypot_cpu" not implemented for
     'Long'``): refuse integer and bool ones as torch does, rather than compute in float32."""
-    Tensor = _tensor_cls()
     if not any(isinstance(x, float) or isinstance(x, Tensor) and x.dtype.is_float for x in xs):
         raise DTypeError(f"{name}: not implemented for integer or bool tensors (as torch); call .float() first")
 
 
 def _both_tensors(x, other, name):
     """torch's signature for ``name`` takes two tensors (no Python number): refuse one as torch does."""
-    Tensor = _tensor_cls()
     if not (isinstance(x, Tensor) and isinstance(other, Tensor)):
         raise DTypeError(f"{name}: both arguments must be Tensors, got {type(x).__name__} and "
                          f"{type(other).__name__}; wrap a number with lf.tensor(v)")
 
 
 def _isnan(x):
-    return x.isnan() if isinstance(x, _tensor_cls()) else math.isnan(x)
+    return x.isnan() if isinstance(x, Tensor) else math.isnan(x)
 
 
 # -- unary ------------------------------------------------------------------------------------------
@@ -274,7 +266,6 @@ def heaviside(x, values):
 
 def float_power(x, exponent):
     """``x ** exponent`` in float64 (torch's double-precision power)."""
-    Tensor = _tensor_cls()
     base = x.to(dt.float64) if isinstance(x, Tensor) else float(x)
     return base ** (exponent.to(dt.float64) if isinstance(exponent, Tensor) else float(exponent))
 
@@ -282,7 +273,7 @@ def float_power(x, exponent):
 def ldexp(x, other):
     """``x * 2^other``."""
     (a, b), out = _float_operands(x, other)
-    return (a * (b * _LN2).exp() if isinstance(b, _tensor_cls()) else a * 2.0 ** b).to(out)
+    return (a * (b * _LN2).exp() if isinstance(b, Tensor) else a * 2.0 ** b).to(out)
 
 
 def fmod(x, other):
@@ -321,7 +312,6 @@ def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """True where an element of ``elements`` equals one of ``test_elements``: a comparison
     broadcast over the test values, reduced with ``any``."""
-    Tensor = _tensor_cls()
     if not isinstance(elements, Tensor):
         from .creation import full
         elements = full((), elements, device=test_elements.device)
@@ -356,7 +346,6 @@ def bucketize(x, boundaries, *, out_int32=False, right=False):
     if boundaries.ndim != 1:
         raise ShapeError(f"bucketize: boundaries must be 1-d, got shape {boundaries.shape} (searchsorted takes "
                          "one sorted sequence per row)")
-    Tensor = _tensor_cls()
     if not isinstance(x, Tensor):
         from .creation import full
         x = full((), x, device=boundaries.device)
@@ -371,7 +360,6 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
         from .torch_index import take_along_dim
         sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
     right = right or side == "right"
-    Tensor = _tensor_cls()
     if not isinstance(values, Tensor):
         from .creation import full
         values = full((), values, dtype=sorted_sequence.dtype, device=sorted_sequence.device)

@@ -12,16 +12,20 @@ import builtins
 import functools
 import math
 
-from . import ops
+from . import autograd, ops
+from .autograd import no_grad, recording
+from .autograd.graph import attach
+from .autograd.rules import sum_to
+from .creation import arange
 from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
 from .ir.shapes import normalize_dim, normalize_dims, prod
-
-
-def _tensor_cls():
-    from .tensor import Tensor
-    return Tensor
+# (these at the top, not in the functions that use them: lf.exp(x) and lf.add(x, y) test for Tensor
+# on every call, and a relative import in a function runs the import machinery each time, ~10 us
+# of a drain's fixed cost once the caches are cold, as they are after a large kernel: bench/drain_cold.py)
+from .tensor import Tensor
+from .torch_index import reindexed
 
 
 def _zero(x):
@@ -45,7 +49,6 @@ def _dims_kw(dim, axis):
 # -- masking and triangles ---------------------------------------------------------------------
 def masked_fill(x, mask, value):
     """``value`` where the bool ``mask`` (broadcast to ``x``) holds, else ``x``; keeps ``x``'s dtype."""
-    Tensor = _tensor_cls()
     if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
         raise DTypeError("masked_fill: mask must be a bool Tensor (as in torch); compare it (m != 0) first")
     if isinstance(value, Tensor):
@@ -70,7 +73,6 @@ def masked_fill_(x, mask, value):
 def _triangle(x, diagonal, lower: bool, name: str):
     if x.ndim < 2:
         raise ShapeError(f"{name}: input must have at least 2 dims, got shape {x.shape}")
-    from .creation import arange
     rows, cols = x.shape[-2], x.shape[-1]
     i = arange(rows, device=x.device).reshape(rows, 1)
     j = arange(cols, device=x.device).reshape(1, cols)
@@ -201,7 +203,6 @@ def clamp_max(x, max):  # noqa: A002 (torch's name)
 
 
 def _tensor_input(x, name):
-    from .tensor import Tensor
     if not isinstance(x, Tensor):
         raise DTypeError(f"{name}: input must be a Tensor, got {type(x).__name__}; wrap a number with lf.tensor(v)")
 
@@ -209,7 +210,6 @@ def _tensor_input(x, name):
 def _wide(*xs):
     """(operands widened to float32 where they are float16/bfloat16, the dtype to round back to):
     torch's fused pointwise kernels compute there and round once."""
-    Tensor = _tensor_cls()
     tensors = [x for x in xs if isinstance(x, Tensor)]
     out = dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim],
                          [dt.scalar_dtype(x) for x in xs if not isinstance(x, Tensor)])
@@ -234,7 +234,6 @@ def lerp(x, end, weight):
     as torch computes it (float16/bfloat16 in float32, rounded once): one node (``Op.LERP``; 6
     before), ``weight`` a runtime scalar or a tensor. As torch, ``end`` (and a weight with dims)
     must have ``x``'s float dtype."""
-    Tensor = _tensor_cls()
     _tensor_input(x, "lerp")
     _tensor_input(end, "lerp")
     if not x.dtype.is_float:
@@ -250,12 +249,10 @@ def lerp(x, end, weight):
 def _zero_gradient(out, *inputs, name=None):
     """``out`` is piecewise constant in ``inputs``: it still requires grad where one does (torch's
     ``FloorBackward``...), and its gradient is zero, so a loss through it back-propagates."""
-    from .autograd.graph import attach, recording
-    from .autograd.rules import sum_to
     if not recording(*inputs):
         return out
     return attach(out, name or "piecewise_constant",
-                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, _tensor_cls())])
+                  [(x, lambda g, shape=x.shape: sum_to(g * 0.0, shape)) for x in inputs if isinstance(x, Tensor)])
 
 
 def sign(x):
@@ -294,8 +291,6 @@ def frac(x):
 
 def erf(x):
     """Elementwise error function (integers give float32); its gradient is ``2/sqrt(pi) exp(-x^2)``."""
-    from .autograd import no_grad, recording
-    from .autograd.graph import attach
     x = _float_of(x)
     with no_grad():
         out = ops.elementwise(Op.ERF, x)
@@ -376,7 +371,6 @@ def remainder(x, other):
 def _number_as_tensor(x, other):
     """``x`` as a 0-d tensor where both operands are Python numbers: torch's ``add(2.5, 1)`` is a
     tensor (of the number's default dtype), where the operator alone would give a number."""
-    from .tensor import Tensor
     if isinstance(x, Tensor) or isinstance(other, Tensor):
         return x
     from .creation import tensor
@@ -411,7 +405,6 @@ def div(x, other, *, rounding_mode=None):
         raise DTypeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     q = x // other
     if q.dtype.is_float:   # one op to autograd, as torch's: a zero gradient (not 0 sent through x / 0)
-        from . import autograd
         grad = autograd.recording(x, other)
         with autograd.no_grad():
             q = trunc(x / other)
@@ -580,7 +573,6 @@ def roll(x, shifts, dims=None):
     node that reads the source at (i - shift) mod n along each dim (index arithmetic, fused with
     its neighbours). The shifts are part of the kernel (a new shift compiles anew: programs
     rarely change theirs); the sizes are runtime values."""
-    from .torch_index import reindexed
     if dims is None:
         return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
     shifts = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
@@ -628,7 +620,6 @@ def one_hot(x, num_classes=-1):
         raise DTypeError(f"one_hot: needs an integer index tensor, got {x.dtype.name} (as in torch)")
     if num_classes < 0:
         num_classes = int(x.amax().item()) + 1 if x.numel() else 0
-    from .creation import arange
     from .torch_index import checked_positions
     if x.numel():   # a class out of [0, num_classes) is refused at the drain, as torch refuses it
         x = checked_positions(x, 0, num_classes, 1, wrap=False)
@@ -876,7 +867,6 @@ def _method_as_function(name: str):
     """``lf.<name>(input, ...)``: the Tensor method on a lazyfuse ``input``; anything else (a
     number first, as in ``torch.pow(2, x)``, or an ``out=`` tensor) is torch's function, an extern."""
     def function(input, *args, **kwargs):
-        from .tensor import Tensor
         method = Tensor.__dict__[name]
         if isinstance(input, Tensor) and "out" not in kwargs:
             return method(input, *args, **kwargs)
@@ -902,7 +892,6 @@ def _taking_out(name: str, fn):
         if out is None:
             return fn(*args, **kwargs)
         from .extern import write_out
-        from .tensor import Tensor
         result = fn(*args, **kwargs)
         if isinstance(out, Tensor) and isinstance(result, Tensor) and result.dtype == out.dtype:
             return write_out(name, result, out, casts="exact")
@@ -926,7 +915,6 @@ FUNCTIONS.update({name: _taking_out(name, fn) for name, fn in FUNCTIONS.items() 
 
 def install() -> None:
     """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
-    from .tensor import Tensor
     for name, fn in TENSOR_METHODS.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)

@@ -53,7 +53,6 @@ def _saved_versions(edges) -> tuple:
     """(storage, version) of every tensor the edges' vjp closures hold: what backward will read.
     (A closure that holds a tensor only for its shape is checked too: stricter than torch, never
     a silently wrong gradient.)"""
-    from ..tensor import Tensor
     saved, seen = {}, set()
     functions = [vjp for _, vjp in edges]
     while functions:   # vjps wrap rule closures (a cast to the input's dtype around g * b): look inside
@@ -65,7 +64,7 @@ def _saved_versions(edges) -> tuple:
             value = cell.cell_contents
             # an extern's vjp holds its tensor arguments in a list, read again at backward
             for item in (value if isinstance(value, (list, tuple)) else (value,)):
-                if isinstance(item, Tensor):
+                if isinstance(item, _tensor.Tensor):
                     saved.setdefault(id(item._storage), (item._storage, item._storage.version))
                 elif callable(item) and item is value:
                     functions.append(item)
@@ -124,7 +123,6 @@ def _inputs(fn) -> list:
 
 def backward(root, gradient=None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into every reachable leaf's ``.grad`` (torch's ``backward``)."""
-    from ..tensor import Tensor
     ag = root._ag
     if ag is None or not ag.requires_grad:
         raise AutogradError("backward() of a tensor that does not require grad: no input of it has "
@@ -138,7 +136,7 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
             from ..creation import ones
             seed = ones(root.shape, dtype=root.dtype, device=root.device)
         else:
-            if not isinstance(gradient, Tensor):
+            if not isinstance(gradient, _tensor.Tensor):
                 from ..creation import tensor
                 gradient = tensor(gradient, dtype=root.dtype, device=root.device)
             if gradient.shape != root.shape:
@@ -183,3 +181,8 @@ def _accumulate_leaves(leaves: dict, root) -> None:
             g = g.clone()
         owned.add(id(g._storage))
         leaf.grad = g
+
+
+# (tensor.py imports autograd: the module, resolved at call time, rather than an import in the
+# functions, which would run the import machinery on every call; _saved_versions runs per op recorded)
+from .. import tensor as _tensor  # noqa: E402
