@@ -11,12 +11,32 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+import torch
+
 from . import ops
 from .tensor import Tensor   # (tensor.py imports this module at its bottom; every t[key] asks is_advanced)
 
 
 def _parts(key):
     return key if isinstance(key, tuple) else (key,)
+
+
+# index parts that are not lazyfuse's own: made lazyfuse tensors on the indexed tensor's device
+_FOREIGN = (bool, np.bool_, np.ndarray, torch.Tensor)
+
+
+def lazy_key(t, key):
+    """``key`` with each torch tensor, numpy array and Python/numpy bool in it made a lazyfuse
+    tensor on ``t``'s device, which is what torch's indexing makes of them: ``x[torch.tensor([1,
+    2])]`` gathers, ``x[True]`` is ``x[None]`` (a bool is a 0-d mask, not the int 1), ``x[False]``
+    empty. (An int check would read a bool or a 1-element tensor as an int index.)"""
+    parts = _parts(key)
+    if not any(isinstance(k, _FOREIGN) for k in parts):
+        return key
+    from .creation import tensor
+    made = tuple(tensor(k, device=t.device) if isinstance(k, _FOREIGN) else k for k in parts)
+    return made if isinstance(key, tuple) else made[0]
 
 
 def is_advanced(key) -> bool:

@@ -3,7 +3,7 @@ an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
 from . import ops
-from .advanced_indexing import getitem as advanced_getitem, is_advanced
+from .advanced_indexing import getitem as advanced_getitem, is_advanced, lazy_key
 from .autograd import is_grad_enabled, rules
 from .errors import IndexDTypeError, InvalidIndexError, ShapeError
 from .ir.node import Node, Op
@@ -39,6 +39,7 @@ def _expand_key(t, key) -> list:
 def getitem(t, key):
     if key.__class__ is int and t._view.shape and -t._view.shape[0] <= key < t._view.shape[0]:
         return t._with_view(t._view.select(0, key % t._view.shape[0]))   # t[i], the common case
+    key = lazy_key(t, key)
     if is_advanced(key):
         return advanced_getitem(t, key)
     parts = _expand_key(t, key)

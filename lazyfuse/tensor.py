@@ -731,6 +731,7 @@ class Tensor:
         self._setitem(key, value)
 
     def _setitem(self, key, value):
+        key = lazy_key(self, key)
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
@@ -935,6 +936,6 @@ def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # (at the bottom, for the methods that call them: each imports this module's Tensor, and an import
 # in a method runs the import machinery on every call, ~5 us with the caches cold)
-from .advanced_indexing import setitem, writes_through_index  # noqa: E402
+from .advanced_indexing import lazy_key, setitem, writes_through_index  # noqa: E402
 from .indexing import getitem  # noqa: E402
 from .nn import functional as F  # noqa: E402

@@ -1,5 +1,6 @@
 """Boolean masks, integer lists and several index tensors, as torch; data-dependent sizes drain
 (and are refused inside a capture), ``x[mask] = scalar`` is a recorded where."""
+import numpy as np
 import pytest
 import torch
 
@@ -66,3 +67,30 @@ def test_integer_list_indexing_is_lazy_and_differentiable():
     xr = xt.clone().requires_grad_()
     (xr[[0, 0, 3]] ** 2).sum().backward()
     torch.testing.assert_close(x.grad.torch(), xr.grad)
+
+
+# keys a torch program indexes with that are not lazyfuse tensors: torch tensors, numpy arrays,
+# Python bools (a 0-d mask: x[True] is x[None], x[False] empty; never the int 1)
+FOREIGN_KEYS = {
+    "true": lambda: True,
+    "false": lambda: False,
+    "int_then_true": lambda: (0, True),
+    "torch_ints": lambda: torch.tensor([1, 0]),
+    "numpy_ints": lambda: np.array([1, 0]),
+    "torch_0d": lambda: torch.tensor(1),
+    "numpy_int": lambda: np.int64(1),
+    "torch_and_numpy": lambda: (torch.tensor([0, 1]), np.array([2, 0])),
+    "torch_mask": lambda: torch.tensor([True, False]),
+    "slice_then_torch": lambda: (slice(None), torch.tensor([2])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN_KEYS))
+def test_torch_tensors_numpy_arrays_and_bools_index_as_in_torch(name):
+    key = FOREIGN_KEYS[name]
+    x, xt = lf.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(x[key()].numpy(), xt[key()].numpy())
+    y, yt = lf.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    y[key()] = -1.0
+    yt[key()] = -1.0
+    np.testing.assert_array_equal(y.numpy(), yt.numpy())
