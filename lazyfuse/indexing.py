@@ -69,10 +69,9 @@ def getitem(t, key):
     return out
 
 
-def index_select(t, dim: int, index, wrap: bool = True):
+def index_select(t, dim: int, index):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
-    refuses an index out of [-size, size) (``wrap``: a negative one counts from the end), or out
-    of [0, size) without ``wrap`` (torch's scatters and index writes refuse negative indices)."""
+    refuses an index out of [-size, size) (a negative one counts from the end)."""
     from . import ops
     from .ir.node import Node, Op
     from .tensor import result_tensor
@@ -81,9 +80,7 @@ def index_select(t, dim: int, index, wrap: bool = True):
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
-    # (the arg is (dim, size) for the common wrapping gather, so its plans' keys stay as they were)
-    arg = (dim, t.shape[dim]) if wrap else (dim, t.shape[dim], False)
-    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, arg)
+    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
     out = result_tensor(t.device, node)
     if t._ag is not None:
         from .autograd import is_grad_enabled, rules

@@ -330,7 +330,7 @@ def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error
     drain that built it (same positions, other objects).
     """
     nodes = trace(roots)[0] if failed_steps else None
-    failed = {id(nodes[o]) for j in failed_steps for o in plan.steps[j].group.outputs} if nodes else None
+    failed = {f for j in failed_steps for f in failed_nodes(nodes, plan, j, roots, error)} if nodes else None
     # roots whose in-place writes ran (their buffer existed before this drain)
     written = [k for k in range(len(roots)) if ran(plan.root_steps[k], done, lost) and roots[k].buffer is not None]
     written_nodes = {id(roots[k].current) for k in written}
@@ -347,6 +347,21 @@ def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error
             engine.poison(s, DeviceError(
                 f"not computed: its drain on {engine.device.name} stopped ({error!r}) after in-place "
                 "writes it reads had run, so it can no longer be computed as recorded; recompute it"))
+
+
+def failed_nodes(nodes, plan, j, roots, error) -> set:
+    """The ids of the nodes of failed step ``j`` whose values are lost: its outputs; for an error
+    its kernel's flag raised, which names the ops that can fail (``error.flag_ops``: an index
+    check, an integer division), just those ops among the kernel's members. The kernel ran to its
+    end, so a root of the step that reads none of them stays pending and is computed right at the
+    next drain, unless the kernel wrote it in place (its buffer existed: recomputing it would
+    apply the write twice)."""
+    group = plan.steps[j].group
+    flag_ops = getattr(error, "flag_ops", None)
+    in_place = any(step == j and roots[k].buffer is not None for k, step in enumerate(plan.root_steps))
+    if flag_ops is None or in_place:
+        return {id(nodes[o]) for o in group.outputs}
+    return {id(nodes[m]) for m in group.members if nodes[m].op in flag_ops}
 
 
 def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
