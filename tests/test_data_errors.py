@@ -434,3 +434,19 @@ def test_a_gpus_deferred_read_of_a_kernels_flag_raises_once_and_replays_read_it_
     check.raise_if_set("cuda:0")   # cleared: raised once
     launch()
     check.raise_if_set("cuda:0")
+
+
+def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
+    """On a Triton device a matmul is a tiled kernel whose epilogue takes in the elementwise ops
+    after it (``Kernel.matmul``): a check there sets that kernel's flag as in any other."""
+    from lazyfuse.torch_index import checked_positions
+    rng = np.random.default_rng(4)
+    a, w = rng.standard_normal((128, 128), dtype=np.float32), rng.standard_normal((128, 128), dtype=np.float32)
+    A, W = lf.tensor(a, device="interpreter"), lf.tensor(w, device="interpreter")
+
+    def shifted(index):
+        return (A @ W) + checked_positions(lf.tensor(index, device="interpreter"), 0, 5, False, "probe").float()
+    assert "tl.dot" in str(lf.explain(shifted(np.arange(128) % 5)))   # (the template, not a reduction)
+    np.testing.assert_allclose(shifted(np.arange(128) % 5).numpy(), a @ w + np.arange(128) % 5, rtol=1e-4, atol=1e-4)
+    with pytest.raises(InvalidIndexError, match=r"probe: index \d+ is out of range for dim 0 of size 5"):
+        shifted(np.arange(128)).numpy()
