@@ -264,12 +264,14 @@ def _read_expanded(nodes, cons, i) -> bool:
     of 4096 into 512, inlined in the pointwise kernel, 1.07x): so it is a kernel of its own,
     also where ``_broadcast_read`` would inline it (pointwise kernels, row statistics)."""
     size = prod(nodes[i].shape)
-    stack = [c for c in cons[i] if nodes[c].kind is Kind.VIEW]
+    stack, seen = [i], {i}
     while stack:
-        c = stack.pop()
-        if prod(nodes[c].shape) > size:
-            return True
-        stack += [d for d in cons[c] if nodes[d].kind is Kind.VIEW]
+        for c in cons[stack.pop()]:
+            if nodes[c].kind is Kind.VIEW and c not in seen:
+                if prod(nodes[c].shape) > size:
+                    return True
+                seen.add(c)
+                stack.append(c)
     return False
 
 
