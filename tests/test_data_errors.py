@@ -293,11 +293,13 @@ def test_a_new_size_or_class_count_compiles_nothing():
     assert lf.stats().compiler_runs == before
 
 
-def test_a_replay_with_a_bad_target_raises_and_one_with_good_targets_after_works():
+@pytest.mark.filterwarnings("ignore:.*no graph support")   # (the interpreter's replay re-runs the closure)
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_replay_with_a_bad_target_raises_and_one_with_good_targets_after_works(device):
     rng = np.random.default_rng(1)
     logits, good = rng.standard_normal((16, 6), dtype=np.float32), rng.integers(0, 6, 16)
-    x, t = lf.tensor(logits), lf.tensor(good)
-    g = lf.capture(lf.device("cpu"), lambda: F.cross_entropy(x, t) * 2)
+    x, t = lf.tensor(logits, device=device), lf.tensor(good, device=device)
+    g = lf.capture(lf.device(device), lambda: F.cross_entropy(x, t) * 2)
     expect = 2 * TF.cross_entropy(torch.tensor(logits), torch.tensor(good)).item()
     assert g.replay().item() == pytest.approx(expect, rel=1e-5)
     bad = good.copy()
