@@ -360,9 +360,9 @@ class DeviceIndexCheck:
     metadata, in device memory: each launch of such a kernel is ``watch``ed (those a graph
     capture records, again at each replay of the graph), and the next user drain reads every
     watched flag in one copy and raises the ``InvalidIndexError`` its code names, clearing it.
-    (Such a kernel's own values are lost; the others computed with it are not, but a GPU
-    drain has ended by then, so they stay as computed. A lane's division by zero in the same
-    kernel can overwrite the flag's code: that kernel's index error then goes unreported.)"""
+    (The drain has ended by then: as with the gather, the values computed from a bad index are
+    not meaningful, the others are right. A lane's division by zero in the same kernel can
+    overwrite the flag's code, which a GPU does not raise: that index error then goes unreported.)"""
 
     def __init__(self, torch_device):
         self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
