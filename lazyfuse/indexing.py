@@ -76,19 +76,16 @@ def getitem(t, key):
     return out
 
 
-def index_select(t, dim: int, index, wrap: bool = True):
+def index_select(t, dim: int, index):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
-    refuses an index out of [-size, size) (``wrap``: a negative one counts from the end), or out
-    of [0, size) without ``wrap`` (torch's scatters and index writes refuse negative indices)."""
+    refuses an index out of [-size, size) (a negative one counts from the end)."""
     if index.dtype.is_float or index.dtype.is_bool:
         raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
                               f"be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
-    # (the arg is (dim, size) for the common wrapping gather, so its plans' keys stay as they were)
-    arg = (dim, t.shape[dim]) if wrap else (dim, t.shape[dim], False)
-    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, arg)
+    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
     out = result_tensor(t.device, node)
     if t._ag is not None:
         if is_grad_enabled():

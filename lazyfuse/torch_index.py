@@ -43,19 +43,18 @@ def _check_index(index, name):
         raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
-def checked_positions(index, dim, size, ndim, wrap):
-    """``index``'s positions along dim ``dim`` (of size ``size``, in an ``ndim``-d tensor), made
-    non-negative, and refused at the drain where torch refuses them (``InvalidIndexError``, which
-    names the index, the dim and its size): out of [-size, size) with ``wrap``, out of [0, size)
-    without. It is a gather of ``arange(size)`` laid along ``dim`` at ``index``: the gather's
-    library step checks the data (on the host, or flagged on a GPU), so an index write that
-    composes a mask from these positions never silently drops a bad index."""
-    from .indexing import index_select as gather_dim
-    shape = [1] * ndim
-    shape[dim] = size
-    flat = index.reshape(-1)
-    positions = gather_dim(_arange(size, index.device).reshape(tuple(shape)), dim, flat, wrap)
-    return positions.reshape(-1).reshape(index.shape)
+def checked_positions(index, dim, size, wrap, name):
+    """``index``'s positions along dim ``dim`` (of size ``size``), made non-negative, and refused
+    at the drain where torch refuses them (``InvalidIndexError``, naming ``name``, the index, the
+    dim and its size): out of [-size, size) with ``wrap``, out of [0, size) without. One
+    elementwise node (``Op.CHECK_INDEX``, its size a runtime scalar), fused into the kernel that
+    reads it: the check sets that kernel's error flag, so an index write that composes a mask
+    from these positions never silently drops a bad index, and costs no launch of its own."""
+    from .ir.node import Node
+    from .tensor import result_tensor
+    src = ops.operand_node(index.device.engine, index, dt.int64, index.shape)
+    node = Node(Op.CHECK_INDEX, (src, ops.scalar_node(size, dt.int64)), dt.int64, index.shape, (name, dim, wrap))
+    return result_tensor(index.device, node)
 
 
 def _into(out, name, result):
@@ -131,12 +130,12 @@ def take_along_dim(x, indices, dim=None):
 
 
 # -- fills and writes along one dim -----------------------------------------------------------------
-def _along(x, d, flat_index, n, wrap):
+def _along(x, d, flat_index, n, wrap, name):
     """The bool mask over ``x``'s dim ``d`` (size ``n``) of the positions in ``flat_index`` (checked:
-    ``checked_positions``), and for each position the last ``k`` with ``flat_index[k]`` there (0
-    where none), both shaped to broadcast against ``x``."""
+    ``checked_positions``, for op ``name``), and for each position the last ``k`` with
+    ``flat_index[k]`` there (0 where none), both shaped to broadcast against ``x``."""
     size = x.shape[d] if x.ndim else 1
-    idx = checked_positions(flat_index, d, size, max(x.ndim, 1), wrap)
+    idx = checked_positions(flat_index, d, size, wrap, name)
     hit = _arange(size, x.device).reshape(size, 1) == idx.reshape(1, n)        # (position, k)
     member = hit.any(1)
     last = ops.where(hit, _arange(n, x.device).reshape(1, n), -1).amax(1)
@@ -150,7 +149,7 @@ def index_fill(x, dim, index, value):
     _check_index(index, "index_fill")
     d = normalize_dim(dim, x.ndim) if x.ndim else 0
     flat = index.reshape(-1)
-    member, _, shape = _along(x, d, flat, flat.shape[0], wrap=True)
+    member, _, shape = _along(x, d, flat, flat.shape[0], True, "index_fill")
     from .torch_ops import masked_fill
     return masked_fill(x, member.reshape(shape if x.ndim else ()), value)
 
@@ -161,7 +160,7 @@ def index_copy(x, dim, index, source):
     _check_index(index, "index_copy")
     d = normalize_dim(dim, x.ndim) if x.ndim else 0
     flat = index.reshape(-1)
-    member, last, shape = _along(x, d, flat, flat.shape[0], wrap=False)
+    member, last, shape = _along(x, d, flat, flat.shape[0], False, "index_copy")
     if x.ndim == 0:
         return ops.where(member.reshape(()), source.reshape(()).to(x.dtype), x)
     picked = index_select(source.to(x.dtype), d, last)
@@ -172,13 +171,13 @@ def index_add(x, dim, index, source, *, alpha=1):
     """``x`` plus ``alpha`` times ``source``'s slices summed into the positions ``index`` of ``dim``:
     a masked sum over the index list (one reduction kernel)."""
     _check_index(index, "index_add")
-    if x.ndim == 0:
-        return x + (source.reshape(()) * alpha if alpha != 1 else source.reshape(())).to(x.dtype) * \
-            (index.reshape(-1).shape[0] > 0)
+    if x.ndim == 0:   # one position: torch takes index 0 only
+        hit = (checked_positions(index.reshape(-1), 0, 1, False, "index_add") == 0).any()
+        return x + (source.reshape(()) * alpha if alpha != 1 else source.reshape(())).to(x.dtype) * hit
     d = normalize_dim(dim, x.ndim)
     flat = index.reshape(-1)
     n, size = flat.shape[0], x.shape[d]
-    idx = checked_positions(flat, d, size, x.ndim, wrap=False)
+    idx = checked_positions(flat, d, size, False, "index_add")
     src = source.movedim(d, 0).unsqueeze(1)                                        # (n, 1, rest)
     hit = (idx.reshape(n, 1) == _arange(size, x.device).reshape(1, size))          # (n, size)
     hit = hit.reshape((n, size) + (1,) * (x.ndim - 1))
@@ -201,7 +200,7 @@ def scatter_add(x, dim, index, src):
     d = normalize_dim(dim, x.ndim)
     size, n = x.shape[d], index.shape[d]
     src = _narrowed(src, index.shape)
-    idx = checked_positions(index, d, size, x.ndim, wrap=False).movedim(d, 0).unsqueeze(1)  # (n, 1, rest)
+    idx = checked_positions(index, d, size, False, "scatter_add").movedim(d, 0).unsqueeze(1)  # (n, 1, rest)
     hit = idx == _arange(size, x.device).reshape((1, size) + (1,) * (x.ndim - 1))  # (n, size, rest)
     wide = dt.opmath(x.dtype) if x.dtype.is_float else (dt.int64 if x.dtype.is_bool else x.dtype)
     added = ops.where(hit, src.movedim(d, 0).unsqueeze(1).to(wide), 0).sum(0).movedim(0, d)

@@ -621,8 +621,7 @@ def one_hot(x, num_classes=-1):
     if num_classes < 0:
         num_classes = int(x.amax().item()) + 1 if x.numel() else 0
     from .torch_index import checked_positions
-    if x.numel():   # a class out of [0, num_classes) is refused at the drain, as torch refuses it
-        x = checked_positions(x, 0, num_classes, 1, wrap=False)
+    x = checked_positions(x, 0, num_classes, False, "one_hot")   # (a class out of range: refused, as torch)
     return (x.unsqueeze(-1) == arange(num_classes, device=x.device)).long()
 
 

@@ -232,3 +232,227 @@ def test_on_the_async_stream_a_zero_divisor_is_raised_at_the_next_wait():
             bad.numpy()
         np.testing.assert_array_equal(before.numpy(), np.arange(4) * 3)
         np.testing.assert_array_equal((lf.tensor(np.arange(4)) % 3).numpy(), np.arange(4) % 3)
+
+
+# -- the index checks are fused: a check sets its kernel's error flag -------------------------------
+# each op's launches on the 4-entry index of OPS. The losses launch as many as before any check was
+# made (the commit before the checks, 78f6c38^: the check is in their per-sample count); one_hot
+# and the index writes one more, their positions checked once per index, not once per element of
+# the broadcast read (the planner's ``_read_expanded``), where the checked gather of arange the
+# checks were first made with took one more than that (cross_entropy: 6)
+LAUNCHES = {"cross_entropy": 2, "cross_entropy_smoothing": 4, "index_add": 2, "index_add_2d": 3, "index_copy": 6,
+            "index_fill": 3, "nll_loss": 2, "nll_loss_none": 1, "one_hot": 2, "scatter_add": 2, "scatter_add_2d": 3}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_a_checked_op_launches_at_most_one_kernel_for_its_check(name, device):
+    from lazyfuse.testing import count_launches
+    _lf(name, [0, 2, 5, 1], device)   # (built)
+    index = lf.tensor(np.array([0, 2, 5, 1]), device=device)
+    lf.sync(lf.device(device))
+    with count_launches(lf.device(device)) as launched:
+        OPS[name](lf, index, {"device": device}).numpy()
+    assert launched.kernels_launched == LAUNCHES[name]
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_cross_entropy_of_4096_by_512_is_two_kernels_and_refuses_a_bad_target(device):
+    from lazyfuse.testing import count_launches
+    rng = np.random.default_rng(0)
+    logits, target = rng.standard_normal((4096, 512), dtype=np.float32), rng.integers(0, 512, 4096)
+    x, t = lf.tensor(logits, device=device), lf.tensor(target, device=device)
+    F.cross_entropy(x, t).item()   # (built)
+    with count_launches(lf.device(device)) as launched:
+        ours = F.cross_entropy(x, t).item()
+    assert launched.kernels_launched == 2
+    assert ours == pytest.approx(TF.cross_entropy(torch.tensor(logits), torch.tensor(target)).item(), rel=1e-5)
+    target[4000] = 512
+    with pytest.raises(InvalidIndexError, match=r"nll_loss target: index 512 is out of range for dim 1 of size 512"):
+        F.cross_entropy(x, lf.tensor(target, device=device)).item()
+    target[4000] = -100   # ignore_index: not checked
+    assert F.cross_entropy(x, lf.tensor(target, device=device)).item() == pytest.approx(
+        TF.cross_entropy(torch.tensor(logits), torch.tensor(target)).item(), rel=1e-5)
+
+
+def test_a_new_size_or_class_count_compiles_nothing():
+    def run(n, c):
+        rng = np.random.default_rng(n * c)
+        x, t = rng.standard_normal((n, c), dtype=np.float32), rng.integers(0, c, n)
+        ours = [F.cross_entropy(lf.tensor(x), lf.tensor(t)).item(), F.one_hot(lf.tensor(t), c).numpy(),
+                lf.zeros(c).index_add(0, lf.tensor(t), lf.ones(n)).numpy()]
+        theirs = [TF.cross_entropy(torch.tensor(x), torch.tensor(t)).item(), TF.one_hot(torch.tensor(t), c).numpy(),
+                  torch.zeros(c).index_add(0, torch.tensor(t), torch.ones(n)).numpy()]
+        assert ours[0] == pytest.approx(theirs[0], rel=1e-5)
+        for a, b in zip(ours[1:], theirs[1:]):
+            np.testing.assert_array_equal(a, b)
+    run(64, 10)
+    before = lf.stats().compiler_runs
+    for n, c in [(64, 11), (100, 10), (77, 13)]:   # (the dim's size is the check's runtime scalar)
+        run(n, c)
+    assert lf.stats().compiler_runs == before
+
+
+@pytest.mark.filterwarnings("ignore:.*no graph support")   # (the interpreter's replay re-runs the closure)
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_replay_with_a_bad_target_raises_and_one_with_good_targets_after_works(device):
+    rng = np.random.default_rng(1)
+    logits, good = rng.standard_normal((16, 6), dtype=np.float32), rng.integers(0, 6, 16)
+    x, t = lf.tensor(logits, device=device), lf.tensor(good, device=device)
+    g = lf.capture(lf.device(device), lambda: F.cross_entropy(x, t) * 2)
+    expect = 2 * TF.cross_entropy(torch.tensor(logits), torch.tensor(good)).item()
+    assert g.replay().item() == pytest.approx(expect, rel=1e-5)
+    bad = good.copy()
+    bad[3] = 9
+    t.copy_(bad)
+    with pytest.raises(InvalidIndexError, match="index 9 is out of range for dim 1 of size 6"):
+        g.replay().item()
+    t.copy_(good)
+    assert g.replay().item() == pytest.approx(expect, rel=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_value_of_the_failing_kernel_that_reads_no_check_keeps_its_value(device):
+    """(execute ``salvage``: the kernel ran to its end, and only what reads a failed check is lost.)"""
+    from lazyfuse.torch_index import checked_positions
+    from lazyfuse.testing import count_launches
+    dev = lf.device(device)
+    t = lf.tensor(np.array([0, 3, 2, 5]), device=device)
+    doubled = t * 2
+    moved = checked_positions(t, 0, 10, False, "probe") + doubled
+    with count_launches(dev) as launched:
+        lf.sync(dev)
+    assert launched.kernels_launched == 1   # (one kernel writes both)
+    t = lf.tensor(np.array([0, 3, 12, 5]), device=device)
+    doubled = t * 2
+    moved = checked_positions(t, 0, 10, False, "probe") + doubled
+    with pytest.raises(InvalidIndexError, match=r"probe: index 12 is out of range for dim 0 of size 10 \(indices must "
+                                                r"lie in \[0, 10\)\)"):
+        lf.sync(dev)
+    with pytest.raises(InvalidIndexError):
+        moved.numpy()
+    np.testing.assert_array_equal(doubled.numpy(), [0, 6, 24, 10])
+    # written in place by the failing kernel (it ran to its end): kept, and never written twice
+    y = lf.tensor(np.array([1, 2, 3, 4]), device=device)
+    y.mul_(2)
+    moved = checked_positions(t, 0, 10, False, "probe") + y
+    with pytest.raises(InvalidIndexError):
+        lf.sync(dev)
+    np.testing.assert_array_equal(y.numpy(), [2, 4, 6, 8])
+    np.testing.assert_array_equal((y + 1).numpy(), [3, 5, 7, 9])
+    np.testing.assert_array_equal((lf.tensor(np.array([1, 2]), device=device) * 3).numpy(), [3, 6])
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("index", [0, [0], 1, [1], -1, [2]])
+def test_index_add_into_a_0d_tensor_checks_its_index(index, device):
+    def call(m, **kw):
+        return m.tensor(5.0, **kw).index_add(0, m.tensor(index, **kw), m.tensor(2.0, **kw), alpha=3)
+    try:
+        want = call(torch).numpy()
+    except IndexError:
+        with pytest.raises(InvalidIndexError, match=rf"index_add: index -?\d is out of range for dim 0 of size 1"):
+            call(lf, device=device).numpy()
+        return
+    np.testing.assert_array_equal(call(lf, device=device).numpy(), want)
+
+
+def test_every_autotune_candidate_of_a_checking_kernel_sets_its_flag(monkeypatch):
+    from lazyfuse.codegen.c_printer import print_c
+    from lazyfuse.codegen.triton_printer import candidate_configs, print_triton
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    dev = lf.device("cpu")
+    # (sizes where the checking kernel has several candidates: 3 in C and 5 in Triton for the
+    # loss's reduction, 2 and 8 for one_hot's check)
+    x = lf.tensor(np.random.default_rng(2).standard_normal((65536, 8), dtype=np.float32))
+    t = lf.tensor(np.arange(65536) % 8)
+    for result in (F.cross_entropy(x, t), F.one_hot(t, 8)):
+        kernels = _kernels(dev, result)
+        checking = [k for k in kernels if k.index_checks]
+        assert len(checking) == 1 and all(k.error_flag_word is None for k in kernels if not k.index_checks)
+        k = checking[0]
+        c_sources = [print_c(k, cfg) for cfg in dev.backend.candidates(k)]
+        t_sources = [print_triton(k, cfg)[1] for i in (False, True) for cfg in candidate_configs(k, i)]
+        assert len(c_sources) > 1 and len(t_sources) > 1
+        for src in c_sources:
+            assert "lf_err[0] = 2; " in src and "lf_err[1] = lf_i;" in src
+        for src in t_sources:
+            assert f"tl.store(meta + {k.error_flag_word} + " in src and f"tl.store(meta + {k.error_flag_word + 1} + " in src
+        del result
+
+
+def test_checked_ops_raise_under_the_forced_candidate():
+    """(Run by tests/test_autotune_candidates.py once per candidate index, on each device: the
+    default device is the sweep's.) A bad index raises, a good one gives torch's values."""
+    rng = np.random.default_rng(3)
+    # (sizes where each checking kernel has several candidates: see the test above)
+    for size, n, make in ((8, 16384, lambda m, i: m.nn.functional.cross_entropy(
+                               m.tensor(np.linspace(-3, 3, 16384 * 8, dtype=np.float32).reshape(16384, 8)), i,
+                               label_smoothing=0.1).reshape(1)),
+                          (8, 65536, lambda m, i: m.nn.functional.one_hot(i, 8)),
+                          (300, 4096, lambda m, i: m.zeros(300).index_add(0, i, m.ones(4096)))):
+        index = rng.integers(0, size, n)
+        np.testing.assert_allclose(make(lf, lf.tensor(index)).numpy(), make(torch, torch.tensor(index)).numpy(),
+                                   rtol=1e-5)
+        index[n // 2] = size + 1
+        with pytest.raises(InvalidIndexError, match=rf"index {size + 1} is out of range for dim \d of size {size}"):
+            make(lf, lf.tensor(index)).numpy()
+    for name in sorted(OPS):
+        with pytest.raises(InvalidIndexError, match=rf"index {SIZE} is out of range"):
+            OPS[name](lf, lf.tensor(np.array([0, 2, SIZE, 1])), {}).numpy()
+        good = [0, 2, 5, 1]
+        np.testing.assert_allclose(OPS[name](lf, lf.tensor(np.array(good)), {}).numpy(),
+                                   OPS[name](torch, torch.tensor(good), {}).numpy(), rtol=1e-6)
+
+
+def test_a_gpus_deferred_read_of_a_kernels_flag_raises_once_and_replays_read_it_again():
+    """The CUDA path's logic (``DeviceIndexCheck.watch``: no GPU here) on host tensors: a watched
+    launch's flag is read at the next user drain, raised with the op, index, dim and size, and
+    cleared; a graph's watched launches are read again after each replay."""
+    from types import SimpleNamespace
+    from lazyfuse.runtime.triton_devices import DeviceIndexCheck
+    check = DeviceIndexCheck(torch.device("cpu"))
+    words = torch.zeros(6, dtype=torch.int64)   # header (2), the size scalar, a scalar, flag, index word
+    words[2] = 10
+    meta = SimpleNamespace(buffer=SimpleNamespace(tensor=words))
+    step = SimpleNamespace(error_flag=4, name="k0", index_checks=(("one_hot", 0, False, 2),))
+    values = iter([3, 12, 4])
+
+    def kernel():   # what the kernel does: the flag set where an index is out of [0, size)
+        v = next(values)
+        if not 0 <= v < int(words[2]):
+            words[5], words[4] = v, 2
+
+    check.recording = []
+    launch = check.watch(kernel, meta, step)
+    launch()
+    recorded, check.recording = check.recording, None
+    check.raise_if_set("cuda:0")   # 3: in range
+    kernel()   # a replay of the graph runs the recorded kernel, not the launch
+    check.replayed(recorded)
+    with pytest.raises(InvalidIndexError, match=r"one_hot: index 12 is out of range for dim 0 of size 10"):
+        check.raise_if_set("cuda:0")
+    assert int(words[4]) == 0
+    check.raise_if_set("cuda:0")   # cleared: raised once
+    launch()
+    check.raise_if_set("cuda:0")
+
+
+def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
+    """On a Triton device a matmul is a tiled kernel whose epilogue takes in the elementwise ops
+    after it (``Kernel.matmul``): a check there sets that kernel's flag as in any other."""
+    from lazyfuse.torch_index import checked_positions
+    rng = np.random.default_rng(4)
+    a, w = rng.standard_normal((128, 128), dtype=np.float32), rng.standard_normal((128, 128), dtype=np.float32)
+    A, W = lf.tensor(a, device="interpreter"), lf.tensor(w, device="interpreter")
+
+    def shifted(index):   # (an index of the product's shape: read at the epilogue's own index)
+        return (A @ W) + checked_positions(lf.tensor(index, device="interpreter"), 0, 5, False, "probe").float()
+    good = np.arange(128 * 128).reshape(128, 128) % 5
+    kernels = _kernels(lf.device("interpreter"), shifted(good))
+    assert len(kernels) == 1 and kernels[0].matmul is not None and kernels[0].index_checks
+    np.testing.assert_allclose(shifted(good).numpy(), a @ w + good, rtol=1e-4, atol=1e-4)
+    bad = good.copy()
+    bad[70, 3] = 9
+    with pytest.raises(InvalidIndexError, match=r"probe: index 9 is out of range for dim 0 of size 5"):
+        shifted(bad).numpy()

@@ -30,7 +30,8 @@ from pathlib import Path
 from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, render, size_names
-from .kernel import Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar, walk
+from .kernel import (DIVISION_CODE, INDEX_CODE, Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar,
+                     walk)
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .row_cache import kept_values
 from .scope import Scope
@@ -246,6 +247,8 @@ class CPrinter(Printer):
     generic_pow = False  # a pointwise kernel's loops where no scalar exponent is a shortcut (_pointwise)
 
     def apply(self, e: Apply, a: list) -> str:
+        if e.op is Op.CHECK_INDEX:
+            return self.index_check(e, a)
         if e.op in (Op.FMOD, Op.MOD) and _f32(e):
             return self.float_remainder(e, a)
         if self.generic_pow and _scalar_pow_f32(e):
@@ -256,6 +259,16 @@ class CPrinter(Printer):
             # a vector division per element cost softmax 5-12% single-threaded (Zen 4)
             return f"({a[0]} * (1.0f / {a[1]}))"
         return super().apply(e, a)
+
+    def index_check(self, e: Apply, a: list) -> str:
+        """``Op.CHECK_INDEX`` (srcs index, size): the index made non-negative; one out of range
+        is written to its check's word and the check's code to the error flag (``lf_err``:
+        ``Kernel.index_checks``), a conditional store as ``_divisor``'s."""
+        k = self.check_number[id(e)]
+        wrap = e.arg[2]
+        low, value = ("-lf_n", "lf_i < 0 ? lf_i + lf_n : lf_i") if wrap else ("0", "lf_i")
+        return (f"({{ int64_t lf_i = {a[0]}, lf_n = {a[1]}; if (lf_i < {low} || lf_i >= lf_n) "
+                f"{{ lf_err[{1 + k}] = lf_i; lf_err[0] = {INDEX_CODE + k}; }} {value}; }})")
 
     def float_remainder(self, e: Apply, a: list) -> str:
         """fmod (``FMOD``) or torch's remainder (``MOD``) of float32 values: in the fast pass the
@@ -349,7 +362,9 @@ class CPrinter(Printer):
         (so the locals of one never meet another's), threaded by its own size."""
         lines = []
         for seg in self.k.segments:
-            lines += ["    {"] + CPrinter(seg, self.cfg)._pointwise(self._parallel(seg)) + ["    }"]
+            sub = CPrinter(seg, self.cfg)
+            sub.check_number = self.check_number
+            lines += ["    {"] + sub._pointwise(self._parallel(seg)) + ["    }"]
         return lines
 
     def strategy(self) -> str:
@@ -902,8 +917,9 @@ def _fl(e) -> bool:
 
 def _divisor(b: str) -> str:
     """An integer divisor ``b`` that, when 0, sets the kernel's error flag (``lf_err``:
-    ``Kernel.error_flag_word``). A conditional store: threads that race on it all write 1."""
-    return f"(({b}) == 0 ? (*lf_err = 1, (int64_t)0) : ({b}))"
+    ``Kernel.error_flag_word``). A conditional store: threads that race on it all write the
+    same code."""
+    return f"(({b}) == 0 ? (*lf_err = {DIVISION_CODE}, (int64_t)0) : ({b}))"
 
 
 def _float32_or_64(f32_code: str, f64_code: str):

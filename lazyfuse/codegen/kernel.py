@@ -70,6 +70,7 @@ class Apply(Expr):
     op: Op
     srcs: tuple
     dtype: DType
+    arg: object = None   # the IR node's attribute (CHECK_INDEX's (op name, dim, wrap))
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,19 +145,24 @@ class Kernel:
     segments: tuple = ()           # a foreach kernel: pointwise Kernels with this one's args and scalars
 
     @functools.cached_property
+    def index_checks(self) -> tuple:
+        """The kernel's index range checks (``Apply`` of ``Op.CHECK_INDEX``), in a fixed order:
+        check ``k`` that meets an index out of range writes the index to the metadata word
+        ``error_flag_word + 1 + k``, then the code ``INDEX_CODE + k`` to the flag word."""
+        return tuple(e for e in walk(self._flag_roots()) if isinstance(e, Apply) and e.op is Op.CHECK_INDEX)
+
+    @functools.cached_property
     def error_flag_word(self) -> int | None:
         """The launch-metadata word of this kernel's error flag, after its header and scalars, or
-        None for a kernel that cannot fail (no flag, no cost). A C kernel that divides integers
-        (``divides_integers``) writes 1 there when a divisor is 0; the launcher reads it after the
-        kernel (runtime/cpu.py ``FlaggedLaunch``) and raises, so the division stays fused and the
-        host never reads the divisor. (Cached: a launch asks; a frozen dataclass's cached_property
-        is kept in its ``__dict__``, outside its fields and their equality.)"""
-        if self.matmul is not None:
-            return None
-        parts = self.segments or (self,)
-        roots = [s.value for k in parts for s in k.stores + k.inner_stores] + \
-            [st.value for k in parts for st in k.stages]
-        if not any(divides_integers(e) for e in walk(roots)):
+        None for a kernel that cannot fail (no flag, no cost). A kernel that divides integers
+        (``divides_integers``) writes ``DIVISION_CODE`` there when a divisor is 0, one with
+        ``index_checks`` its check's code when an index is out of range; the launcher reads it
+        after the kernel (runtime/cpu.py ``FlaggedLaunch``) and raises the error it names, so the
+        division and the check stay fused and the host never reads their operands. Races
+        between threads leave one failing lane's code: each is a true error. (Cached: a launch
+        asks; a frozen dataclass's cached_property is kept in its ``__dict__``, outside its
+        fields and their equality.)"""
+        if not self.index_checks and not any(divides_integers(e) for e in walk(self._flag_roots())):
             return None
         return 2 + len(self.outer) + len(self.inner) + len(self.sizes) + len(self.scalars)
 
@@ -169,6 +175,17 @@ class Kernel:
         if self.segments or self.matmul is not None or not ix.SHAPE_GENERIC:
             return ()
         return ix.kernel_sizes(affines(self), var_list(self))
+
+    def index_check_info(self) -> tuple:
+        """What a launcher needs to name each failed check without this Kernel: per check, (op
+        name, dim, wrap, the metadata word of the dim's size, a runtime scalar)."""
+        base = 2 + len(self.outer) + len(self.inner)
+        return tuple((*e.arg, base + e.srcs[1].slot) for e in self.index_checks)
+
+    def _flag_roots(self) -> list:
+        parts = self.segments or (self,)
+        return [s.value for k in parts for s in k.stores + k.inner_stores] + \
+            [st.value for k in parts for st in k.stages]
 
     @property
     def outer_numel(self) -> int:
@@ -216,6 +233,11 @@ def rounds_to_storage(e: Expr) -> bool:
     return isinstance(e, (Acc, MatmulValue, Random))
 
 
+# the codes a kernel's error flag holds (``Kernel.error_flag_word``; 0: no error): an integer
+# division by zero, and index check k's ``INDEX_CODE + k`` (``Kernel.index_checks``)
+DIVISION_CODE = 1
+INDEX_CODE = 2
+
 # the integer ops torch's CPU refuses for a zero divisor (``RuntimeError: ZeroDivisionError``)
 INTEGER_DIVISIONS = frozenset({Op.FLOORDIV, Op.MOD, Op.FMOD})
 
@@ -259,4 +281,4 @@ def var_list(kernel: Kernel) -> tuple:
 
 
 __all__ = ["SCANS", "Expr", "Load", "Scalar", "IndexValue", "Random", "Apply", "MatmulValue", "Acc", "Stage", "Store",
-           "Matmul", "KernelArg", "Kernel", "Var", "Affine", "rounds_to_storage", "walk", "children", "affines", "var_list"]
+           "Matmul", "KernelArg", "Kernel", "DIVISION_CODE", "INDEX_CODE", "Var", "Affine", "rounds_to_storage", "walk", "children", "affines", "var_list"]

@@ -153,7 +153,7 @@ class Lowering:
         if n.op in (Op.FLIP, Op.ROLL):
             return self.ev(pos[id(n.srcs[0])], reindexed_source(n, idx))
         if n.kind is Kind.ELEMENTWISE:
-            return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype)
+            return Apply(n.op, tuple(self.ev(pos[id(s)], idx) for s in n.srcs), n.dtype, n.arg)
         flat = ix.linear(idx, contiguous_strides(n.shape))
         if n.op is Op.ARANGE:
             start, step = (self.ev(pos[id(s)], ()) for s in n.srcs)
@@ -291,7 +291,7 @@ def map_affines(kernel: Kernel, fn, outer, inner) -> Kernel:
         elif isinstance(e, Random):
             r = Random(m(e.seed), m(e.offset), fn(e.index), e.normal, e.dtype)
         elif isinstance(e, Apply):
-            r = Apply(e.op, tuple(m(s) for s in e.srcs), e.dtype)
+            r = Apply(e.op, tuple(m(s) for s in e.srcs), e.dtype, e.arg)
         else:
             r = e
         memo[id(e)] = r

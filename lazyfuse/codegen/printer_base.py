@@ -65,6 +65,9 @@ class Printer:
         self._n = 0
         self.extents = {}   # Var -> the name of its runtime extent in the source
         self.size_names = {}   # a runtime size's value (Kernel.sizes) -> its name in the source
+        # each index check's number (its error code's offset: ``Kernel.index_checks``); a foreach
+        # segment's printer is given its kernel's
+        self.check_number = {id(e): k for k, e in enumerate(kernel.index_checks)}
 
     def fresh(self) -> int:
         self._n += 1

@@ -51,8 +51,8 @@ from ..ir.dtypes import float32
 from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, render, size_names
-from .kernel import (Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar, affines, divides_integers,
-                     is_python_scalar)
+from .kernel import (DIVISION_CODE, INDEX_CODE, Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar,
+                     affines, divides_integers, is_python_scalar)
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .scope import Scope
 
@@ -275,6 +275,10 @@ class _Scope(Scope):
         return "mask" if outer and inner else ("pmask" if outer else "rmask")
 
 
+# the mask of a block's live lanes, by its scope's ``ctx``
+LIVE = {"point": "mask", "tile": "mask", "outer": "pmask", "inner": "mask"}
+
+
 class TritonPrinter(Printer):
     LANGUAGE = "Triton"
 
@@ -326,16 +330,33 @@ class TritonPrinter(Printer):
             return f"{fn}({seed}.to(tl.uint64), {i}).to({COMPUTE[e.dtype.name]})"
         assert isinstance(e, Apply)
         operands = [scope.value(s) for s in e.srcs]
+        if e.op is Op.CHECK_INDEX:
+            return self._index_check(e, operands, scope)
         if self.flag_word is not None and divides_integers(e):
-            self._flag_zero_divisor(operands[1], scope)
+            self._flag(f"({operands[1]} == 0)", [(self.flag_word, DIVISION_CODE)], scope)
         return self.apply(e, operands)
 
-    def _flag_zero_divisor(self, divisor: str, scope: _Scope) -> None:
-        """Set the kernel's error flag (``Kernel.error_flag_word``) where a live lane's integer
-        divisor is 0: a masked store of 1 (lanes past the extent load 0, and must not count)."""
-        live = {"point": "mask", "outer": "pmask", "inner": "mask"}[scope.ctx]
-        scope.lines.append(f"{scope.indent}tl.store(meta + {self.flag_word} + {divisor} * 0, 1, "
-                           f"mask=({divisor} == 0) & {live})")
+    def _flag(self, bad: str, writes: list, scope: _Scope) -> None:
+        """Where a live lane is ``bad`` (an integer divisor of 0, an index out of range), store
+        each ``(metadata word, value)`` of ``writes``: the error flag's code last
+        (``Kernel.error_flag_word``). Masked stores (lanes past the extent load 0, and must not
+        count) through a pointer block of the mask's shape (a value of the outer loops only is
+        a [BLOCK, 1] block in a [BLOCK, BLOCK_R] tile)."""
+        where = f"lf_bad{self.fresh()}"
+        scope.lines.append(f"{scope.indent}{where} = {bad} & {LIVE[scope.ctx]}")
+        for word, value in writes:
+            scope.lines.append(f"{scope.indent}tl.store(meta + {word} + {where}.to(tl.int64) * 0, {value}, mask={where})")
+
+    def _index_check(self, e: Apply, a: list, scope: _Scope) -> str:
+        """``Op.CHECK_INDEX`` (srcs index, size): the index made non-negative; where a live lane's
+        index is out of range, the index is stored in its check's word, then the check's code in
+        the flag (``Kernel.index_checks``; the C printer's ``index_check``)."""
+        k = self.check_number[id(e)]
+        i, n = a
+        wrap = e.arg[2]
+        bad = f"(({i} < {f'-{n}' if wrap else '0'}) | ({i} >= {n}))"
+        self._flag(bad, [(self.flag_word + 1 + k, i), (self.flag_word, INDEX_CODE + k)], scope)
+        return f"tl.where({i} < 0, {i} + {n}, {i})" if wrap else i
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
     def to_bool(self, x: str) -> str:
@@ -424,7 +445,7 @@ class TritonPrinter(Printer):
         out = []
         for j, seg in enumerate(self.k.segments):
             sub = TritonPrinter(seg, self.cfg)
-            sub.flag_word = self.flag_word
+            sub.flag_word, sub.check_number = self.flag_word, self.check_number
             head = f"def lf_segment{j}({', '.join(self._segment_params() + ['pid', 'BLOCK: tl.constexpr'])}):"
             out.append("\n".join(["@triton.jit", head] + sub._pointwise("pid")) + "\n\n\n")
         return "".join(out)
@@ -471,8 +492,8 @@ class TritonPrinter(Printer):
                 idx = f"({idx} + zero)"   # a tile's store: the pointer spans the tile even where m or n is 1
             elif not st.index.terms:
                 idx = f"({st.index.const} + {zero})"
-            mask = {"point": "mask", "outer": "pmask", "inner": "mask", "tile": "mask"}[scope.ctx]
-            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {self.to_storage(v, st.value, dt)}, mask={mask})")
+            lines.append(f"{scope.indent}tl.store(a{st.arg} + {idx}, {self.to_storage(v, st.value, dt)}, "
+                         f"mask={LIVE[scope.ctx]})")
         return lines
 
     def _pointwise(self, pid) -> list:

@@ -122,6 +122,11 @@ class Op(enum.Enum):
     # srcs (x, end, weight), weight a runtime scalar or a tensor: torch's lerp, x + w (end - x)
     # where |w| < 0.5, else end - (end - x)(1 - w) (each formula exact at its own end)
     LERP = ("lerp", Kind.ELEMENTWISE)
+    # srcs (index, size), int64, size a runtime scalar; ``arg`` (op name, dim, wrap): ``index``
+    # made non-negative (``wrap``: a negative one counts from the end), where an index out of
+    # [-size, size) (``wrap``) or [0, size) sets the kernel's error flag: the drain raises
+    # InvalidIndexError naming the op, the dim and the size (codegen.kernel ``Kernel.index_checks``)
+    CHECK_INDEX = ("check_index", Kind.ELEMENTWISE)
     # the concatenation of the sources (same dtype, any number) along dim ``arg``: each output
     # element is read from the source whose slice holds it (index arithmetic, one select per
     # source). The one elementwise op whose sources' shapes differ from its own, along ``arg``
@@ -181,7 +186,7 @@ BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY, Op.LERP}
+    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY, Op.LERP, Op.CHECK_INDEX}
 
 
 class Node:

@@ -200,6 +200,9 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
         elif not _cheap_cast(n) and _broadcast_read(nodes, cons, i, grp):
             new_group(i, "read broadcast: computed once, not once per broadcast element")
             continue
+        elif n.op is Op.CHECK_INDEX and _read_expanded(nodes, cons, i):
+            new_group(i, "index check read broadcast: checked once per index")
+            continue
         grp.members.add(i)
         node_groups[i] = consumer_groups
     return groups, node_groups, must
@@ -250,6 +253,25 @@ def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
         row_stat = len(v.shape) == len(nodes[i].shape) and grown <= axes
         if grown and not row_stat:
             return True
+    return False
+
+
+def _read_expanded(nodes, cons, i) -> bool:
+    """Whether node ``i`` is read through views (any chain of them) that show it larger than it is.
+    An index check read so would run once per element read, its conditional store in the loop
+    (an ``index_add`` of 4096 rows of 64 into 512, the check inlined in its reduction, took 2.1x
+    the time of the kernel reading the checked positions from memory, one thread; ``one_hot``
+    of 4096 into 512, inlined in the pointwise kernel, 1.07x): so it is a kernel of its own,
+    also where ``_broadcast_read`` would inline it (pointwise kernels, row statistics)."""
+    size = prod(nodes[i].shape)
+    stack, seen = [i], {i}
+    while stack:
+        for c in cons[stack.pop()]:
+            if nodes[c].kind is Kind.VIEW and c not in seen:
+                if prod(nodes[c].shape) > size:
+                    return True
+                seen.add(c)
+                stack.append(c)
     return False
 
 

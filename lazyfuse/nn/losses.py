@@ -103,14 +103,17 @@ def _class_mask(target, n_classes, like):
     return target.unsqueeze(1) == arange(n_classes, device=target.device).reshape(shape)
 
 
-def _checked_targets(target, n_classes, ignore_index):
-    """``target`` with each counted class refused at the drain unless in [0, C) (torch: an
-    ``IndexError``, "Target 7 is out of bounds."; ours names it as class dim 1 of size C); an
-    ``ignore_index`` target passes unchecked."""
+def _counted(target, n_classes, ignore_index):
+    """Whether each target counts (is not ``ignore_index``), with each counted class refused at the
+    drain unless in [0, C) (torch: an ``IndexError``, "Target 7 is out of bounds."; ours names it as
+    class dim 1 of size C). The check is part of this per-sample value, not of the (N, C) class
+    mask (where an out-of-range class matches none): read at each sample's own index, it fuses
+    into the kernel that sums the counts, where the mask's broadcast read would make it a
+    kernel of its own."""
     from ..torch_index import checked_positions
     ignored = target == ignore_index
-    checked = checked_positions(ops.where(ignored, 0, target), 1, n_classes, 2, wrap=False)
-    return ops.where(ignored, target, checked)
+    checked = checked_positions(ops.where(ignored, 0, target), 1, n_classes, False, "nll_loss target")
+    return ~ignored & (checked >= 0)   # (a checked position is never negative: the check's value, kept)
 
 
 def _as_batch(input, target):
@@ -140,10 +143,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     input, target, single = _as_batch(input, target)
     _check_classes(input, target, "nll_loss")
     n_classes = input.shape[1]
-    target = _checked_targets(target, n_classes, ignore_index)
     pick = _class_mask(target, n_classes, input)
     picked = ops.where(pick, input, 0.0).sum(1)
-    valid = (target != ignore_index).to(input.dtype)
+    valid = _counted(target, n_classes, ignore_index).to(input.dtype)
     if weight is not None:
         w = ops.where(pick, weight.reshape((1, n_classes) + (1,) * (input.ndim - 2)), 0.0).sum(1) * valid
     else:

@@ -37,13 +37,16 @@ class Step:
     source: str = ""
     config: object = None
     # the metadata word of a kernel's error flag (codegen ``Kernel.error_flag_word``), None where
-    # it cannot fail: kept here, so a launch of a stored plan's step never unpickles its kernel
+    # it cannot fail, and what names its index checks (``Kernel.index_check_info``): kept here,
+    # so a launch of a stored plan's step never unpickles its kernel
     error_flag: int | None = None
+    index_checks: tuple = ()
 
     @property
     def meta_words(self) -> int:
-        """The header, the scalars, and a kernel's error flag where it has one (error_flag_word)."""
-        return len(self.header) + len(self.scalars) + (self.error_flag is not None)
+        """The header, the scalars, and a kernel's error flag where it has one (error_flag_word),
+        with a word per index check after it (``Kernel.index_checks``)."""
+        return len(self.header) + len(self.scalars) + (self.error_flag is not None) + len(self.index_checks)
 
 
 @dataclass
@@ -269,7 +272,8 @@ def lower_steps(nodes, planned, kernel_steps=None) -> list:
         word = {i: len(header) + k for k, i in enumerate(low.scalar_nodes)}
         rng = tuple((word[sd], word[off]) for sd, off in rng_streams if off in word)
         steps.append(Step(kernel.name, StepKind.KERNEL, low.arg_slots, [scalar_pos[i] for i in low.scalar_nodes],
-                          header, kernel, group=grp, rng_words=rng, error_flag=kernel.error_flag_word))
+                          header, kernel, group=grp, rng_words=rng, error_flag=kernel.error_flag_word,
+                          index_checks=kernel.index_check_info()))
     return steps
 
 

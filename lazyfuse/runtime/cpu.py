@@ -10,9 +10,11 @@ import torch
 
 from ..codegen import autotune, c_compile, c_parallel
 from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, CPrinter, print_c
+from ..codegen.kernel import DIVISION_CODE, INDEX_CODE, INTEGER_DIVISIONS
 from ..errors import CompileError, DivisionByZeroError, InvalidIndexError
 from ..ir.shapes import prod
 from ..ir.dtypes import int64
+from ..ir.node import Op
 from ..ir.view import View
 from .backend import Backend, StepKind
 
@@ -179,25 +181,46 @@ def batched_matmul(a, b, out):
 
 
 class FlaggedLaunch:
-    """The launch of a C kernel with an error flag (codegen.kernel ``Kernel.error_flag_word``): the
-    kernel, then a read of the flag, which raises through the failing-launch path (the drain's
-    values lost, the engine and every other tensor right; on the async stream at the next wait;
-    in a capture's replay, which runs this call). Not a ``functools.partial`` of a C function,
-    so a replay's batching (``CpuBackend.batch``) leaves it a call of its own, checked."""
+    """The launch of a kernel with an error flag (codegen.kernel ``Kernel.error_flag_word``): the
+    kernel, then a read of the flag, which raises the error its code names (``flag_error``)
+    through the failing-launch path (the values that depend on the failing op lost, the engine
+    and every other tensor right: execute ``salvage``; on the async stream at the next wait; in a
+    capture's replay, which runs this call). Not a ``functools.partial`` of a C function, so a
+    replay's batching (``CpuBackend.batch``) leaves it a call of its own, checked."""
 
-    __slots__ = ("call", "words", "word", "name", "compiled", "argv", "source")
+    __slots__ = ("call", "words", "word", "name", "checks", "compiled", "argv", "source")
 
-    def __init__(self, call, words, word, name):
-        self.call, self.words, self.word, self.name = call, words, word, name
+    def __init__(self, call, words, word, name, checks):
+        self.call, self.words, self.word, self.name, self.checks = call, words, word, name, checks
         words[word] = 0   # (a pool buffer holds whatever its last user left)
 
     def __call__(self):
         self.call()
-        if self.words[self.word]:
+        code = self.words[self.word]
+        if code:
             self.words[self.word] = 0
-            raise DivisionByZeroError(f"ZeroDivisionError: an integer division or remainder by zero in kernel "
-                                      f"{self.name} (torch's CPU raises RuntimeError for it; its CUDA returns a "
-                                      "value): make the divisor non-zero, e.g. torch.where(b == 0, 1, b)")
+            raise flag_error(int(code), self.words, self.word, self.name, self.checks)
+
+
+def flag_error(code, words, word, name, checks):
+    """The error a kernel's flag code names (``codegen.kernel.DIVISION_CODE``, ``INDEX_CODE``):
+    a ``DivisionByZeroError``, or an ``InvalidIndexError`` naming the op, the offending index
+    (the word after the flag for check ``code - INDEX_CODE``), the dim and its size (a runtime
+    scalar word: ``Kernel.index_check_info``). Its ``flag_ops`` say which ops of the kernel can
+    have failed (execute ``salvage`` keeps the values that read none of them)."""
+    if code == DIVISION_CODE:
+        error = DivisionByZeroError(f"ZeroDivisionError: an integer division or remainder by zero in kernel {name} "
+                                    "(torch's CPU raises RuntimeError for it; its CUDA returns a value): make the "
+                                    "divisor non-zero, e.g. torch.where(b == 0, 1, b)")
+        error.flag_ops = INTEGER_DIVISIONS
+        return error
+    k = code - INDEX_CODE
+    op_name, dim, wrap, size_word = checks[k]
+    size, value = int(words[size_word]), int(words[word + 1 + k])
+    error = InvalidIndexError(f"{op_name}: index {value} is out of range for dim {dim} of size {size} (indices must "
+                              f"lie in [{-size if wrap else 0}, {size})): fix the indices and recompute")
+    error.flag_ops = frozenset({Op.CHECK_INDEX})
+    return error
 
 
 def _bmm(copies, a, b, out):
@@ -263,8 +286,8 @@ def _check_range(index, dim, size, low) -> int:
     return lo
 
 
-def _gather(x, index, out, dim, size, wrap=True):
-    if _check_range(index, dim, size, -size if wrap else 0) < 0:
+def _gather(x, index, out, dim, size):
+    if _check_range(index, dim, size, -size) < 0:
         index = torch.where(index < 0, index + size, index)
     torch.index_select(x, dim, index, out=out)
 
@@ -490,7 +513,7 @@ class CpuBackend(Backend):
         call = functools.partial(step.compiled, ctypes.addressof(argv), meta.ptr)
         flag = step.error_flag
         if flag is not None:
-            call = FlaggedLaunch(call, meta.words, flag, step.name)
+            call = FlaggedLaunch(call, meta.words, flag, step.name, step.index_checks)
         call.compiled = step.compiled   # (``bind``'s: the function, or lf_launch_on with it)
         call.argv = argv   # the array the address points into (addresses only: it keeps no memory alive)
         call.source = step.source   # for uses_threads (a reference: no cost per drain)

@@ -126,6 +126,7 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
     tape = engine.tape
     done = at = 0   # steps run; the step being prepared or run
     lost = frozenset()   # steps before ``done`` that failed after all: collectives whose wait raised
+    kept = frozenset()   # roots of a failed step computed right all the same (``salvage``)
     waits = plan.waits
     if waits is True:
         waits = plan.waits = Schedule(plan.steps, [st.bind(bound) for st in plan.steps])
@@ -156,12 +157,12 @@ def launch(engine, plan, roots, root_bufs, metas, bound) -> None:
             done += getattr(e, "step_ran", False)   # a wait after the last step's own launch raised
             lost = settle(calls) | ({collective} if collective is not None else set())
         failed = lost | {at} if isinstance(e, Exception) and collective is None else lost
-        salvage(engine, plan, roots, root_bufs, failed, done, lost, e)
+        kept = salvage(engine, plan, roots, root_bufs, failed, done, lost, e)
         if collective is None:
             refuse_extern(plan, at, e)
         raise
     finally:
-        realize(engine.stats, plan, roots, root_bufs, done, lost)
+        realize(engine.stats, plan, roots, root_bufs, done, lost, kept)
 
 
 def launch_memo(engine, plan, roots, kept) -> bool:
@@ -186,17 +187,19 @@ def launch_memo(engine, plan, roots, kept) -> bool:
     if plan.n_scalars:
         memo.write_scalars(plan, metas, tape)
     done = 0   # (realize and salvage read the roots' buffers from ``kept``'s first entries)
+    right = frozenset()
     try:
         with engine.device.launching():
             for call in memo.calls:
                 call()
                 done += 1
     except BaseException as e:
-        salvage(engine, plan, roots, kept, {done} if isinstance(e, Exception) else frozenset(), done, frozenset(), e)
+        right = salvage(engine, plan, roots, kept, {done} if isinstance(e, Exception) else frozenset(), done,
+                        frozenset(), e)
         refuse_extern(plan, done, e)
         raise
     finally:
-        realize(engine.stats, plan, roots, kept, done, frozenset())
+        realize(engine.stats, plan, roots, kept, done, frozenset(), right)
     return True
 
 
@@ -321,27 +324,34 @@ def ran(step: int, done: int, lost) -> bool:
     return step < done and step not in lost
 
 
-def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error: BaseException) -> None:
+def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error: BaseException) -> frozenset:
     """After the steps ``failed_steps`` failed (``done`` steps ran, but for those of ``lost``),
-    poison the roots that can no longer be computed; the others stay pending for the next drain.
+    poison the roots that can no longer be computed; the others stay pending for the next drain,
+    but for those the failed kernels computed right all the same, returned (positions in
+    ``roots``: ``flag_failures``), which ``realize`` keeps as it keeps the roots of steps that ran.
 
     After a KeyboardInterrupt nothing failed: all of it stays pending. The failed node is found
     in this drain's trace (walked only here): a cached plan's own graph holds the nodes of the
     drain that built it (same positions, other objects).
     """
     nodes = trace(roots)[0] if failed_steps else None
-    failed = {id(nodes[o]) for j in failed_steps for o in plan.steps[j].group.outputs} if nodes else None
+    failed, right = set(), frozenset()
+    for j in failed_steps if nodes else ():
+        culprits, computed = flag_failures(nodes, plan, j, roots, error)
+        failed |= culprits
+        right |= computed
     # roots whose in-place writes ran (their buffer existed before this drain)
-    written = [k for k in range(len(roots)) if ran(plan.root_steps[k], done, lost) and roots[k].buffer is not None]
+    written = [k for k in range(len(roots)) if (ran(plan.root_steps[k], done, lost) or k in right)
+               and roots[k].buffer is not None]
     written_nodes = {id(roots[k].current) for k in written}
     written_bufs = {id(root_bufs[k]) for k in written}
     # the buffers a failed step may have written part of: its roots' (an in-place root's is the
     # storage's own buffer), and those of the in-place writes that ran
     clobbered = written_bufs | {id(root_bufs[k]) for k in range(len(roots)) if plan.root_steps[k] in failed_steps}
     for k, s in enumerate(roots):
-        if ran(plan.root_steps[k], done, lost):
+        if ran(plan.root_steps[k], done, lost) or k in right:
             continue
-        if failed is not None and first_reached(s.current, lambda n: id(n) in failed) is not None:
+        if nodes and first_reached(s.current, lambda n: id(n) in failed) is not None:
             if not undo_last_write(s, failed, written_nodes, clobbered):
                 engine.poison(s, error)
         elif written and first_reached(s.current, lambda n: id(n) in written_nodes or (
@@ -351,6 +361,7 @@ def salvage(engine, plan, roots, root_bufs, failed_steps, done: int, lost, error
             engine.poison(s, DeviceError(
                 f"not computed: its drain on {engine.device.name} stopped ({error!r}) after in-place "
                 "writes it reads had run, so it can no longer be computed as recorded; recompute it"))
+    return right
 
 
 def undo_last_write(s, failed, written_nodes, clobbered) -> bool:
@@ -367,17 +378,33 @@ def undo_last_write(s, failed, written_nodes, clobbered) -> bool:
     return True
 
 
-def realize(stats, plan, roots, root_bufs, done: int, lost) -> None:
-    """Count the ``done`` launches and turn each root whose kernel ran into a leaf on its buffer:
-    even if a later launch failed (or was interrupted), since re-running an in-place write at
-    the next drain would apply it twice (a collective that failed at its wait did not run)."""
+def flag_failures(nodes, plan, j, roots, error) -> tuple:
+    """``(ids of the nodes whose values are lost, positions of roots computed right)`` for failed
+    step ``j``. Where its kernel's flag raised the error, which names the ops that can fail
+    (``error.flag_ops``: an index check, an integer division), those ops are the lost nodes, and
+    the kernel ran to its end: the roots it writes that read none of them hold their values (in
+    place too). Otherwise the step's outputs are lost, and none of its roots is right."""
+    group = plan.steps[j].group
+    flag_ops = getattr(error, "flag_ops", None)
+    if flag_ops is None:
+        return {id(nodes[o]) for o in group.outputs}, frozenset()
+    culprits = {id(nodes[m]) for m in group.members if nodes[m].op in flag_ops}
+    return culprits, frozenset(k for k, step in enumerate(plan.root_steps)
+                               if step == j and first_reached(roots[k].current, lambda n: id(n) in culprits) is None)
+
+
+def realize(stats, plan, roots, root_bufs, done: int, lost, right=frozenset()) -> None:
+    """Count the ``done`` launches and turn each root whose kernel ran (or that a failed kernel
+    computed ``right``: ``salvage``) into a leaf on its buffer: even if a later launch failed
+    (or was interrupted), since re-running an in-place write at the next drain would apply it
+    twice (a collective that failed at its wait did not run)."""
     stats.kernels_launched += done
     every = done == len(plan.steps) and not lost   # (the common case: no test per root)
     if plan.n_extern:
         stats.extern_launches += plan.n_extern if done == len(plan.steps) else \
             sum(1 for st in plan.steps[:done] if st.kind is StepKind.EXTERN)
-    for s, buf, step in zip(roots, root_bufs, plan.root_steps):
-        if every or ran(step, done, lost):
+    for k, (s, buf, step) in enumerate(zip(roots, root_bufs, plan.root_steps)):
+        if every or ran(step, done, lost) or k in right:
             s.buffer = buf
             s.current = Node(BUFFER, (), s.dtype, s.shape, buf)
             s.before = None

@@ -96,7 +96,7 @@ def save(name: str, backend, plan) -> None:
             fields = None
             if st.kind is StepKind.KERNEL:
                 fields = (st.name, st.slots, st.scalars, st.header, pickle.dumps(st.kernel), st.rng_words,
-                          st.source, st.config, st.error_flag)
+                          st.source, st.config, st.error_flag, st.index_checks)
             stored.append((rec, fields))
         atomic_write(_folder() / f"{name}.pkl", pickle.dumps({"plan": plan.planned, "steps": stored}))
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
@@ -110,9 +110,10 @@ class StoredKernelStep(Step):
     kernels makes ~15,000 objects, which cost more than the rest of the load — and, counted by
     the garbage collector, often bring on a full collection over torch's ~190,000 objects."""
 
-    def __init__(self, name, slots, scalars, header, kernel: bytes, rng_words, source, config, error_flag):
+    def __init__(self, name, slots, scalars, header, kernel: bytes, rng_words, source, config, error_flag,
+                 index_checks):
         super().__init__(name, StepKind.KERNEL, slots, scalars, header, kernel, rng_words=rng_words,
-                         source=source, config=config, error_flag=error_flag)
+                         source=source, config=config, error_flag=error_flag, index_checks=index_checks)
 
     @property
     def kernel(self):

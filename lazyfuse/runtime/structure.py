@@ -90,5 +90,5 @@ def _arg(op, arg, size, sizes):
     if isinstance(arg, View):
         return sizes(arg.shape), sizes(arg.strides), size(arg.offset)
     if op in (Op.GATHER, Op.INDEX_ADD):
-        return (arg[0], size(arg[1])) + arg[2:]
+        return arg[0], size(arg[1])
     return arg

@@ -32,11 +32,12 @@ import torch
 
 from ..codegen import autotune, c_compile
 from ..codegen.cache import atomic_write, cache_dir
+from ..codegen.kernel import INDEX_CODE
 from ..codegen.triton_printer import PRELUDE, candidate_configs, default_config, print_triton
 from ..errors import CaptureError, CompileError, ShapeError
 from ..ir.dtypes import int64
 from .backend import Backend, StepKind
-from .cpu import FlaggedLaunch, HostMeta, library_thunk
+from .cpu import FlaggedLaunch, HostMeta, flag_error, library_thunk
 from .device import Device, HostGraph
 
 _loaded: OrderedDict = OrderedDict()   # (digest, interpreted) -> (function, module name), most recent last
@@ -203,9 +204,10 @@ class TritonBackend(Backend):
     # inside (the planner's capability flag); others (float64, integers) are a torch call
     matmul_template = frozenset({"float16", "bfloat16", "float32"})
 
-    def __init__(self, interpreted: bool, gather=None):
+    def __init__(self, interpreted: bool, gather=None, watch=None):
         self.interpreted = interpreted
         self.gather = gather     # the device-checked gather of a GPU; None: checked on the host
+        self.watch = watch       # a GPU's deferred read of a kernel's index checks (DeviceIndexCheck.watch)
         self.name = "triton-interpreter" if interpreted else "triton"
         self._tuners: dict = {}
 
@@ -315,11 +317,15 @@ class TritonBackend(Backend):
         fn, grid, kwargs = step.compiled
         run = self._launcher(fn, grid, kwargs, [b.tensor for b in bufs] + [meta.buffer.tensor])
         flag = step.error_flag
-        if flag is None or not self.interpreted:
-            # (a GPU's kernel sets its flag too, but it is never read: torch's CUDA kernels return
-            # a value for an integer division by zero rather than raise, and so does lazyfuse's)
+        if flag is None:
             return run
-        return FlaggedLaunch(run, meta.words, flag, step.name)
+        if self.interpreted:
+            return FlaggedLaunch(run, meta.words, flag, step.name, step.index_checks)
+        if step.index_checks and self.watch is not None:
+            return self.watch(run, meta, step)
+        # (a GPU's division flag is never read: torch's CUDA kernels return a value for an
+        # integer division by zero rather than raise, and so do lazyfuse's)
+        return run
 
 
 def interpreter_fallback(why: str) -> TritonBackend:
@@ -348,15 +354,42 @@ class DeviceIndexCheck:
     range (the read stays inside the tensor) and counts the out-of-range ones in a device flag,
     with one offending value; the next user drain (a host read or ``lf.sync``) reads the flag
     and raises ``ShapeError`` if it was set, then clears it. Values computed from a clamped
-    gather are not meaningful: the error says so, and the device stays usable."""
+    gather are not meaningful: the error says so, and the device stays usable.
+
+    A fused kernel's index checks (``Op.CHECK_INDEX``) set its error flag in its launch
+    metadata, in device memory: each launch of such a kernel is ``watch``ed (those a graph
+    capture records, again at each replay of the graph), and the next user drain reads every
+    watched flag in one copy and raises the ``InvalidIndexError`` its code names, clearing it.
+    (The drain has ended by then: as with the gather, the values computed from a bad index are
+    not meaningful, the others are right. A lane's division by zero in the same kernel can
+    overwrite the flag's code, which a GPU does not raise: that index error then goes unreported.)"""
 
     def __init__(self, torch_device):
         self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
         self.unchecked = False
+        self.watched: dict = {}    # id(metadata tensor) -> (tensor, flag word, kernel name, index checks)
+        self.recording = None      # while a graph capture is open: the watched launches it records
 
-    def gather(self, x, index, out, dim, size, wrap=True):
+    def watch(self, run, meta, step):
+        """The launch ``run`` of kernel ``step``, its flag (in ``meta``) read at the next user drain."""
+        entry = (meta.buffer.tensor, step.error_flag, step.name, step.index_checks)
+
+        def launch():
+            run()
+            self.watched[id(entry[0])] = entry
+            if self.recording is not None:
+                self.recording.append(entry)
+        return launch
+
+    def replayed(self, entries) -> None:
+        """A graph replay ran the watched launches ``entries`` (and perhaps a recorded gather)."""
+        for entry in entries:
+            self.watched[id(entry[0])] = entry
+        self.unchecked = True
+
+    def gather(self, x, index, out, dim, size):
         if index.numel():
-            bad = (index < (-size if wrap else 0)) | (index >= size)
+            bad = (index < -size) | (index >= size)
             first = torch.index_select(index, 0, bad.to(torch.int32).argmax().reshape(1))
             self.flag[1:].copy_(torch.where(bad.any(), first, self.flag[1:]))
             self.flag[:1].add_(bad.sum())
@@ -365,6 +398,8 @@ class DeviceIndexCheck:
         self.unchecked = True
 
     def raise_if_set(self, device_name: str) -> None:
+        if self.watched:
+            self._raise_flagged()
         if not self.unchecked:
             return
         self.unchecked = False
@@ -372,21 +407,39 @@ class DeviceIndexCheck:
         if count:
             self.flag.zero_()
             raise ShapeError(f"{count} gather/embedding index value(s) on {device_name} were out of range (e.g. "
-                             f"{value}); indices must lie in [-size, size) of the indexed dim ([0, size) for "
-                             "index writes and loss targets). They were checked on the device (no host sync), "
-                             "so this is reported at the next host read or lf.sync; "
+                             f"{value}); indices must lie in [-size, size) of the indexed dim. They were "
+                             "checked on the device (no host sync), so this is reported at the next host read or lf.sync; "
                              "the results computed from them are not valid: fix the indices and recompute.")
+
+
+    def _raise_flagged(self) -> None:
+        """Read the watched kernels' metadata (one copy) and raise the first error a flag names."""
+        entries = list(self.watched.values())
+        self.watched.clear()
+        words = torch.cat([t for t, *_ in entries]).tolist()
+        error, at = None, 0
+        for t, word, name, checks in entries:
+            code = words[at + word]
+            if code >= INDEX_CODE and error is None:
+                error = flag_error(code, words[at:at + t.numel()], word, name, checks)
+            if code:
+                t[word:word + 1].zero_()
+            at += t.numel()
+        if error is not None:
+            raise error
 
 
 class CudaGraph:
     """A captured ``torch.cuda.CUDAGraph``, plus the host record of its launches: the buffers
-    they bind (kept alive) and the random-stream words each replay advances."""
+    they bind (kept alive), the random-stream words each replay advances, and the launches
+    whose index-check flags a replay leaves to read (``DeviceIndexCheck.watch``)."""
 
-    __slots__ = ("graph", "host")
+    __slots__ = ("graph", "host", "watched")
 
-    def __init__(self, graph, host: HostGraph):
+    def __init__(self, graph, host: HostGraph, watched: list):
         self.graph = graph
         self.host = host
+        self.watched = watched
 
     def __len__(self):
         return len(self.host)
@@ -417,7 +470,7 @@ class CudaDevice(Device):
 
     def _make_backend(self):
         self.index_check = DeviceIndexCheck(self.torch_device)
-        return TritonBackend(interpreted=False, gather=self.index_check.gather)
+        return TritonBackend(interpreted=False, gather=self.index_check.gather, watch=self.index_check.watch)
 
     def raise_deferred_errors(self) -> None:
         self.index_check.raise_if_set(self.name)
@@ -436,6 +489,7 @@ class CudaDevice(Device):
             self._stream_ctx.__enter__()
             graph = torch.cuda.CUDAGraph()
             graph.capture_begin(capture_error_mode="thread_local")
+            self.index_check.recording = []
             self._graph = graph   # only now is there a capture to end: ending one that never began
             #                       raises a CUDA error that would hide why the begin failed
         except BaseException:
@@ -458,6 +512,7 @@ class CudaDevice(Device):
         return graph
 
     def graph_stop_capture(self):
+        watched, self.index_check.recording = self.index_check.recording or [], None
         try:
             graph = self._end_capture()
         except BaseException as e:
@@ -469,10 +524,11 @@ class CudaDevice(Device):
         # happen on every device alike (docs/semantics.md, Capture: the closure runs once more): its in-place writes
         # land and the graph's output holds its value, with the random words of that run.
         graph.replay()
-        self.index_check.unchecked = True
-        return CudaGraph(graph, host)
+        self.index_check.replayed(watched)
+        return CudaGraph(graph, host, watched)
 
     def graph_abort(self) -> None:
+        self.index_check.recording = None
         try:
             self._end_capture()
         except Exception:  # noqa: BLE001 (an invalidated capture: nothing to keep)
@@ -481,4 +537,4 @@ class CudaDevice(Device):
 
     def graph_replay(self, graph) -> None:
         graph.graph.replay()
-        self.index_check.unchecked = True   # a recorded gather may have run
+        self.index_check.replayed(graph.watched)   # (a recorded gather may have run too)
