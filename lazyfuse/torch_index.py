@@ -104,9 +104,8 @@ def gather(x, dim, index, *, sparse_grad=False, out=None):
     for k in range(x.ndim - 1, -1, -1):
         strides[k], acc = acc, acc * x.shape[k]
     size = x.shape[d]
-    # an index out of [-size, size) points past the flat input: the gather's range check names it
-    bad = (index < -size) | (index >= size)
-    flat = ops.where(bad, acc, ops.where(index < 0, index + size, index) * strides[d])
+    # checked along dim d itself (the flat gather's own check would name the flat position and size)
+    flat = checked_positions(index, d, size, True, "gather") * strides[d]
     for k in range(x.ndim):
         if k != d and index.shape[k] > 1:
             shape = [1] * x.ndim

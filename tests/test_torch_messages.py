@@ -70,3 +70,36 @@ def test_mixing_devices_is_refused_with_torchs_sentence():
                                            "devices, cpu and interpreter!") as raised:
         lf.ones(2) + lf.ones(2, device="interpreter")
     assert isinstance(raised.value, lf.DeviceError)
+
+
+# refusals that need the data (raised at the drain that reads them: ``.numpy()`` here)
+_BAD = [0, 9]
+DATA_MISTAKES = {
+    "gather": lambda m: m.ones(6).gather(0, m.tensor(_BAD)),
+    "gather_dim1": lambda m: m.ones(3, 6).gather(1, m.tensor([[0, 9]])),
+    "gather_negative": lambda m: m.ones(3, 6).gather(1, m.tensor([[0, -7]])),
+    "tensor_index": lambda m: m.ones(6)[m.tensor(_BAD)],
+    "one_hot": lambda m: m.nn.functional.one_hot(m.tensor(_BAD), 6),
+    "one_hot_negative": lambda m: m.nn.functional.one_hot(m.tensor([0, -1]), 6),
+    "cross_entropy_target": lambda m: m.nn.functional.cross_entropy(m.zeros(2, 6), m.tensor(_BAD)),
+    "nll_loss_target": lambda m: m.nn.functional.nll_loss(m.zeros(2, 6), m.tensor(_BAD)),
+    "index_copy": lambda m: m.zeros(6).index_copy(0, m.tensor(_BAD), m.ones(2)),
+    "index_add": lambda m: m.zeros(6).index_add(0, m.tensor(_BAD), m.ones(2)),
+    "scatter_add": lambda m: m.zeros(6).scatter_add(0, m.tensor(_BAD), m.ones(2)),
+    "index_fill": lambda m: m.zeros(6).index_fill(0, m.tensor(_BAD), 1.0),
+}
+
+
+def _drained(m, name):
+    out = DATA_MISTAKES[name](m)
+    return out.numpy() if m is lf else out
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(DATA_MISTAKES))
+def test_a_refusal_from_the_data_starts_with_torchs_sentence(name, device):
+    theirs = _raised(lambda: _drained(torch, name))
+    with lf.device(device):
+        ours = _raised(lambda: _drained(lf, name))
+    assert isinstance(ours, lf.InvalidIndexError) and isinstance(ours, type(theirs))
+    assert str(ours).startswith(str(theirs).splitlines()[0]), (str(ours), str(theirs))

@@ -202,6 +202,17 @@ class FlaggedLaunch:
             raise flag_error(int(code), self.words, self.word, self.name, self.checks)
 
 
+# torch's own sentence for an index out of range, by the op that checks it (a torch program's
+# ``except`` and a torch test's ``assertRaisesRegex`` match these); the rest say OUT_OF_BOUNDS
+OUT_OF_BOUNDS = "index {value} is out of bounds for dimension {dim} with size {size}"
+TORCH_INDEX_SENTENCES = {
+    "index_add": "index out of range in self",
+    "index_copy": "index_copy_(): " + OUT_OF_BOUNDS,
+    "nll_loss target": "Target {value} is out of bounds.",
+    "one_hot": "Class values must be smaller than num_classes.",
+}
+
+
 def flag_error(code, words, word, name, checks):
     """The error a kernel's flag code names (``codegen.kernel.DIVISION_CODE``, ``INDEX_CODE``):
     a ``DivisionByZeroError``, or an ``InvalidIndexError`` naming the op, the offending index
@@ -217,8 +228,12 @@ def flag_error(code, words, word, name, checks):
     k = code - INDEX_CODE
     op_name, dim, wrap, size_word = checks[k]
     size, value = int(words[size_word]), int(words[word + 1 + k])
-    error = InvalidIndexError(f"{op_name}: index {value} is out of range for dim {dim} of size {size} (indices must "
-                              f"lie in [{-size if wrap else 0}, {size})): fix the indices and recompute")
+    sentence = TORCH_INDEX_SENTENCES.get(op_name, OUT_OF_BOUNDS)
+    if op_name == "one_hot" and value < 0:
+        sentence = "Class values must be non-negative."
+    error = InvalidIndexError(sentence.format(value=value, dim=dim, size=size) +
+                              f" ({op_name}: index {value} is out of range for dim {dim} of size {size}; indices "
+                              f"must lie in [{-size if wrap else 0}, {size})): fix the indices and recompute")
     error.flag_ops = frozenset({Op.CHECK_INDEX})
     return error
 
@@ -282,7 +297,8 @@ def _check_range(index, dim, size, low) -> int:
     lo, hi = (int(v) for v in torch.aminmax(index))
     if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
-        raise InvalidIndexError(f"index {bad} is out of range for dim {dim} of size {size}")
+        raise InvalidIndexError(OUT_OF_BOUNDS.format(value=bad, dim=dim, size=size) +
+                                f" (index {bad} is out of range for dim {dim} of size {size})")
     return lo
 
 

@@ -111,6 +111,15 @@ class Device:
     def __repr__(self):
         return f"lf.device({self.name!r})"
 
+    # ``with lf.device("interpreter"):`` makes it the default of every factory and ``lf.device()``
+    # in this thread (torch's ``with torch.device(...)``); nested blocks restore the outer one
+    def __enter__(self) -> "Device":
+        _default.stack = getattr(_default, "stack", ()) + (self,)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _default.stack = _default.stack[:-1]
+
     def _raw_alloc(self, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
 
@@ -312,14 +321,34 @@ class CpuDevice(Device):
 
 _devices: dict = {}
 _lock = threading.Lock()
+_default = threading.local()   # .stack: the devices of the open ``with lf.device(...)`` blocks
+_chosen = None                 # lf.set_default_device's, else None
+
+
+def set_default_device(spec) -> None:
+    """``lf.set_default_device(d)``: the device of factories without ``device=`` (torch's
+    ``torch.set_default_device``); None restores the automatic choice (``lf.device()``)."""
+    global _chosen
+    _chosen = None if spec is None else device(spec)
+
+
+def get_default_device() -> "Device":
+    """The device a factory without ``device=`` uses (torch's ``torch.get_default_device``)."""
+    return device(None)
 
 
 def device(spec=None) -> Device:
-    """``lf.device``: "cpu", "cuda", "cuda:N", "interpreter", or None: ``LAZYFUSE_DEVICE`` if set,
-    else cuda when torch sees a GPU, else cpu."""
+    """``lf.device``: "cpu", "cuda", "cuda:N", "interpreter", or None: the innermost open
+    ``with lf.device(...)`` block's, else ``lf.set_default_device``'s, else ``LAZYFUSE_DEVICE``
+    if set, else cuda when torch sees a GPU, else cpu."""
     if isinstance(spec, Device):
         return spec
     if spec is None:
+        stack = getattr(_default, "stack", None)
+        if stack:
+            return stack[-1]
+        if _chosen is not None:
+            return _chosen
         spec = config.DEVICE.get() or ("cuda" if _gpu_visible() else "cpu")
     if isinstance(spec, torch.device):
         spec = str(spec)
