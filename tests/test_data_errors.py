@@ -326,7 +326,7 @@ def test_a_value_of_the_failing_kernel_that_reads_no_check_keeps_its_value(devic
     t = lf.tensor(np.array([0, 3, 12, 5]), device=device)
     doubled = t * 2
     moved = checked_positions(t, 0, 10, False, "probe") + doubled
-    with pytest.raises(InvalidIndexError, match=r"probe: index 12 is out of range for dim 0 of size 10 \(indices must "
+    with pytest.raises(InvalidIndexError, match=r"probe: index 12 is out of range for dim 0 of size 10; indices must "
                                                 r"lie in \[0, 10\)\)"):
         lf.sync(dev)
     with pytest.raises(InvalidIndexError):
