@@ -699,18 +699,21 @@ def _sum_lone(x, t, other, keep):
 
 def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
     """torch's ``F.pad``: ``pad`` is (left, right) pairs from the last dim backwards; negative
-    amounts crop. ``constant`` is native (filled pieces concatenated: views and writes); the
-    other modes (reflect, replicate, circular) run as externs."""
+    amounts crop. ``constant`` is native: a small pad is filled pieces concatenated (one ``CAT``
+    node, which fuses), a large one ``_pad_by_writes``; the other modes (reflect, replicate,
+    circular) run as externs."""
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ShapeError(f"pad: {len(pad)} amounts for a tensor of {x.ndim} dims (pairs, at most 2 per dim)")
     if mode != "constant":
         import torch.nn.functional as TF
         from .extern import extern
         return extern(TF.pad, x, tuple(pad), mode=mode, value=value)
+    from .autograd.graph import recording
     from .creation import full
-    from .functions import cat
+    from .functions import CAT_SELECTS, cat
     fill = _scalar_as(0 if value is None else value, x.dtype)
-    for k in range(len(pad) // 2):
+    grown = []   # (dim, lo, hi) with lo, hi >= 0: the crops are done first (a crop and a pad of
+    for k in range(len(pad) // 2):   # other dims commute)
         d = x.ndim - 1 - k
         lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
         if lo < 0 or hi < 0:
@@ -720,13 +723,38 @@ def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
                 raise ShapeError(f"pad: cropping {-lo} and {-hi} from dim {d} of size {n}")
             x = narrow(x, d, start, stop - start)
             lo, hi = max(0, lo), max(0, hi)
-        pieces = []
-        for amount in (lo, hi):
-            shape = x.shape[:d] + (amount,) + x.shape[d + 1:]
-            pieces.append(full(shape, fill, dtype=x.dtype, device=x.device) if amount else None)
         if lo or hi:
-            x = cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
+            grown.append((d, lo, hi))
+    shape = list(x.shape)
+    for d, lo, hi in grown:
+        shape[d] += lo + hi
+    # as large as a cat of three pieces that cat writes piece by piece (functions.CAT_SELECTS)
+    if grown and 3 * prod(shape) > CAT_SELECTS and not recording(x):
+        return _pad_by_writes(x, grown, fill, tuple(shape))
+    for d, lo, hi in grown:
+        pieces = [full(x.shape[:d] + (amount,) + x.shape[d + 1:], fill, dtype=x.dtype, device=x.device)
+                  if amount else None for amount in (lo, hi)]
+        x = cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
     return x
+
+
+def _pad_by_writes(x, grown, fill, shape):
+    """``x`` padded by ``grown`` ((dim, lo, hi) each) with ``fill`` into a new storage of ``shape``
+    that each element is written to once: ``x`` into the interior, and ``fill`` into each border
+    slab (a dim's lo and hi rows, within the interior of the dims before it). torch's constant pad
+    fills the whole output and then copies ``x`` over it: every interior element twice. Outer dims
+    go first, so their slabs are whole contiguous rows."""
+    from .creation import empty
+    out = empty(shape, dtype=x.dtype, device=x.device)
+    inner = out._view
+    for d, lo, hi in sorted(grown):
+        n = shape[d]
+        for start, stop in ((0, lo), (n - hi, n)):
+            if stop > start:
+                out._with_view(inner.slice(d, start, stop, 1)).fill_(fill)
+        inner = inner.slice(d, lo, n - hi, 1)
+    out._with_view(inner).copy_(x)
+    return out
 
 
 # -- construction from a tensor ---------------------------------------------------------------------

@@ -2,12 +2,15 @@
 so the pending pieces of a cat are computed in one kernel (lazyfuse.functions.cat)."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyfuse as lf
+import lazyfuse.functions as lf_functions
 from lazyfuse.functions import CAT_SELECTS
 from programs import COMMON, scaled
 
@@ -54,12 +57,13 @@ def test_a_stack_of_28_scalars_is_one_kernel():
 
 def test_a_large_cat_writes_each_piece_in_a_kernel_of_its_own():
     # past CAT_SELECTS (pieces x elements) a select per element would compute every piece at
-    # every element: each piece is then one in-place write into the result, after its zero fill
+    # every element: each piece is then one in-place write into the result's uninitialised
+    # storage (no fill: the pieces cover it), each element written once
     rows = CAT_SELECTS // 64 + 1
     a, b = _x(rows, 40), _x(rows, 24, seed=1)
     la, lb = lf.tensor(a), lf.tensor(b)
     got, n = _kernels(lf.device("cpu"), lambda: lf.cat([la.exp(), lb * 2], 1))
-    assert n == 3
+    assert n == 2
     torch.testing.assert_close(got, torch.cat([a.exp(), b * 2], 1))
 
 
@@ -101,7 +105,9 @@ def cat_case(draw):
     # each piece: a realized buffer, a pending value, or a strided view (transposed, or a slice)
     forms = draw(st.lists(st.sampled_from(["buffer", "pending", "transposed", "sliced"]),
                           min_size=len(sizes), max_size=len(sizes)))
-    return dim, shape, sizes, dtypes, forms, draw(st.booleans())
+    # large: past CAT_SELECTS (set to 0 here, so small pieces take that path too), each piece is
+    # written into an uninitialised storage that the pieces must cover exactly
+    return dim, shape, sizes, dtypes, forms, draw(st.booleans()), draw(st.booleans())
 
 
 def _piece(lib_t, form):
@@ -112,7 +118,12 @@ def _piece(lib_t, form):
 
 
 def _check_cat(device, case):
-    dim, shape, sizes, dtypes, forms, stacked = case
+    dim, shape, sizes, dtypes, forms, stacked, large = case
+    with mock.patch.object(lf_functions, "CAT_SELECTS", 0 if large else CAT_SELECTS):
+        _check_cat_of(device, dim, shape, sizes, dtypes, forms, stacked)
+
+
+def _check_cat_of(device, dim, shape, sizes, dtypes, forms, stacked):
     dev = lf.device(device)
     want_pieces, got_pieces = [], []
     for k, (n, name, form) in enumerate(zip(sizes, dtypes, forms)):
@@ -146,3 +157,46 @@ def test_cat_and_stack_match_torch_on_cpu(case):
 @given(cat_case())
 def test_cat_and_stack_match_torch_on_the_interpreter(case):
     _check_cat("interpreter", case)
+
+
+# -- constant pad (torch_ops.pad): a small one is a CAT node, a large one writes each element once --
+def test_a_large_pad_writes_the_interior_and_each_border_slab_once():
+    # (rows + 2, 42) > CAT_SELECTS / 3: the interior (x * 2, its producer fused) and the four
+    # border slabs (the first and last rows, then the first and last column of the rows between)
+    # are five in-place writes into an uninitialised storage: no fill of the whole output first
+    rows = CAT_SELECTS // 100
+    a = _x(rows, 40)
+    la = lf.tensor(a)
+    got, n = _kernels(lf.device("cpu"), lambda: lf.nn.functional.pad(la * 2, (1, 1, 1, 1), value=0.5))
+    assert n == 5
+    assert torch.equal(got, torch.nn.functional.pad(a * 2, (1, 1, 1, 1), value=0.5))
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_gradient_of_a_large_pad_matches_torch(device):
+    # (a pad that records autograd stays the cat of filled pieces, which has its gradient rule)
+    dev = lf.device(device)
+    a, w = _x(CAT_SELECTS // 100, 40, dtype=torch.float64), _x(CAT_SELECTS // 100 + 1, 43, seed=1, dtype=torch.float64)
+    ta = a.clone().requires_grad_()
+    (torch.nn.functional.pad(ta.exp(), (2, 1, 0, 1), value=-1.0) * w).sum().backward()
+    la = lf.tensor(a, device=dev).requires_grad_()
+    (lf.nn.functional.pad(la.exp(), (2, 1, 0, 1), value=-1.0) * lf.tensor(w, device=dev)).sum().backward()
+    torch.testing.assert_close(la.grad.torch(), ta.grad)
+
+
+
+def test_a_captured_large_cat_and_pad_replay_fresh_inputs():
+    # the uninitialised output storage is the graph's: each replay writes every element of it again
+    dev = lf.device("cpu")
+    rows = CAT_SELECTS // 100
+    x = lf.tensor(_x(rows, 40), device=dev)
+
+    def step(lib, x):
+        return lib.cat([x * 2, x[:, :3]], 1), lib.nn.functional.pad(-x, (1, 2, 3, 0), value=-0.5)
+    g = lf.capture(dev, lambda: step(lf, x))
+    for seed in range(3):
+        fresh = _x(rows, 40, seed=10 + seed)
+        x.copy_(fresh)
+        got = g.replay()
+        for a, b in zip(got, step(torch, fresh)):
+            assert torch.equal(a.torch(), b)

@@ -12,6 +12,7 @@ import contextlib
 import random
 import tempfile
 from collections import OrderedDict
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyfuse as lf
+import lazyfuse.functions as lf_functions
 from lazyfuse.codegen import c_compile
 from lazyfuse.codegen.c_printer import CConfig, print_c
 from lazyfuse.codegen.index import Affine, Var
@@ -390,6 +392,10 @@ SHAPED = {
     "split into sections": (lambda x: (lambda a, b, c: a.sum(-1) + c.sum(-1))(*(x * 2).split([2, x.shape[1] - 5, 3], 1)),
                             lambda n: (3, n), 3),
     "roll without dims of three dims": (lambda x: (x * 2).roll(-7) + 1, lambda n: (2, n, 3), 1),
+    # past CAT_SELECTS: a write per piece (2), a pad's interior and border slabs (5), then the + 1
+    # (rows of 6000: at every n the kernels are on the same side of c_parallel's threshold)
+    "a large cat": (lambda x: lf_cat((x * 2, x[:, :5]), 1) + 1, lambda n: (n, 6000), 3),
+    "a large pad": (lambda x: F_pad(x * 2, (1, 1, 1, 1), value=0.5) + 1, lambda n: (n, 2200), 6),
 }
 
 
@@ -492,8 +498,8 @@ def test_random_cats_equal_torch(device, data):
         pieces.append((torch.randn(piece_shape, generator=gen) * 100).to(dtype))
     dev = lf.device(device)
 
-    def program(lib, ts):
-        return lib.cat([t * 3 + 1 if p else t for t, p in zip(ts, pending)], dim) - 2
+    def program(lib, ts):   # (t * 2 is exact: an FMA of t * 2 + 1 rounds as torch's two ops do)
+        return lib.cat([t * 2 + 1 if p else t for t, p in zip(ts, pending)], dim) - 2
     got = program(lf, [lf.tensor(t, device=dev) for t in pieces]).torch()
     assert torch.equal(got, program(torch, pieces))
 
@@ -503,7 +509,9 @@ def test_random_cats_equal_torch(device, data):
 @given(data=st.data())
 def test_random_constant_pads_equal_torch(device, data):
     """A constant pad of a random shape (empty dims too) by random amounts on each side of its
-    last dims (negative: a crop), of a buffer or a pending value: equal to torch's."""
+    last dims (negative: a crop), of a buffer or a pending value, small (a CAT node) or large
+    (CAT_SELECTS at 0: every pad with an element writes its interior and border slabs into an
+    uninitialised output, which those writes must cover exactly): equal to torch's."""
     shape = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=3), label="shape")
     dims = data.draw(st.integers(1, len(shape)), label="padded dims")
     pads = []
@@ -513,12 +521,15 @@ def test_random_constant_pads_equal_torch(device, data):
         pads += [left, data.draw(st.integers(-min(s - max(0, -left), 2), 3), label="right")]
     value = data.draw(st.sampled_from([0.0, -1.5, float("inf")]), label="value")
     pending = data.draw(st.booleans(), label="pending")
+    large = data.draw(st.booleans(), label="large")
     t = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
     dev = lf.device(device)
 
     def program(x):
         return F_pad(x * 2 if pending else x, pads, value=value) + 1
-    assert torch.equal(program(lf.tensor(t, device=dev)).torch(), program(t))
+    with mock.patch.object(lf_functions, "CAT_SELECTS", 0 if large else lf_functions.CAT_SELECTS):
+        got = program(lf.tensor(t, device=dev)).torch()
+    assert torch.equal(got, program(t))
 
 
 # -- a generate loop: a sequence grows by one token a step ------------------------------------------
