@@ -39,13 +39,13 @@
  *   lf_atanf, lf_atan2f: cephes' atanf polynomial, within ~2 ulp
  *   lf_vpowf 0.502 ulp of float64's result rounded (2^22 random bit-pattern pairs and
  *       3 * 2^22 pairs with finite results; computed in double)
- *   lf_geluf 3.49e-7 relative (random inputs; 3.22e-7 on the scan, 3.47e-7
- *       without FMA), 2.4e-7 absolute (half an ulp of results near 4.6),
- *       including the far negative tail (computed as 0.5*x*erfc(-x/sqrt2) with exp(-x^2/2)
- *       from an exactly split x^2 and a 2^64 pre-scale, so there is no 1+erf
- *       cancellation and no early underflow).  torch's float32 gelu on the
- *       same scan: 1.27e-6 absolute, relative 1.0 (its 1 + erf(x/sqrt2)
- *       cancels to 0 below x = -5.5; 3e-6 already on [-2, 0]).
+ *   lf_geluf 1.55e-7 relative for x >= -1, 6.5e-7 on [-2, -1], 3.4e-4 on [-5.6, -2] (its
+ *       tail fit, weighted by need), -0 below -5.6; 3.84e-7 absolute (0.8 ulp near 4.9).
+ *       Without FMA: 2.09e-7, 8.6e-7, 3.4e-4.  torch's float32 gelu on the same scan: 2.49e-7
+ *       on [-1, 0], 3.75e-7 on [0, inf), 3.09e-6 on [-2, -1], up to 1 on [-5.5, -2] and -0
+ *       below (its 1 + erf(x/sqrt2) cancels), 1.3e-6 absolute.  (gcc 12 -march=native on an
+ *       Intel Xeon, AVX-512, and -march=x86-64-v2: every 29th bit pattern on |x| <= 1, every
+ *       7th on 1 <= |x| <= 20.)
  * (Measured with gcc 12 -march=znver1, i.e. with FMA contraction; without
  * FMA a sparser scan gives the same numbers within ~6%.)
  *
@@ -311,24 +311,15 @@ static inline float lf_erff(float x)
     return a > 0.9277f ? lf__withsign(big, x) : p * x + x;   /* nan: the compare fails, p * x + x */
 }
 
-/* gelu(x) = 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2), from one
- * erfc(t), t = |x|/sqrt2, for both signs: x - 0.5 x erfc(t) for x >= 0
- * (no cancellation: the result is at least x/2) and 0.5 x erfc(t) below.
- * erfc(t) = exp(-x^2/2) * P(1/(1+t) - 1/2) / (1+t) on all of [0, 10.25]:
- * P = erfcx(t)*(1+t) falls smoothly from 1 to 0.56, a degree-11 fit in
- * 1/(1+t) holds it to 2.7e-8 (float coefficients), and t enters only
- * there, where its rounding costs nothing: the exp reads the exactly split
- * x^2.  One polynomial and no select between an erf and an erfc branch
- * (each of which a vector loop evaluates for every element); 0.5 x (1 + lf_erff(x/sqrt2)) would
- * be cheaper, but its 1 + erf cancels in the negative tail, as torch's does.  Beyond |x| = 14.5 gelu is x or -0 in
- * float (|gelu(-14.33)| < 2^-150 already): that is a select at the end,
- * not a clamp of the exp argument.  A clamp deep enough to zero
- * exp(-x^2/2)*2^64 lets gcc evaluate the exp on both sides of it, and the
- * clamped side underflows through denormals on every element (a microcode
- * assist per lane: 2.5x slower loops on Zen 1). */
-/* erfc(t) / exp(-t^2) = P(u) * v at t = a * c, v = 1/(1 + t), u = v - 1/2, for 0 <= t <= 10.25
- * (the fit described above): P in the return value, v in *v, so each caller keeps its own product
- * order (1 + a * c is one fused multiply-add where the target has FMA: t itself is never rounded). */
+/* erfc(t) / exp(-t^2) = P(u) * v at t = a * c, v = 1/(1 + t), u = v - 1/2, for 0 <= t <= 10.25:
+ * P = erfcx(t)*(1+t) falls smoothly from 1 to 0.56, and a degree-11 fit in 1/(1+t) holds it to
+ * 2.7e-8 (float coefficients).  t enters only there, where its rounding costs nothing: callers
+ * take exp(-t^2) from an exactly split square.  P in the return value, v in *v, so each caller
+ * keeps its own product order (1 + a * c is one fused multiply-add where the target has FMA: t
+ * itself is never rounded).  Beyond the fit, a caller selects its far value at the end rather than
+ * clamp the exp argument deep enough to zero exp(-x^2/2)*2^64: gcc would evaluate the exp on both
+ * sides of such a clamp, and the clamped side underflows through denormals on every element (a
+ * microcode assist per lane: 2.5x slower loops on Zen 1). */
 static inline float lf__erfcx_parts(float a, float c, float *v)
 {
     *v = 1.0f / (a * c + 1.0f);                     /* the one division */
@@ -350,8 +341,8 @@ static inline float lf__erfcx_parts(float a, float c, float *v)
 }
 
 /* erfc(t) * 2^64 at t = axc/sqrt2 (axc = |x| clamped to 14.5, where exp(-14.5^2/2)*2^64 is
- * normal), and exp(-x^2/2) * 2^64 in *e2 (scaled so the far tail keeps full precision): what
- * lf_geluf and lf_gelu_gradf share. */
+ * normal), and exp(-x^2/2) * 2^64 in *e2 (scaled so the far tail keeps full precision), for
+ * lf_gelu_gradf. */
 static inline float lf__erfc64(float axc, float *e2)
 {
     float hi, lo;
@@ -378,16 +369,48 @@ static inline float lf_erfcf(float x)
     return x != x ? x : r;
 }
 
+/* gelu(x) = x Phi(x) = x - x h (x > 0) or x h (x <= 0), h = Phi(-|x|) = 2^(l - 1) with
+ * l = log2(2 Phi(-a)) = a P(a), a = |x|: P a degree-8 fit on [0, 5.6], so one polynomial and one
+ * exp2, no division and no select between pieces (a vector loop evaluates every piece for every
+ * element).  l is smooth (-a^2/(2 ln 2) - log2(a) asymptotically) and l(0) = 0, so its float
+ * rounding is relative to l itself (|l| <= 2.7 on [-1, 0]: h keeps ~1 ulp there, where torch's
+ * 1 + erf(x/sqrt2) already cancels); the fit is weighted by what each region needs: 1e-8 in h
+ * for |x| <= 1, looser where h enters the result as x - x h (x > 1) or where h is tiny.  2^l:
+ * k = round(l), 2^(l - k) a degree-6 polynomial, 2^(k-1) from k's bits (the bias 126 is the
+ * factor 1/2).  Beyond |x| = 5.6 h is 0: x for x > 0 (x Phi(-5.6) < half an ulp of x) and -0
+ * below (nan at -inf, as torch's -inf * 0), where torch's 1 + erf rounds to 0 from x = -5.5 on.
+ * The earlier form, 0.5 x erfc(-x/sqrt2) from an exactly split x^2, exp(-x^2/2) and a
+ * degree-11 erfcx with a division, kept full relative accuracy to x = -14.5 at 1.5x this
+ * cost (and 0.76x torch's speed on an Intel Xeon). */
 static inline float lf_geluf(float x)
 {
     float ax = fabsf(x);
-    float axc = lf__min_abs(ax, 14.5f);
-    float e2;
-    float q = (lf__erfc64(axc, &e2) * x) * 0x1p-65f;   /* 0.5 x erfc(|x|/sqrt2): the 0.5 in the exact scale */
-    /* x > 0 (not >=): +-0 give q = 0.5 x ... = +-0, the sign of zero */
-    float r = x > 0.0f ? x - q : q;
-    float far = x > 0.0f ? x : x * 0.0f;   /* -0, and nan at -inf (torch's -inf * 0) */
-    return ax >= 14.5f ? far : r;          /* nan: the compare fails, r = q is nan */
+    float a = lf__min_abs(ax, 5.6f);                /* nan -> 5.6: x * h stays nan */
+    float l = 3.592354858e-07f;
+    l = l * a - 7.589044344e-06f;
+    l = l * a + 6.502707402e-05f;
+    l = l * a - 2.587908530e-04f;
+    l = l * a - 2.125179162e-05f;
+    l = l * a + 6.959931459e-03f;
+    l = l * a - 5.244715139e-02f;
+    l = l * a - 4.592188895e-01f;
+    l = l * a - 1.151104450e+00f;
+    l = l * a;                                      /* log2(2 Phi(-a)), in [-25.5, 0] */
+    float ks = l + 12583038.0f;                     /* 1.5*2^23 + 126: round(l) + 126 in the low bits */
+    float kf = ks - 12583038.0f;
+    float r = l - kf;                               /* exact, |r| <= 1/2 */
+    float sc = lf__u2f((uint32_t)lf__f2i(ks) << 23);   /* 2^(k-1) */
+    sc = ax > 5.6f ? 0.0f : sc;
+    float e = 1.532932947e-04f;                     /* 2^r, 3.0e-9 relative */
+    e = e * r + 1.339097158e-03f;
+    e = e * r + 9.618499316e-03f;
+    e = e * r + 5.550359562e-02f;
+    e = e * r + 2.402264774e-01f;
+    e = e * r + 6.931471825e-01f;
+    e = e * r + 1.0f;
+    float h = e * sc;                               /* Phi(-|x|) */
+    /* x > 0 (not >=): +-0 give +-0 * 1/2, the sign of zero; +inf: 1 - 0 */
+    return x * (x > 0.0f ? 1.0f - h : h);
 }
 
 /* d/dx gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi): lf_geluf's
