@@ -31,11 +31,17 @@ def lazy_key(t, key):
     tensor on ``t``'s device, which is what torch's indexing makes of them: ``x[torch.tensor([1,
     2])]`` gathers, ``x[True]`` is ``x[None]`` (a bool is a 0-d mask, not the int 1), ``x[False]``
     empty. (An int check would read a bool or a 1-element tensor as an int index.)"""
-    parts = _parts(key)
-    if not any(isinstance(k, _FOREIGN) for k in parts):
+    # (on every t[key] that is not a plain int: a loop, not a generator, and no tuple for one part)
+    if isinstance(key, tuple):
+        for k in key:
+            if isinstance(k, _FOREIGN):
+                break
+        else:
+            return key
+    elif not isinstance(key, _FOREIGN):
         return key
     from .creation import tensor
-    made = tuple(tensor(k, device=t.device) if isinstance(k, _FOREIGN) else k for k in parts)
+    made = tuple(tensor(k, device=t.device) if isinstance(k, _FOREIGN) else k for k in _parts(key))
     return made if isinstance(key, tuple) else made[0]
 
 
