@@ -2,10 +2,20 @@
 shapes and the fix), so a torch program's ``except`` and a torch test's ``assertRaisesRegex``
 (which match torch's text) hold over lazyfuse; and the error is an instance of torch's type.
 Each case runs on torch and on lazyfuse here, so torch's text is read, not copied."""
+import gc
+
 import pytest
 import torch
 
 import lazyfuse as lf
+
+
+@pytest.fixture(autouse=True)
+def collect_the_refused_calls():
+    """A refusal's traceback holds the mistake's pending tensors in a reference cycle: collected
+    after each test they are dead, so the next test's drain does not compute them."""
+    yield
+    gc.collect()
 
 # name -> the mistake on module ``m`` (lf or torch)
 MISTAKES = {
