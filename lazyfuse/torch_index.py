@@ -50,8 +50,6 @@ def checked_positions(index, dim, size, wrap, name):
     elementwise node (``Op.CHECK_INDEX``, its size a runtime scalar), fused into the kernel that
     reads it: the check sets that kernel's error flag, so an index write that composes a mask
     from these positions never silently drops a bad index, and costs no launch of its own."""
-    from .ir.node import Node
-    from .tensor import result_tensor
     src = ops.operand_node(index.device.engine, index, dt.int64, index.shape)
     node = Node(Op.CHECK_INDEX, (src, ops.scalar_node(size, dt.int64)), dt.int64, index.shape, (name, dim, wrap))
     return result_tensor(index.device, node)
