@@ -456,3 +456,14 @@ def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
     bad[70, 3] = 9
     with pytest.raises(InvalidIndexError, match=r"probe: index 9 is out of range for dim 0 of size 5"):
         shifted(bad).numpy()
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_checked_kernel_with_runtime_sizes_names_the_checks_size(device):
+    """(the size a failed check names is a scalar word, after the kernel's runtime sizes: a slice
+    of a fused producer puts its offset there, which the message once read as the size)"""
+    t = lf.tensor(np.array([0, 1, 2, 3, 9, 4, 5, 6, 7, 8]), device=device) + 0
+    with pytest.raises(InvalidIndexError, match=r"one_hot: index 9 is out of range for dim 0 of size 6;"):
+        F.one_hot(t[3:7], 6).numpy()
+    good = lf.tensor(np.array([0, 1, 2, 3, 5, 4, 5, 0, 1, 2]), device=device) + 0
+    np.testing.assert_array_equal(F.one_hot(good[3:7], 6).numpy(), TF.one_hot(torch.tensor([3, 5, 4, 5]), 6).numpy())

@@ -322,7 +322,7 @@ class CPrinter(Printer):
         lines = [f"void {k.name}(char **args, const int64_t *meta) {{"]
         for i, arg in enumerate(k.args):
             lines.append(f"    {STORAGE[arg.dtype.name]} *a{i} = ({STORAGE[arg.dtype.name]} *)args[{i}];")
-        base = 1 + len(k.outer) + len(k.inner) + 1 + len(k.sizes)
+        base = k.scalar_word(0)
         for i, dt in enumerate(k.scalars):
             word = f"meta[{base + i}]"
             val = f"lf_word2f64({word})" if dt.is_float else word

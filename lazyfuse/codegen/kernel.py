@@ -164,7 +164,7 @@ class Kernel:
         fields and their equality.)"""
         if not self.index_checks and not any(divides_integers(e) for e in walk(self._flag_roots())):
             return None
-        return 2 + len(self.outer) + len(self.inner) + len(self.sizes) + len(self.scalars)
+        return self.scalar_word(len(self.scalars))
 
     @functools.cached_property
     def sizes(self) -> tuple:
@@ -179,8 +179,12 @@ class Kernel:
     def index_check_info(self) -> tuple:
         """What a launcher needs to name each failed check without this Kernel: per check, (op
         name, dim, wrap, the metadata word of the dim's size, a runtime scalar)."""
-        base = 2 + len(self.outer) + len(self.inner)
-        return tuple((*e.arg, base + e.srcs[1].slot) for e in self.index_checks)
+        return tuple((*e.arg, self.scalar_word(e.srcs[1].slot)) for e in self.index_checks)
+
+    def scalar_word(self, slot: int) -> int:
+        """The launch-metadata word of scalar ``slot``: after the header (the word count, the
+        loop extents, the kernel's runtime ``sizes``), as both printers read it."""
+        return 2 + len(self.outer) + len(self.inner) + len(self.sizes) + slot
 
     def _flag_roots(self) -> list:
         parts = self.segments or (self,)

@@ -404,7 +404,7 @@ class TritonPrinter(Printer):
         if k.stages:
             params.append("BLOCK_R: tl.constexpr")
         lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
-        base = 1 + len(k.outer) + 1 + len(k.inner) + len(k.sizes)
+        base = k.scalar_word(0)
         for i, dt in enumerate(k.scalars):
             word = f"tl.load(meta + {base + i})"
             if dt.is_float:
