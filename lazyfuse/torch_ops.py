@@ -708,7 +708,6 @@ def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
         import torch.nn.functional as TF
         from .extern import extern
         return extern(TF.pad, x, tuple(pad), mode=mode, value=value)
-    from .autograd.graph import recording
     from .creation import full
     from .functions import CAT_SELECTS, cat
     fill = _scalar_as(0 if value is None else value, x.dtype)
