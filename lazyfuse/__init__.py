@@ -14,9 +14,15 @@ from .runtime.device import Device, device, get_default_device, set_default_devi
 from .tensor import Tensor  # noqa: F401
 from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401
                        rand, randn, tensor, zeros, zeros_like)
+from .creation import (Generator, default_generator, get_rng_state, initial_seed, seed,  # noqa: F401
+                       set_rng_state)
 from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats, sync, where  # noqa: F401
-from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: F401
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: F401
+                       no_grad, set_grad_enabled)
 from . import nn, optim, testing  # noqa: F401
+from . import cuda, fft, linalg, special  # noqa: F401
+from .ir.dtypes import DType as dtype, finfo, iinfo  # noqa: F401 (torch's names)
+from torch import Size  # noqa: F401 (lazyfuse's shapes are plain tuples, equal to torch.Size)
 from .graph import Graph, capture, graphed  # noqa: F401
 from . import graph  # noqa: F401
 from .explain import explain, to_dot  # noqa: F401

@@ -4,6 +4,7 @@ result costs nothing."""
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -112,14 +113,18 @@ def empty_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memor
     return empty(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def rand_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+def rand_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None,
+              generator=None) -> Tensor:
     """Uniform [0, 1) values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
-    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    return rand(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device,
+                requires_grad=requires_grad)
 
 
-def randn_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
+def randn_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None,
+               generator=None) -> Tensor:
     """Standard normal values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
-    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device,
+                 requires_grad=requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -172,47 +177,136 @@ def arange(start, end=None, step=1, dtype=None, device=None, *, out=None) -> Ten
     return result_tensor(dev, node)
 
 
-class _Generator:
-    """Counter-based RNG state: a seed and an offset that advances by each draw's size."""
+class Generator:
+    """torch.Generator's part for lazyfuse's counter-based random streams: a seed and an offset
+    that advances by each draw's size, so a draw never repeats an earlier one's numbers.
 
-    def __init__(self):
+    ``lf.manual_seed`` reseeds the default one (``lf.default_generator``), which every random op
+    draws from unless given ``generator=`` (``lf.rand``, ``lf.randn``, ``*_like``, ``multinomial``,
+    ``normal_``, ``bernoulli``...). Only the default one advances per replay of a captured graph,
+    so a capture refuses another (``CaptureError``)."""
+
+    def __init__(self, device=None):
+        self.device = get_device(device)
         self.lock = threading.Lock()
-        self.seed = 0x5EED
+        self._initial = self.seed_value = 0x5EED
         self.offset = 0
 
     def take(self, n: int) -> tuple:
+        """(seed, offset) of a draw of ``n`` numbers; the stream moves past them."""
         with self.lock:
             off = self.offset
             self.offset += n
-            return self.seed, off
+            return self.seed_value, off
+
+    def manual_seed(self, seed) -> "Generator":
+        """Reseed (any int, as torch's) and restart the stream; returns this generator."""
+        seed = int(seed)
+        with self.lock:
+            self._initial = seed
+            self.seed_value = seed & ((1 << 63) - 1)
+            self.offset = 0
+        return self
+
+    def seed(self) -> int:
+        """Reseed from the operating system's entropy; returns the new seed (as torch's)."""
+        seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self) -> int:
+        """The seed last given to ``manual_seed`` (or drawn by ``seed()``)."""
+        return self._initial
+
+    def get_state(self) -> torch.Tensor:
+        """The stream's position as torch's ``ByteTensor`` state: ``set_state`` restores it, so the
+        draws after it repeat."""
+        with self.lock:
+            words = np.array([self.seed_value, self.offset, self._initial], dtype=np.int64)
+        return torch.from_numpy(words.view(np.uint8).copy())
+
+    def set_state(self, state) -> "Generator":
+        """Restore a state from ``get_state``; returns this generator."""
+        if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() != 24:
+            raise DTypeError("set_state: state must be the uint8 tensor of 24 bytes that get_state() returned "
+                             f"(got {type(state).__name__}{'' if not isinstance(state, torch.Tensor) else ' ' + str(state.dtype) + ' of ' + str(state.numel()) + ' bytes'})")
+        seed, offset, initial = (int(w) for w in state.numpy().copy().view(np.int64))
+        with self.lock:
+            self.seed_value, self.offset, self._initial = seed, offset, initial
+        return self
+
+    def __repr__(self):
+        return f"lf.Generator(device='{self.device}', seed={self._initial}, offset={self.offset})"
 
 
-generator = _Generator()
+default_generator = generator = Generator()
 
 
-def manual_seed(seed: int) -> None:
-    """Reseed the generator of ``lf.rand``/``lf.randn`` (and restart its stream)."""
-    with generator.lock:
-        generator.seed = int(seed) & ((1 << 63) - 1)
-        generator.offset = 0
+def manual_seed(seed) -> Generator:
+    """Reseed the default generator (``lf.rand``, ``lf.randn`` and every random op) and restart its
+    stream; returns it, as torch's."""
+    return generator.manual_seed(seed)
 
 
-def _random(op, shape, dtype, device, requires_grad=False) -> Tensor:
+def seed() -> int:
+    """Reseed the default generator from the operating system's entropy; returns the seed."""
+    return generator.seed()
+
+
+def initial_seed() -> int:
+    """The default generator's seed."""
+    return generator.initial_seed()
+
+
+def get_rng_state() -> torch.Tensor:
+    """The default generator's state (``set_rng_state`` restores it)."""
+    return generator.get_state()
+
+
+def set_rng_state(state) -> None:
+    """Restore the default generator's state from ``get_rng_state``."""
+    generator.set_state(state)
+
+
+def generator_for(dev, chosen, op_name: str) -> Generator:
+    """The generator a draw on ``dev`` takes from: ``chosen`` (a ``generator=`` argument) or the
+    default. A captured graph advances only the default one per replay (its seed and offset go in
+    the launch metadata), so another inside a capture would replay the same numbers: refused."""
+    if chosen is None or chosen is generator:
+        return generator
+    if not isinstance(chosen, (Generator, torch.Generator)):
+        raise DTypeError(f"{op_name}: generator= must be an lf.Generator or a torch.Generator, got "
+                         f"{type(chosen).__name__}")
+    if dev.capturing:
+        from .errors import CaptureError
+        raise CaptureError(f"{op_name}: generator= inside a capture: a replay advances only lazyfuse's default "
+                           "generator, so this one's numbers would repeat on every replay; draw from the default "
+                           "one (omit generator=, seed it with lf.manual_seed)")
+    if isinstance(chosen, torch.Generator):
+        # a torch generator (code written for torch) seeds a fresh lazyfuse stream per draw: the
+        # numbers are lazyfuse's, not torch's, but repeat exactly when the torch generator does
+        seed_value = int(torch.randint(0, 1 << 62, (), generator=chosen, device=chosen.device))
+        return Generator(dev).manual_seed(seed_value)
+    return chosen
+
+
+def _random(op, shape, dtype, device, requires_grad=False, chosen=None) -> Tensor:
     shape = _shape_args(shape)
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.float32
     if not dtype.is_float:
         raise DTypeError(f"{op.label} needs a floating dtype, got {dtype.name}")
     dev = get_device(device)
-    seed, offset = generator.take(prod(shape))
+    seed, offset = generator_for(dev, chosen, op.label).take(prod(shape))
     srcs = (ops.scalar_node(seed, dt.int64), ops.scalar_node(offset, dt.int64))
     return _leaf(result_tensor(dev, Node(op, srcs, dtype, shape)), requires_grad)
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform [0, 1) from a counter-based generator seeded by ``lf.manual_seed``."""
-    return _random(Op.RAND, shape, dtype, device, requires_grad)
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform [0, 1) from a counter-based generator (``generator=``, else the default one, seeded
+    by ``lf.manual_seed``)."""
+    return _random(Op.RAND, shape, dtype, device, requires_grad, generator)
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples from the generator seeded by ``lf.manual_seed``."""
-    return _random(Op.RANDN, shape, dtype, device, requires_grad)
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples from ``generator=`` (else the default generator)."""
+    return _random(Op.RANDN, shape, dtype, device, requires_grad, generator)

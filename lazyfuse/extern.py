@@ -496,6 +496,10 @@ def extern(fn, *args, **kwargs):
     once instead (a drain). ``out=`` (lazyfuse Tensors) takes the result as torch's does."""
     if kwargs.get("out") is not None:
         return _into_out(fn, args, kwargs)
+    chosen = None
+    if "generator" in kwargs:   # lazyfuse's stream replaces torch's generator (see _sources)
+        kwargs = dict(kwargs)
+        chosen = kwargs.pop("generator")
     signature = None if kwargs else _top_level_signature(fn, args)
     known = _by_signature.get(signature[0]) if signature is not None else None
     if known is not None:
@@ -530,7 +534,7 @@ def extern(fn, *args, **kwargs):
             out = Tensor(tensors[view[0]]._storage, view[1], dev)
         else:
             if srcs is None:   # one tuple for all the call's nodes: the planner's sign of siblings
-                srcs = _sources(tensors, call.random, found.outs)
+                srcs = _sources(tensors, call.random, found.outs, dev, chosen, _name(fn))
             out = result_tensor(dev, Node(Op.EXTERN, srcs, dtype, shape, call))
         if grad:
             _record_vjp(fn, spec, tensors, None if found.structure is None else len(results), out)
@@ -734,15 +738,16 @@ def _any_requires_grad(tensors) -> bool:
     return False
 
 
-def _sources(tensors, random: bool, outs) -> tuple:
+def _sources(tensors, random: bool, outs, dev, chosen, name: str) -> tuple:
     """The node's sources: each tensor argument as it reads its storage (the strided view, no
     copy: the call reads the view; a whole storage is read as its node, no view node to record),
-    then, for a random call, its seed and stream offset."""
+    then, for a random call, its seed and stream offset (from ``chosen``, a ``generator=``
+    argument, else the default generator)."""
     srcs = [t._read() for t in tensors]
     if random:
-        from .creation import generator
+        from .creation import generator_for
         from .ops import scalar_node
-        seed, offset = generator.take(max(1, sum(_numel(s) for s, _ in outs)))
+        seed, offset = generator_for(dev, chosen, name).take(max(1, sum(_numel(s) for s, _ in outs)))
         srcs += [scalar_node(seed, dt.int64), scalar_node(offset, dt.int64)]
     return tuple(srcs)
 

@@ -175,8 +175,12 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     if why is not None:
         return _refused(qualified_prefix + name, why)
     fn = getattr(namespace, name, None)
-    if fn is None or not callable(fn) or isinstance(fn, type):
-        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
+    if fn is None:
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has {namespace.__name__})")
+    if not callable(fn) or isinstance(fn, type):
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: {namespace.__name__}.{name} is a "
+                             f"{'class' if isinstance(fn, type) else type(fn).__name__}, not a function lazyfuse "
+                             "can run on its tensors")
     if name.endswith("_copy") and callable(getattr(torch.Tensor, name[:-len("_copy")], None)):
         return _copy_of(name[:-len("_copy")], qualified_prefix + name)
     if name.endswith("_"):
@@ -192,6 +196,15 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     call.__doc__ = f"torch's {fn.__name__} on lazyfuse tensors, run as an extern (no native lowering)."
     call.torch_function = fn
     return call
+
+
+def torch_submodule(namespace, qualified_prefix: str):
+    """The module ``__getattr__`` of a lazyfuse namespace that mirrors torch's ``namespace``
+    (``lf.linalg`` for ``torch.linalg``...): a name the module does not define is torch's
+    function of that name, as an extern (``namespace_function``)."""
+    def __getattr__(name):
+        return namespace_function(namespace, qualified_prefix, name)
+    return __getattr__
 
 
 # where ``lf.<name>_`` / ``lf.nn.functional.<name>_`` finds the out-of-place form it writes back
@@ -237,13 +250,14 @@ def _copy_of(method: str, qualified: str):
 def _factory(fn, args, kwargs):
     """A torch factory with no lazyfuse Tensor argument (``eye``, ``linspace``, ``randint``): run
     now on the host (its randomness from lazyfuse's generator) and uploaded to ``device=``."""
-    from .creation import generator, tensor
+    from .creation import generator_for, tensor
     from .extern import _mix
     from .ir import dtypes as dt
     from .runtime.device import device as get_device
     kwargs = dict(kwargs)
     dev = get_device(kwargs.pop("device", None))
     requires_grad = kwargs.pop("requires_grad", False)
+    generator = generator_for(dev, kwargs.pop("generator", None), f"lf.{getattr(fn, '__name__', fn)}")
     if isinstance(kwargs.get("dtype"), dt.DType):
         kwargs["dtype"] = kwargs["dtype"].torch
     with torch.random.fork_rng(devices=[]):
@@ -317,4 +331,4 @@ def classify(name: str, namespace: str = "Tensor") -> str:
     return "refused" if refusal(name) is not None else "extern"
 
 
-__all__ = ["tensor_attribute", "namespace_function", "classify", "refusal", "REFUSED", "REFUSED_PREFIXES"]
+__all__ = ["tensor_attribute", "namespace_function", "torch_submodule", "classify", "refusal", "REFUSED", "REFUSED_PREFIXES"]

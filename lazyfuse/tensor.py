@@ -817,10 +817,14 @@ class Tensor:
         (the dtype rule of ``add_``)."""
         return self._apply_in_place(other, Op.MUL)
 
-    def div_(self, other):
-        """In place true division, written through this view into its base; returns ``self``. Integer
-        tensors raise DTypeError: the float quotient can't be cast back (as in torch)."""
-        return self._apply_in_place(other, Op.DIV)
+    def div_(self, other, *, rounding_mode=None):
+        """In place division, written through this view into its base; returns ``self``. True
+        division on an integer tensor raises DTypeError: the float quotient can't be cast back (as in
+        torch); ``rounding_mode='floor'``/``'trunc'`` is ``div``'s, written back."""
+        if rounding_mode is None:
+            return self._apply_in_place(other, Op.DIV)
+        from .surface import tensor_attribute
+        return tensor_attribute(self, "div_")(other, rounding_mode=rounding_mode)
 
     def zero_(self):
         """In place fill with 0, written through this view into its base; returns ``self``."""

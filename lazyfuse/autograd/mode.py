@@ -7,6 +7,7 @@ import threading
 
 class _Mode(threading.local):
     enabled = True
+    inference = False   # inside an inference_mode() block (torch.is_inference_mode_enabled)
 
 
 _mode = _Mode()
@@ -49,3 +50,64 @@ class enable_grad(_GradModeSetter):
     """Re-enables recording inside a ``no_grad`` block."""
 
     enabled = True
+
+
+class set_grad_enabled(_GradModeSetter):
+    """torch's ``set_grad_enabled(mode)``: switches recording on or off at once (as a function
+    call) and, used with ``with``, restores the previous mode on exit."""
+
+    def __init__(self, mode: bool):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not {type(mode).__name__}")
+        self.enabled = mode
+        self._prev = _mode.enabled
+        _mode.enabled = mode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _mode.enabled = self._prev
+        return False
+
+    def __call__(self, fn):
+        _mode.enabled = self._prev   # as a decorator, the mode applies inside the function only
+        mode = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class inference_mode(_GradModeSetter):
+    """torch's ``inference_mode(mode=True)``: for lazyfuse's autograd the same as ``no_grad``
+    (``mode=False``: recording stays as it is), as a context manager or a decorator."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+
+    def __enter__(self):
+        self._prev = (_mode.enabled, _mode.inference)
+        if self.mode:
+            _mode.enabled, _mode.inference = False, True
+        return self
+
+    def __exit__(self, *exc):
+        _mode.enabled, _mode.inference = self._prev
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether an ``inference_mode()`` block is open in this thread."""
+    return _mode.inference

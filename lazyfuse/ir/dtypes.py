@@ -107,6 +107,25 @@ def as_dtype(value, argname: str = "dtype") -> DType:
                          f"lf.{', lf.'.join(d.name for d in ALL)}") from None
 
 
+def finfo(dtype=None) -> torch.finfo:
+    """torch.finfo of a float dtype (lazyfuse's, torch's or a name; float32 for None): ``eps``,
+    ``max``, ``min``, ``tiny``, ``resolution``, ``bits``."""
+    d = float32 if dtype is None else as_dtype(dtype)
+    if not d.is_float:
+        raise DTypeError(f"finfo: {d.name} is not a floating point dtype (torch.finfo refuses it too); use "
+                         "lf.iinfo for integers")
+    return torch.finfo(d.torch)
+
+
+def iinfo(dtype) -> torch.iinfo:
+    """torch.iinfo of an integer dtype (lazyfuse's, torch's or a name): ``max``, ``min``, ``bits``."""
+    d = as_dtype(dtype)
+    if d.is_float or d.is_bool:
+        raise DTypeError(f"torch.{d.name.rstrip('_')} is not supported by torch.iinfo (lazyfuse: iinfo takes an "
+                         "integer dtype; lf.finfo a float one)")
+    return torch.iinfo(d.torch)
+
+
 def promote_types(a: DType, b: DType) -> DType:
     """torch.promote_types restricted to lazyfuse's dtypes."""
     if a is b:
