@@ -488,6 +488,8 @@ def as_torch_data(data, dtype=None):
         try:
             t = torch.tensor(data)
         except (ValueError, TypeError, RuntimeError) as e:
+            if _holds_lazy_tensors(data):   # [lf.tensor(1.), lf.tensor(2.)]: their values, as torch reads its own
+                return as_torch_data(_with_torch_values(data), dtype)
             if isinstance(e, ValueError) and "sequence" in str(e):
                 raise ShapeError(f"data is ragged: {e}; every row must have the same length") from None
             raise DTypeError(f"data of type {type(data).__name__} cannot become a tensor: {e}") from None
@@ -499,6 +501,21 @@ def as_torch_data(data, dtype=None):
         t = t.to(dt.as_dtype(dtype).torch)
     dt.from_torch(t.dtype)
     return t
+
+
+def _holds_lazy_tensors(data) -> bool:
+    if isinstance(data, _t.Tensor):
+        return True
+    return isinstance(data, (list, tuple)) and any(_holds_lazy_tensors(d) for d in data)
+
+
+def _with_torch_values(data):
+    """Nested lists with each lazyfuse Tensor replaced by its value as a torch tensor (drains)."""
+    if isinstance(data, _t.Tensor):
+        return data.torch()
+    if isinstance(data, (list, tuple)):
+        return [_with_torch_values(d) for d in data]
+    return data
 
 
 from . import autograd  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import functools
 import numbers
+import threading
 
 import numpy as np
 import torch
@@ -121,9 +122,35 @@ class Tensor:
         """The shape (``dim=None``), or the size of dim ``dim`` (negative counts from the end)."""
         return self.shape if dim is None else self.shape[normalize_dim(dim, self.ndim)]
 
-    def stride(self) -> tuple:
-        """The view's strides into its storage, in elements (0 on expanded dims)."""
-        return self._view.strides
+    def stride(self, dim=None):
+        """The view's strides into its storage, in elements (0 on expanded dims); of dim ``dim`` if given."""
+        return self._view.strides if dim is None else self._view.strides[normalize_dim(dim, self.ndim)]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the view's elements take, ``numel() * itemsize``."""
+        return self.numel() * self._storage.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """The bytes of one element."""
+        return self._storage.dtype.itemsize
+
+    @property
+    def data(self) -> "Tensor":
+        """This tensor's value cut from autograd (``detach()``: same storage). Assigning a tensor
+        of the same dtype and device makes this tensor that one's storage and view, as torch's
+        ``x.data = y`` does (its autograd state stays)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor) or other.dtype is not self.dtype or other.device is not self.device:
+            raise DTypeError(f"data set to a tensor that requires gradients must match the tensor's type: "
+                             f"x.data = y takes a lazyfuse Tensor of dtype {self.dtype.name} on {self.device.name} "
+                             f"(got {type(other).__name__}{'' if not isinstance(other, Tensor) else ' ' + other.dtype.name + ' on ' + other.device.name}); "
+                             "convert it first with .to()")
+        self._storage, self._view = other._storage, other._view
 
     def is_contiguous(self) -> bool:
         """Whether the view reads a dense row-major block (``contiguous()`` then returns it as is)."""
@@ -209,6 +236,43 @@ class Tensor:
             raise DTypeError("only integer tensors can be used as an index")
         return int(self.item())
 
+    def __format__(self, spec):
+        # torch's: a 0-d tensor formats as its number (f"{loss:.4f}"), any other only with no spec
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError("unsupported format string passed to Tensor.__format__")
+        return repr(self)
+
+    def __contains__(self, element):
+        """torch's ``element in t``: whether any element equals it (drains)."""
+        if not isinstance(element, (Tensor, numbers.Number)):
+            raise DTypeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                             f"{type(element).__name__}")
+        return bool((self == element).any())
+
+    def __reduce_ex__(self, protocol):
+        # pickled (torch.save, copy.deepcopy, multiprocessing) as its value: a torch tensor, the
+        # device's name and the requires_grad flag; the engine state (locks, pending nodes) stays here
+        return _rebuild, (self._host_torch("pickling").clone(), self.device.name, self.requires_grad)
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise autograd.AutogradError("Only Tensors created explicitly by the user (graph leaves) support the "
+                                         "deepcopy protocol at the moment. If you were attempting to deepcopy a "
+                                         "module, this may be because of a torch.nn.utils.weight_norm usage, see "
+                                         "https://github.com/pytorch/pytorch/pull/103001 (lazyfuse: deepcopy "
+                                         "x.detach() instead)")
+        if id(self) in memo:
+            return memo[id(self)]
+        out = self.detach().clone()
+        if self.requires_grad:
+            out.requires_grad_(True)
+            if self.grad is not None:
+                out.grad = self.grad.clone()
+        memo[id(self)] = out
+        return out
+
     def __repr__(self):
         if self.device.capturing:
             return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, device={self.device.name}, pending)"
@@ -249,6 +313,14 @@ class Tensor:
 
     def __rpow__(self, o):
         return ops.elementwise(Op.POW, o, self)
+
+    def __imatmul__(self, o):
+        """``x @= y``: the product written back into ``x`` (its shape must not change, as in torch)."""
+        product = self @ o
+        if product.shape != self.shape:
+            raise ShapeError(f"x @= y: the product's shape {product.shape} differs from x's {self.shape}; an "
+                             "in-place matmul keeps x's shape")
+        return self.copy_(product)
 
     def __matmul__(self, o):
         return ops.matmul(self, o)
@@ -568,8 +640,27 @@ class Tensor:
 
     @property
     def grad(self):
-        """The accumulated gradient of a leaf (None for results, as in torch)."""
-        return self._ag.grad if self._ag is not None and self._ag.is_leaf else None
+        """The accumulated gradient of a leaf (None for results, as in torch, unless ``retain_grad()``)."""
+        return self._ag.grad if self._ag is not None else None
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether this result keeps its gradient as ``.grad`` (``retain_grad()``)."""
+        return self._ag is not None and not self._ag.is_leaf and self._ag.retains_grad
+
+    def retain_grad(self) -> None:
+        """Make this result keep its gradient as ``.grad`` at ``backward()`` (a leaf keeps it anyway)."""
+        if not self.requires_grad:
+            raise autograd.AutogradError("can't retain_grad on Tensor that has requires_grad=False")
+        if not self._ag.is_leaf:
+            self._ag.retains_grad = True
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` with this tensor's gradient at each backward; a tensor it returns
+        replaces the gradient. Returns a handle whose ``remove()`` takes the hook off."""
+        if not self.requires_grad:
+            raise autograd.AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        return _HookHandle(self._ag, hook)
 
     @grad.setter
     def grad(self, value):
@@ -924,6 +1015,45 @@ class Tensor:
 # the in-place arithmetic's common case (see Tensor._inplace_value)
 _BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,
            Op.FLOORDIV: Tensor.__floordiv__, Op.MOD: Tensor.__mod__, Op.POW: Tensor.__pow__}
+
+
+class _HookHandle:
+    """``register_hook``'s handle: ``remove()`` takes the hook off (torch's RemovableHandle)."""
+
+    _next_id = 0
+
+    def __init__(self, ag, hook):
+        _HookHandle._next_id += 1
+        self.id = _HookHandle._next_id
+        self._ag = ag
+        if ag.hooks is None:
+            ag.hooks = {}
+        ag.hooks[self.id] = hook
+
+    def remove(self) -> None:
+        if self._ag.hooks:
+            self._ag.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+class _LoadDevice(threading.local):
+    device = None   # lf.load(map_location=...): where unpickled tensors go instead of their own device
+
+
+load_device = _LoadDevice()
+
+
+def _rebuild(value: torch.Tensor, device_name: str, requires_grad: bool) -> "Tensor":
+    """A pickled Tensor again (``Tensor.__reduce_ex__``), on the device of that name (or
+    ``lf.load``'s ``map_location``)."""
+    from .creation import tensor
+    return tensor(value, device=load_device.device or device_name, requires_grad=requires_grad)
 
 
 def is_tensor(x) -> bool:

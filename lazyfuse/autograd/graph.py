@@ -15,20 +15,22 @@ from .mode import is_grad_enabled, no_grad
 
 
 class Leaf:
-    """A user-created tensor's autograd state: its flag and its accumulated ``.grad``."""
+    """A user-created tensor's autograd state: its flag, its accumulated ``.grad`` and the hooks
+    ``register_hook`` gave it (each sees the gradient before it is accumulated)."""
 
-    __slots__ = ("requires_grad", "grad")
+    __slots__ = ("requires_grad", "grad", "hooks")
     is_leaf = True
 
     def __init__(self, requires_grad: bool):
         self.requires_grad = requires_grad
         self.grad = None
+        self.hooks = None
 
 
 class GradFn:
     """How to send a result's gradient to its inputs: ``edges`` is ((input _ag, vjp), ...)."""
 
-    __slots__ = ("name", "edges", "saved")
+    __slots__ = ("name", "edges", "saved", "hooks", "retains_grad", "grad")
     is_leaf = False
     requires_grad = True
 
@@ -36,6 +38,9 @@ class GradFn:
         self.name = name
         self.edges = edges
         self.saved = _saved_versions(edges)
+        self.hooks = None           # register_hook on the result: each sees (and may replace) its gradient
+        self.retains_grad = False   # retain_grad(): the result keeps its gradient as .grad
+        self.grad = None
 
     def check_saved(self) -> None:
         """torch's version-counter rule: a tensor this gradient reads was written in place after
@@ -121,49 +126,131 @@ def _inputs(fn) -> list:
     return [ag for ag, _ in fn.edges if not ag.is_leaf]
 
 
-def backward(root, gradient=None, retain_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) into every reachable leaf's ``.grad`` (torch's ``backward``)."""
+def _seed(root, gradient, what: str):
+    """The gradient the sweep starts ``root`` from: ``gradient`` (a fresh storage of the root's
+    dtype, so ``.grad`` never aliases the caller's tensor), or ones for a one-element root."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise ShapeError(f"grad can be implicitly created only for scalar outputs: {what} without a "
+                             f"gradient needs a one-element output, this one has shape {root.shape}; pass "
+                             "gradient= (a tensor of that shape)")
+        from ..creation import ones
+        return ones(root.shape, dtype=root.dtype, device=root.device)
+    if not isinstance(gradient, _tensor.Tensor):
+        from ..creation import tensor
+        gradient = tensor(gradient, dtype=root.dtype, device=root.device)
+    if gradient.shape != root.shape:
+        raise ShapeError(f"{what}: gradient shape {gradient.shape} differs from the output's {root.shape}")
+    return gradient.to(root.dtype).clone()
+
+
+def _hooked(ag, g):
+    """``g`` after the hooks registered on ``ag``'s tensor (a hook returning None keeps it)."""
+    for hook in ag.hooks.values():
+        out = hook(g)
+        if out is not None:
+            g = out
+    return g
+
+
+def _sweep(seeds: dict, retain_graph: bool, wanted=frozenset()) -> tuple:
+    """Send the gradients in ``seeds`` (id(ag) -> (ag, g)) back through the graph: returns
+    (leaves: id -> (leaf, summed gradient), reached: id -> gradient of each GradFn in ``wanted``)."""
+    grads = {i: g for i, (ag, g) in seeds.items() if not ag.is_leaf}
+    leaves = {i: (ag, g) for i, (ag, g) in seeds.items() if ag.is_leaf}
+    reached = {}
+    for fn in post_order([ag for ag, _ in seeds.values() if not ag.is_leaf], _inputs)[::-1]:
+        g = grads.pop(id(fn), None)
+        if g is None:
+            continue
+        if fn.hooks:
+            g = _hooked(fn, g)
+        if fn.retains_grad:
+            fn.grad = g if fn.grad is None else fn.grad + g
+        if id(fn) in wanted:
+            reached[id(fn)] = g
+        fn.check_saved()
+        for dst, vjp in fn.edges:
+            gi = vjp(g)
+            if dst.is_leaf:
+                prev = leaves.get(id(dst))
+                leaves[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
+            else:
+                prev = grads.get(id(dst))
+                grads[id(dst)] = gi if prev is None else prev + gi
+        if not retain_graph:
+            fn.edges, fn.saved = None, ()   # the saved storages go with the closures that read them
+    for i, (leaf, g) in list(leaves.items()):
+        if leaf.hooks:
+            leaves[i] = (leaf, _hooked(leaf, g))
+    return leaves, reached
+
+
+def _graph_root(root, what: str):
     ag = root._ag
     if ag is None or not ag.requires_grad:
-        raise AutogradError("backward() of a tensor that does not require grad: no input of it has "
+        raise AutogradError(f"{what} of a tensor that does not require grad: no input of it has "
                             "requires_grad=True (or it was computed under lf.no_grad())")
+    return ag
+
+
+def backward(root, gradient=None, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into every reachable leaf's ``.grad`` (torch's ``backward``)."""
+    ag = _graph_root(root, "backward()")
     with no_grad():
-        if gradient is None:
-            if root.numel() != 1:
-                raise ShapeError(f"grad can be implicitly created only for scalar outputs: backward() without a "
-                                 f"gradient needs a one-element output, this one has shape {root.shape}; pass "
-                                 "gradient= (a tensor of that shape)")
-            from ..creation import ones
-            seed = ones(root.shape, dtype=root.dtype, device=root.device)
-        else:
-            if not isinstance(gradient, _tensor.Tensor):
-                from ..creation import tensor
-                gradient = tensor(gradient, dtype=root.dtype, device=root.device)
-            if gradient.shape != root.shape:
-                raise ShapeError(f"backward(gradient=...): gradient shape {gradient.shape} differs from the "
-                                 f"output's {root.shape}")
-            seed = gradient.to(root.dtype).clone()   # a fresh storage: .grad never aliases the caller's tensor
-        if ag.is_leaf:
-            _accumulate_leaves({id(ag): (ag, seed)}, root)
-            return
-        grads = {id(ag): seed}
-        leaves = {}
-        for fn in _order(ag):
-            g = grads.pop(id(fn), None)
-            if g is None:
-                continue
-            fn.check_saved()
-            for dst, vjp in fn.edges:
-                gi = vjp(g)
-                if dst.is_leaf:
-                    prev = leaves.get(id(dst))
-                    leaves[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
-                else:
-                    prev = grads.get(id(dst))
-                    grads[id(dst)] = gi if prev is None else prev + gi
-            if not retain_graph:
-                fn.edges, fn.saved = None, ()   # the saved storages go with the closures that read them
+        leaves, _ = _sweep({id(ag): (ag, _seed(root, gradient, "backward()"))}, retain_graph)
         _accumulate_leaves(leaves, root)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False) -> tuple:
+    """torch.autograd.grad: the gradients of ``outputs`` (a tensor or a sequence, each seeded by
+    ``grad_outputs`` or ones) with respect to each of ``inputs``, returned rather than
+    accumulated into ``.grad``. An input the outputs do not depend on raises unless
+    ``allow_unused`` (then None, or zeros with ``materialize_grads``)."""
+    if create_graph:
+        raise AutogradError("autograd.grad(create_graph=True): lazyfuse's backward pass is not itself "
+                            "differentiable (no higher-order gradients); compute the gradient once, without "
+                            "create_graph")
+    if is_grads_batched:
+        raise AutogradError("autograd.grad(is_grads_batched=True) is not supported: call grad once per "
+                            "gradient")
+    single = isinstance(inputs, _tensor.Tensor)
+    outputs = [outputs] if isinstance(outputs, _tensor.Tensor) else list(outputs)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, _tensor.Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ShapeError(f"grad requires one grad_output per output: got {len(grad_outputs)} for {len(outputs)} "
+                         "outputs")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, _tensor.Tensor) or not needs_grad(t):
+            raise AutogradError(f"One of the differentiated Tensors does not require grad (inputs[{i}]); "
+                                "lazyfuse: set requires_grad=True on it before the forward")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    with no_grad():
+        seeds = {}
+        for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
+            ag = _graph_root(out, f"autograd.grad (outputs[{k}])")
+            g = _seed(out, g, "autograd.grad")
+            seeds[id(ag)] = (ag, g if id(ag) not in seeds else seeds[id(ag)][1] + g)
+        wanted = frozenset(id(t._ag) for t in inputs if not t._ag.is_leaf)
+        leaves, reached = _sweep(seeds, bool(retain_graph), wanted)
+        results = []
+        for i, t in enumerate(inputs):
+            found = reached.get(id(t._ag)) if not t._ag.is_leaf else leaves.get(id(t._ag), (None, None))[1]
+            if found is None:
+                if not allow_unused:
+                    raise AutogradError(f"One of the differentiated Tensors appears to not have been used in the "
+                                        f"graph (inputs[{i}]). Set allow_unused=True if this is the desired "
+                                        "behavior.")
+                if materialize_grads:
+                    from ..creation import zeros_like
+                    found = zeros_like(t)
+            results.append(found)
+    return tuple(results)
 
 
 def _accumulate_leaves(leaves: dict, root) -> None:

@@ -1,2 +1,3 @@
-"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``) and ``lf.nn.utils``."""
-from . import functional, utils  # noqa: F401
+"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``), ``lf.nn.utils`` and
+``lf.nn.init``."""
+from . import functional, init, utils  # noqa: F401

@@ -111,6 +111,16 @@ class Device:
     def __repr__(self):
         return f"lf.device({self.name!r})"
 
+    @property
+    def type(self) -> str:
+        """torch.device's ``type``: ``'cpu'``, ``'cuda'`` or ``'interpreter'`` (this device's kind)."""
+        return self.kind
+
+    @property
+    def index(self):
+        """torch.device's ``index``: the GPU number of a ``cuda:N`` device, None otherwise."""
+        return self.torch_device.index if self.kind == "cuda" else None
+
     # ``with lf.device("interpreter"):`` makes it the default of every factory and ``lf.device()``
     # in this thread (torch's ``with torch.device(...)``); nested blocks restore the outer one
     def __enter__(self) -> "Device":

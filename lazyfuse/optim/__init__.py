@@ -1,4 +1,4 @@
-"""``lf.optim``: SGD and AdamW whose updates are in-place writes into the parameter buffers.
+"""``lf.optim``: SGD, Adam and AdamW whose updates are in-place writes into the parameter buffers.
 
 Each ``step()`` records, under ``no_grad``, one value per state buffer and writes it with
 ``copy_``. The planner makes the whole step one kernel per parameter group: the update of one
@@ -22,9 +22,9 @@ recorded after it.
 """
 from __future__ import annotations
 
-from .autograd import no_grad
-from .errors import AutogradError, ShapeError
-from .tensor import Tensor
+from ..autograd import no_grad
+from ..errors import AutogradError, ShapeError
+from ..tensor import Tensor
 
 
 class ParamGroup(dict):
@@ -45,7 +45,7 @@ class ParamGroup(dict):
 
     def device_scalars(self, device) -> dict:
         if not self.scalars:
-            from .creation import full
+            from ..creation import full
             for key, value in self.items():
                 for name, v in _scalar_options(key, value):
                     self.scalars[name] = full((), v, dtype="float64", device=device)
@@ -159,7 +159,9 @@ class SGD(Optimizer):
 
 
 class AdamW(Optimizer):
-    """torch.optim.AdamW (amsgrad=False)."""
+    """torch.optim.AdamW (amsgrad=False): the weight decay shrinks the parameter itself."""
+
+    decoupled = True   # AdamW's decay: p *= 1 - lr * wd; Adam's: wd * p added to the gradient
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
@@ -167,14 +169,14 @@ class AdamW(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        from .creation import zeros, zeros_like
+        from ..creation import zeros, zeros_like
         groups = self._with_grads()
         if not groups:
             return
         if self.steps is None:
             self.steps = zeros((), dtype="float64", device=groups[0][2][0][1].device)
         self.steps.add_(1)
-        for _, s, items in groups:
+        for group, s, items in groups:
             b1, b2 = s["betas0"], s["betas1"]
             correction1 = 1.0 - b1 ** self.steps                 # 0-d tensors: scalars of the update kernels
             root_correction2 = (1.0 - b2 ** self.steps).sqrt()
@@ -184,12 +186,26 @@ class AdamW(Optimizer):
                 if moments is None:
                     self.state[i] = moments = (zeros_like(p), zeros_like(p))
                 m, v = moments
+                if not self.decoupled and group["weight_decay"]:
+                    g = g + p * s["weight_decay"]
                 m.copy_(m * b1 + g * (1.0 - b1))
                 v.copy_(v * b2 + g * g * (1.0 - b2))
                 # p * (1 - lr * wd) decays p; written per element, as 1 - lr * wd would be a 0-d value
                 # read by every update, so a kernel of its own
-                decayed = p - p * s["lr"] * s["weight_decay"]
+                decayed = p - p * s["lr"] * s["weight_decay"] if self.decoupled else p
                 p.copy_(decayed - step_size * m / (v.sqrt() / root_correction2 + s["eps"]))
 
 
-__all__ = ["Optimizer", "SGD", "AdamW", "ParamGroup"]
+class Adam(AdamW):
+    """torch.optim.Adam (amsgrad=False): the weight decay (L2, off by default) joins the gradient.
+    Which form a step runs is fixed when it is recorded, as SGD's weight decay (zero to non-zero)."""
+
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+from . import lr_scheduler  # noqa: E402 (torch's lf.optim.lr_scheduler; it reads Optimizer)
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "ParamGroup", "lr_scheduler"]
