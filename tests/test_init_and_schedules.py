@@ -164,3 +164,61 @@ def test_initialisers_write_parameters_without_recording_a_gradient():
         lf.nn.init.xavier_uniform_(lf.empty(5))
     with pytest.raises(ValueError):
         torch.nn.init.xavier_uniform_(torch.empty(5))
+
+
+# --- optimizer checkpoints ----------------------------------------------------------------------
+
+OPTIMIZERS = [("AdamW", dict(lr=0.1)), ("Adam", dict(lr=0.1, weight_decay=0.01)), ("SGD", dict(lr=0.1, momentum=0.9))]
+
+
+def _steps(w, opt, n):
+    for _ in range(n):
+        opt.zero_grad()
+        ((w * w * w).sum() + w.sum()).backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("optimizer,options", OPTIMIZERS)
+def test_a_checkpointed_optimizer_resumes_where_it_stopped(optimizer, options):
+    import io
+    w = lf.tensor(W0, requires_grad=True)
+    opt = getattr(lf.optim, optimizer)([w], **options)
+    _steps(w, opt, 6)
+    uninterrupted = w.numpy()
+    w = lf.tensor(W0, requires_grad=True)
+    opt = getattr(lf.optim, optimizer)([w], **options)
+    _steps(w, opt, 3)
+    buf = io.BytesIO()
+    lf.save({"w": w.detach(), "opt": opt.state_dict()}, buf)
+    buf.seek(0)
+    checkpoint = lf.load(buf)
+    w2 = checkpoint["w"].clone().requires_grad_()
+    opt2 = getattr(lf.optim, optimizer)([w2], **options)
+    opt2.load_state_dict(checkpoint["opt"])
+    _steps(w2, opt2, 3)
+    np.testing.assert_array_equal(w2.numpy(), uninterrupted)
+
+
+@pytest.mark.parametrize("optimizer,options", OPTIMIZERS)
+def test_a_torch_optimizers_state_dict_loads_and_continues_as_torch(optimizer, options):
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = getattr(torch.optim, optimizer)([tw], **options)
+    _steps(tw, topt, 3)
+    w = lf.tensor(tw.detach().numpy(), requires_grad=True)
+    opt = getattr(lf.optim, optimizer)([w], **options)
+    opt.load_state_dict(topt.state_dict())
+    assert set(opt.state_dict()["state"][0]) == set(topt.state_dict()["state"][0])
+    _steps(tw, topt, 3)
+    _steps(w, opt, 3)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_load_state_dict_refuses_what_it_cannot_honour():
+    opt = lf.optim.Adam([lf.ones(2, requires_grad=True)], lr=0.1)
+    other = torch.optim.Adam([torch.ones(2, requires_grad=True)], lr=0.1, amsgrad=True)
+    with pytest.raises(lf.ShapeError, match="amsgrad=True"):
+        opt.load_state_dict(other.state_dict())
+    two = torch.optim.Adam([{"params": [torch.ones(2, requires_grad=True)]},
+                            {"params": [torch.ones(2, requires_grad=True)]}])
+    with pytest.raises(lf.ShapeError, match="different number of parameter groups"):
+        opt.load_state_dict(two.state_dict())

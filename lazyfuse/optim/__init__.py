@@ -69,6 +69,10 @@ def _scalar_options(key, value) -> list:
     return []
 
 
+# torch options whose non-default values change the update and that lazyfuse's optimizers lack
+_NOT_IMPLEMENTED = ("amsgrad", "nesterov", "maximize", "dampening")
+
+
 class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
@@ -123,6 +127,60 @@ class Optimizer:
                     else:
                         p.grad.zero_()
 
+    # -- checkpoints: torch's state_dict format ------------------------------------------------------
+    def state_dict(self) -> dict:
+        """torch's layout: ``{"state": {index: {name: tensor}}, "param_groups": [options + "params":
+        indices]}``, the parameters numbered in group order; the tensors are this optimizer's own
+        (``lf.save`` writes them)."""
+        groups, first = [], 0
+        for group in self.param_groups:
+            saved = {k: v for k, v in group.items() if k != "params"}
+            saved["params"] = list(range(first, first + len(group["params"])))
+            first += len(group["params"])
+            groups.append(saved)
+        return {"state": {i: self._saved_state(i) for i in sorted(self.state)}, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Take the options and state of ``state_dict`` (this optimizer's, or torch's optimizer of the
+        same kind: torch tensors are converted). State buffers that exist already are overwritten in
+        place, so a captured step replays with the loaded values."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ShapeError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(ours["params"]) for g, ours in zip(groups, self.param_groups)):
+            raise ShapeError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        position = {saved: i for i, saved in enumerate(p for g in groups for p in g["params"])}
+        for ours, saved in zip(self.param_groups, groups):
+            for key in _NOT_IMPLEMENTED:
+                if saved.get(key):
+                    raise ShapeError(f"load_state_dict: the saved group has {key}={saved[key]!r}, which lazyfuse's "
+                                     f"{type(self).__name__} does not implement; save it with {key} off")
+            for key, value in saved.items():
+                if key in self.defaults or key == "initial_lr":   # (torch's other flags: foreach, fused...)
+                    ours[key] = tuple(value) if key == "betas" else value
+        params = self.params
+        for saved_index, state in state_dict["state"].items():
+            i = position[saved_index]
+            self._load_state(i, params[i], state)
+
+    def _saved_state(self, i: int) -> dict:
+        raise NotImplementedError
+
+    def _load_state(self, i: int, p: Tensor, state: dict) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _into(existing, value, like: Tensor) -> Tensor:
+        """``value`` (a lazyfuse or torch tensor, or a number) as a buffer like ``like``: written into
+        ``existing`` when there is one (its storage may be bound in a captured graph)."""
+        from ..creation import tensor
+        with no_grad():
+            value = tensor(value, dtype=like.dtype, device=like.device)
+            if existing is not None:
+                return existing.copy_(value)
+            return value
+
     def _with_grads(self):
         """Per group with a gradient anywhere: (group, its device scalars, [(state key, p, grad)])."""
         out, i = [], 0
@@ -156,6 +214,14 @@ class SGD(Optimizer):
                         buf.copy_(buf * s["momentum"] + d)
                     d = buf
                 p.copy_(p - d * s["lr"])
+
+    def _saved_state(self, i: int) -> dict:
+        return {"momentum_buffer": self.state[i]}
+
+    def _load_state(self, i: int, p: Tensor, state: dict) -> None:
+        buf = state.get("momentum_buffer")
+        if buf is not None:
+            self.state[i] = self._into(self.state.get(i), buf, p)
 
 
 class AdamW(Optimizer):
@@ -194,6 +260,20 @@ class AdamW(Optimizer):
                 # read by every update, so a kernel of its own
                 decayed = p - p * s["lr"] * s["weight_decay"] if self.decoupled else p
                 p.copy_(decayed - step_size * m / (v.sqrt() / root_correction2 + s["eps"]))
+
+
+    def _saved_state(self, i: int) -> dict:
+        m, v = self.state[i]
+        return {"step": self.steps.clone(), "exp_avg": m, "exp_avg_sq": v}
+
+    def _load_state(self, i: int, p: Tensor, state: dict) -> None:
+        # one step count serves every parameter here (torch keeps one per parameter, all equal)
+        from ..creation import zeros
+        if self.steps is None:
+            self.steps = zeros((), dtype="float64", device=p.device)
+        self._into(self.steps, state["step"], self.steps)
+        m, v = self.state.get(i, (None, None))
+        self.state[i] = (self._into(m, state["exp_avg"], p), self._into(v, state["exp_avg_sq"], p))
 
 
 class Adam(AdamW):
