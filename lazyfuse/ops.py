@@ -217,7 +217,8 @@ def operand_dtypes(args):
         elif is_scalar(a):
             scalars.append(dt.scalar_dtype(a))
         else:
-            raise DTypeError(f"unsupported operand of type {type(a).__name__}: pass a Tensor or a Python number")
+            raise DTypeError(f"unsupported operand of type {type(a).__module__}.{type(a).__qualname__}: pass a "
+                         "Tensor, a torch tensor or numpy array, or a Python number")
     return dims, zeros, scalars
 
 
@@ -233,7 +234,12 @@ _FLOAT_SCALAR = (dt.DEFAULT_FLOAT, None)
 
 
 def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
-    """Record an elementwise op with torch's promotion and broadcasting."""
+    """Record an elementwise op with torch's promotion and broadcasting (a torch tensor or numpy
+    array operand is data: uploaded to the op's device, a tensor operand as torch reads it)."""
+    for a in args:
+        if isinstance(a, _HOST_ARRAYS):
+            args = uploaded_operands(args)
+            break
     dev = common_device(args)
     if dev is None:
         raise DTypeError(f"{op.label} needs at least one Tensor operand")
@@ -248,6 +254,21 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     return out
 
 
+_HOST_ARRAYS = (torch.Tensor, np.ndarray)
+
+
+def uploaded_operands(args) -> tuple:
+    """``args`` with each torch tensor and numpy array made a lazyfuse Tensor on the device of the
+    lazyfuse operands (torch's promotion then reads it as the tensor it is: a dim or 0-d tensor,
+    float64 for a float64 array)."""
+    from .creation import tensor
+    dev = common_device(args)
+    if dev is None:
+        raise DTypeError("an elementwise op needs at least one lazyfuse Tensor operand (got only torch "
+                         "tensors, numpy arrays or numbers); make one with lf.tensor(...)")
+    return tuple([tensor(a, device=dev) if isinstance(a, _HOST_ARRAYS) else a for a in args])
+
+
 def _operand_signature(a) -> tuple:
     """What promotion and broadcasting read of an operand: (dtype, shape), shape None for a scalar."""
     if isinstance(a, _t.Tensor):
@@ -256,7 +277,8 @@ def _operand_signature(a) -> tuple:
         return _FLOAT_SCALAR
     if is_scalar(a):
         return dt.scalar_dtype(a), None
-    raise DTypeError(f"unsupported operand of type {type(a).__name__}: pass a Tensor or a Python number")
+    raise DTypeError(f"unsupported operand of type {type(a).__module__}.{type(a).__qualname__}: pass a "
+                         "Tensor, a torch tensor or numpy array, or a Python number")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -300,6 +322,8 @@ def power(base, exponent):
 
 def where(cond, a, b):
     Tensor, result_tensor = _t.Tensor, _t.result_tensor
+    if isinstance(cond, _HOST_ARRAYS) or isinstance(a, _HOST_ARRAYS) or isinstance(b, _HOST_ARRAYS):
+        cond, a, b = uploaded_operands((cond, a, b))
     dev = common_device((cond, a, b))
     if dev is None:
         raise DTypeError("where needs at least one Tensor")

@@ -225,3 +225,23 @@ def test_autograd_grad_unused_inputs_and_refusals_are_torchs():
         lf.autograd.grad((a * 2).sum(), [a], create_graph=True)
     with pytest.raises(lf.ShapeError, match="grad can be implicitly created only for scalar outputs"):
         lf.autograd.grad(a * 2, [a])
+
+
+@pytest.mark.parametrize("make", [lambda: torch.tensor([1.5, -2.0]), lambda: np.array([1.5, -2.0]),
+                                  lambda: torch.tensor(3), lambda: torch.tensor([1, 2], dtype=torch.int32)],
+                         ids=["torch float", "numpy float64", "torch 0-d int", "torch int32"])
+def test_torch_tensors_and_numpy_arrays_are_operands_as_torch_reads_them(make):
+    x, t = lf.tensor([0.5, 4.0]), torch.tensor([0.5, 4.0])
+    other, tother = make(), make()
+    tother = torch.as_tensor(tother)
+    for fn in (lambda a, b: a + b, lambda a, b: b * a, lambda a, b: a < b, lambda a, b: a.maximum(b) if
+               isinstance(a, (lf.Tensor, torch.Tensor)) else None):
+        got, ref = fn(x, other), fn(t, tother)
+        assert isinstance(got, lf.Tensor) and got.dtype.torch == ref.dtype
+        _same(got, ref)
+    _same(lf.where(x > 1, x, other), torch.where(t > 1, t, tother))
+
+
+def test_an_unsupported_operand_is_named_with_its_module():
+    with pytest.raises(lf.DTypeError, match="unsupported operand of type builtins.str"):
+        lf.ones(2) + "a"
