@@ -598,12 +598,29 @@ class Tensor:
         out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):
         """``self`` when already contiguous (it keeps aliasing its base, as in torch), else a
-        contiguous copy (``clone``)."""
-        if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
-            return self
-        return self.clone()
+        contiguous copy (``clone``); ``memory_format=torch.channels_last`` (4-d) or
+        ``channels_last_3d`` (5-d): dense with the channels innermost (a copy in that order, viewed
+        back as NCHW), as torch's."""
+        if memory_format is None or memory_format in (torch.contiguous_format, torch.preserve_format):
+            if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
+                return self
+            if memory_format is torch.preserve_format:
+                raise DTypeError("preserve memory format is unsupported by the contiguous operator (lazyfuse: "
+                                 "call contiguous() for a row-major copy)")
+            return self.clone()
+        rank = _CHANNELS_LAST_RANK.get(memory_format)
+        if rank is None:
+            raise DTypeError(f"contiguous(): memory_format={memory_format!r} is not one of torch.contiguous_format, "
+                             "torch.preserve_format, torch.channels_last, torch.channels_last_3d")
+        if self.ndim != rank:
+            raise ShapeError(f"required rank {rank} tensor to use {memory_format} format (this one has {self.ndim} "
+                             "dims)")
+        order = (0, *range(2, rank), 1)
+        nhwc = self.permute(order)
+        inverse = (0, rank - 1, *range(1, rank - 1))
+        return self if nhwc.is_contiguous() else nhwc.clone().permute(inverse)
 
     def detach(self):
         """The same storage and view (so it aliases ``self``), cut from the autograd graph."""
@@ -1015,6 +1032,9 @@ class Tensor:
 # the in-place arithmetic's common case (see Tensor._inplace_value)
 _BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,
            Op.FLOORDIV: Tensor.__floordiv__, Op.MOD: Tensor.__mod__, Op.POW: Tensor.__pow__}
+
+
+_CHANNELS_LAST_RANK = {torch.channels_last: 4, torch.channels_last_3d: 5}
 
 
 class _HookHandle:

@@ -245,3 +245,27 @@ def test_torch_tensors_and_numpy_arrays_are_operands_as_torch_reads_them(make):
 def test_an_unsupported_operand_is_named_with_its_module():
     with pytest.raises(lf.DTypeError, match="unsupported operand of type builtins.str"):
         lf.ones(2) + "a"
+
+
+@pytest.mark.parametrize("shape,fmt", [((2, 3, 4, 5), torch.channels_last), ((2, 3, 2, 4, 5), torch.channels_last_3d),
+                                       ((2, 3, 4, 5), torch.contiguous_format)])
+def test_contiguous_memory_formats_give_torchs_strides(shape, fmt):
+    data = np.arange(float(np.prod(shape)), dtype=np.float32).reshape(shape)
+    x, t = lf.tensor(data), torch.tensor(data)
+    for a, b in ((x, t), (x.transpose(0, 1), t.transpose(0, 1))):
+        got, ref = a.contiguous(memory_format=fmt), b.contiguous(memory_format=fmt)
+        assert got.stride() == ref.stride()
+        _same(got, ref)
+    again = x.contiguous(memory_format=fmt)
+    assert again.contiguous(memory_format=fmt) is again
+    with pytest.raises(lf.ShapeError, match="required rank 4 tensor to use"):
+        lf.ones(2, 3).contiguous(memory_format=torch.channels_last)
+
+
+def test_contiguous_preserve_format_is_torchs():
+    x, t = lf.ones(2, 3), torch.ones(2, 3)
+    assert x.contiguous(memory_format=torch.preserve_format) is x
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        t.t().contiguous(memory_format=torch.preserve_format)
+    with pytest.raises(lf.DTypeError, match="preserve memory format is unsupported"):
+        x.t().contiguous(memory_format=torch.preserve_format)
