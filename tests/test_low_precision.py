@@ -77,6 +77,21 @@ def test_an_intermediate_product_is_rounded_before_the_next_op(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_a_product_is_rounded_before_a_tensor_is_added_to_it(device, dtype):
+    """(6 * b) + b with b = 0.3333 in float16: the product rounds to 2.0 first (torch: 2.334).
+    gcc on an AVX-512 FP16 CPU narrowed both ops to float16 and fused them into one multiply-add,
+    which skipped that rounding (2.332); found by the random chains below."""
+    b = torch.tensor([0.3333, 0.1, 3.0], dtype=dtype)
+    a = torch.tensor([6.0, 7.25, -1.5], dtype=dtype)
+    la, lb = lf.tensor(a, device=device), lf.tensor(b, device=device)
+    got = (la * lb + lb).torch()
+    ref = a * b + b
+    assert ulps_apart(got, ref) == 0, (got, ref)
+    assert not torch.equal(ref, (a.double() * b.double() + b.double()).to(dtype))   # rounding shows
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
 def test_a_reduction_result_is_rounded_where_the_kernel_reads_it(device, dtype):
     """A sum read back inside its kernel (x - sum) is the dtype's rounded sum, as in torch."""
     t = torch.tensor([[1024.0, 1.0, 1.0, 0.5], [3.0, 2.0 ** -3, 7.0, 1.0]], dtype=dtype)

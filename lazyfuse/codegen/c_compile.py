@@ -176,7 +176,7 @@ def identity_hash() -> str:
 
 def library_key(source: str, cc: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join(flags()), _identity(cc)):
+    for part in (source, " ".join(flags() + source_flags(source)), _identity(cc)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -438,6 +438,19 @@ def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None, sha
     return lib
 
 
+def source_flags(source: str) -> list:
+    """Flags a source itself calls for (so the library key, which hashes the source, covers them).
+
+    A float16 kernel rounds every op's float32 result to float16 (``(float)(_Float16)(a * b)``),
+    so chains of exact ops match torch bit for bit. On a CPU with AVX-512 FP16, gcc narrows such
+    an op to a native float16 one (exact, so allowed) and then contracts a float16 multiply and
+    the add after it into one fused multiply-add, which skips the multiply's rounding
+    (``(a / b) * b + b`` came out 1 ulp off torch, 3 ulps after an exp). Contraction is off
+    there; the float32 math inside stays correct without it (its accuracy bounds are tested in
+    float16 kernels too)."""
+    return ["-ffp-contract=off"] if "_Float16" in source else []
+
+
 def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
     global compiler_runs
     with _lock:   # build_many compiles from several threads
@@ -448,7 +461,7 @@ def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
     os.close(fd)
     try:
-        proc = subprocess.run([cc, *flags(), "-x", "c", "-", "-o", tmp, "-lm"], input=source,
+        proc = subprocess.run([cc, *flags(), *source_flags(source), "-x", "c", "-", "-o", tmp, "-lm"], input=source,
                               capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise CompileError(f"{what}: {cc} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
