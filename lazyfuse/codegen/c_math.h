@@ -25,8 +25,9 @@
  *       the price of one exp and one division instead of an exp, a
  *       division and a polynomial blend)
  *   lf_sigmoidf 1.72e-7   lf_siluf 2.26e-7
- *   lf_rsqrtf 5.961e-8 (0.512 ulp; 1.0f / sqrtf: 8.94e-8, 1.49 ulp) with
- *       FMA, every positive float; without FMA it is 1.0f / sqrtf
+ *   lf_rsqrtf 5.961e-8 (0.512 ulp) with FMA, every positive float
+ *       (1.0f / sqrtf, two roundings: 8.94e-8, 1.49 ulp on every 7th);
+ *       without FMA it is 1.0f / sqrtf
  *   lf_sinf 5.961e-8, lf_cosf 5.961e-8 (2^-24 = 5.960e-8: one rounding of
  *       a double result) for |x| < 2^50 with FMA (exhaustive scan);
  *       torch's float32 sin/cos (Sleef u10) on the same scan: 6.50e-8 on
