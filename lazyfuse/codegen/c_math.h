@@ -291,12 +291,14 @@ static inline float lf_rsqrtf(float x)
     int tiny = x < 0x1p-126f;
     float xs = tiny ? x * 0x1p24f : x;
     float y = lf__i2f(0x5F1FFFF9 - (lf__f2i(xs) >> 1));
-    y = (0.703952253f * y) * fmaf(-xs * y, y, 2.38924456f);
+    y = (0.703952253f * y) * (2.38924456f - xs * y * y);
     float h = xs * y, hl = fmaf(xs, y, -h);
     float e = fmaf(-hl, y, fmaf(-h, y, 1.0f));
     y = fmaf(y, fmaf(e, 0.375f, 0.5f) * e, y) * (tiny ? 0x1p12f : 1.0f);
-    int finite_positive = (uint32_t)lf__f2i(x) - 1u < 0x7f7fffffu;
-    return finite_positive ? y : (x >= 0.0f ? lf__i2f(lf__f2i(x) ^ 0x7f800000) : NAN);
+    /* the class value first, then one select (as a nested select gcc spent 3 more compares) */
+    uint32_t b = (uint32_t)lf__f2i(x);
+    float special = x >= 0.0f ? lf__i2f((int32_t)(b ^ 0x7f800000u)) : NAN;
+    return b - 1u < 0x7f7fffffu ? y : special;                  /* x in (0, inf) */
 #else
     return 1.0f / sqrtf(x);
 #endif
