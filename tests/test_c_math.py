@@ -23,7 +23,7 @@ import torch.nn.functional as F
 HEADER = Path(__file__).resolve().parents[1] / "lazyfuse" / "codegen" / "c_math.h"
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno",
           "-fno-trapping-math", "-fPIC", "-shared"]
-FUNCS = ["exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu"]
+FUNCS = ["exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu", "rsqrt"]
 HARNESS = FUNCS + ["gelu_grad"]   # gelu's derivative: its own accuracy test (an absolute bound)
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
@@ -53,6 +53,7 @@ BOUNDS = {
     "sin": 6.0e-8,      # measured 5.961e-8 (one rounding of a double result: 2^-24 = 5.960e-8)
     "cos": 6.0e-8,      # measured 5.961e-8
     "erf": 8.2e-8,      # measured 7.91e-8 (every float of [1e-4, 4.5])
+    "rsqrt": 6.0e-8,    # measured 5.961e-8 with FMA, every positive float (1.0f / sqrtf: 8.94e-8)
     "gelu": GELU_REL,   # x >= -1
 }
 ERF_ABS_BOUND = 6.6e-8  # measured 6.41e-8 (every float of [1e-4, 4.5]; torch: 5.96e-8)
@@ -90,6 +91,7 @@ REFS = {
     "erf": torch.erf,
     "gelu": F.gelu,
     "silu": F.silu,
+    "rsqrt": torch.rsqrt,
 }
 
 
@@ -248,6 +250,10 @@ def test_special_values_exact(lib):
     assert F.gelu(torch.tensor([-5.7])).item() == 0
     assert one("gelu", -5.5) < 0
     assert one("silu", -1e30) == 0 and np.signbit(one("silu", -1e30))
+    assert one("rsqrt", 0.0) == inf and one("rsqrt", -0.0) == -inf
+    assert one("rsqrt", inf) == 0 and not np.signbit(one("rsqrt", inf))
+    assert np.isnan(one("rsqrt", -inf)) and np.isnan(one("rsqrt", -1.0)) and np.isnan(one("rsqrt", -DENORM_MIN))
+    assert one("rsqrt", DENORM_MIN) == np.float32(2.0 ** 74.5) and one("rsqrt", FLT_MAX) > 0
 
 
 RNG_N = 1_000_000
@@ -280,6 +286,9 @@ def _random_cases(name, rng):
     if name in ("sin", "cos"):
         return [(u(rng, -10, 10), None), (u(rng, -1e4, 1e4), None),
                 (lu(rng, -30, math.log10(SINCOS_ACCURATE_LIMIT)), None)]
+    if name == "rsqrt":
+        den = rng.integers(1, 1 << 23, RNG_N, dtype=np.uint32).view(np.float32)
+        return [(lu(rng, -38, 38, signed=False), None), (u(rng, 0.25, 4.0), None), (den, None)]
     if name == "erf":
         return [(u(rng, -10, 10), None), (u(rng, -1, 1), None),
                 (lu(rng, -30, 1), None)]
@@ -404,6 +413,40 @@ def test_sincos_no_less_accurate_than_torch_float32(lib, name):
     ours = (np.abs(_run(lib, name, x).astype(np.float64) - ref) / den).max()
     theirs = (np.abs(REFS[name](torch.from_numpy(x)).numpy().astype(np.float64) - ref) / den).max()
     assert ours <= min(theirs, BOUNDS[name]), (ours, theirs)
+
+
+@pytest.mark.parametrize("march", [None, "x86-64-v3"])
+def test_rsqrt_no_less_accurate_than_torch_float32(lib, tmp_path, march):
+    """lf_rsqrtf (an estimate refined without the divider) against torch's float32 rsqrt
+    (1 / sqrt: two roundings), both against float64, on every 61st positive float: on this
+    CPU and on AVX2 with FMA (x86-64-v3, 8 lanes), where the classes are checked too."""
+    if march is not None:
+        assert _target_has_fma([f"-march={march}"])
+        so_file, _, _ = _compile(tmp_path, [f"-march={march}"])
+        lib = ctypes.CDLL(str(so_file))
+        lib.apply_rsqrt.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        sp = _specials()
+        _check("rsqrt", sp, _run(lib, "rsqrt", sp), _ref("rsqrt", sp), BOUNDS["rsqrt"])
+    x = np.arange(1, np.float32(np.inf).view(np.uint32), 61, dtype=np.uint32).view(np.float32)
+    ref = _ref("rsqrt", x)
+    ours = (np.abs(_run(lib, "rsqrt", x).astype(np.float64) - ref) / ref).max()
+    theirs = (np.abs(torch.rsqrt(torch.from_numpy(x)).numpy().astype(np.float64) - ref) / ref).max()
+    assert ours <= min(theirs, BOUNDS["rsqrt"]), (ours, theirs)
+
+
+def test_rsqrt_without_fma(tmp_path):
+    """Without FMA (x86-64-v2) lf_rsqrtf is 1.0f / sqrtf: bit for bit the quotient of the
+    correctly rounded root, on a scan of every float and the specials."""
+    so_file, _, _ = _compile(tmp_path, ["-march=x86-64-v2"])
+    nofma = ctypes.CDLL(str(so_file))
+    nofma.apply_rsqrt.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    x = np.concatenate([np.arange(0, 1 << 32, 4093, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                        _specials()])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.float32(1) / np.sqrt(x)
+    got = _run(nofma, "rsqrt", x)
+    assert np.array_equal(got.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
 
 
 def test_sincos_without_fma(tmp_path):

@@ -1058,7 +1058,7 @@ C_OPS.update({
         f"({a[0]} > 0 ? {a[0]} : 0)",
     Op.RECIPROCAL: _float32_or_64("(1.0f / {x})", "(1.0 / {x})"),
     Op.SQRT: _float32_or_64("sqrtf({x})", "sqrt({x})"),
-    Op.RSQRT: _float32_or_64("(1.0f / sqrtf({x}))", "(1.0 / sqrt({x}))"),
+    Op.RSQRT: _float32_or_64("lf_rsqrtf({x})", "(1.0 / sqrt({x}))"),
     Op.EXP: _float32_or_64("lf_expf({x})", "exp({x})"),
     Op.LOG: _float32_or_64("lf_logf({x})", "log({x})"),
     Op.SIN: _float32_or_64("lf_sinf({x})", "sin({x})"),
