@@ -228,14 +228,23 @@ def flag_error(code, words, word, name, checks):
     k = code - INDEX_CODE
     op_name, dim, wrap, size_word = checks[k]
     size, value = int(words[size_word]), int(words[word + 1 + k])
+    error = InvalidIndexError(index_error_text(op_name, value, dim, size, -size if wrap else 0))
+    error.flag_ops = frozenset({Op.CHECK_INDEX})
+    return error
+
+
+def index_error_text(op_name, value, dim, size, low) -> str:
+    """The message of index ``value`` out of [``low``, ``size``) along dim ``dim``: torch's sentence
+    for op ``op_name`` (None: an engine gather, torch's generic one), then what it leaves unsaid
+    (the index, dim and size where it names none of them; the range) and the fix, each once."""
     sentence = TORCH_INDEX_SENTENCES.get(op_name, OUT_OF_BOUNDS)
     if op_name == "one_hot" and value < 0:
         sentence = "Class values must be non-negative."
-    error = InvalidIndexError(sentence.format(value=value, dim=dim, size=size) +
-                              f" ({op_name}: index {value} is out of range for dim {dim} of size {size}; indices "
-                              f"must lie in [{-size if wrap else 0}, {size})): fix the indices and recompute")
-    error.flag_ops = frozenset({Op.CHECK_INDEX})
-    return error
+    said = sentence.format(value=value, dim=dim, size=size)
+    where = "out of range" if "{dim}" in sentence else \
+        f"index {value} is out of range for dim {dim} of size {size}"
+    who = f"{op_name}: " if op_name else ""
+    return f"{said} ({who}{where}; indices must lie in [{low}, {size})): fix the indices and recompute"
 
 
 def _bmm(copies, a, b, out):
@@ -297,8 +306,7 @@ def _check_range(index, dim, size, low) -> int:
     lo, hi = (int(v) for v in torch.aminmax(index))
     if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
-        raise InvalidIndexError(OUT_OF_BOUNDS.format(value=bad, dim=dim, size=size) +
-                                f" (index {bad} is out of range for dim {dim} of size {size})")
+        raise InvalidIndexError(index_error_text(None, bad, dim, size, low))
     return lo
 
 
