@@ -17,6 +17,7 @@ from ..ir.dtypes import int64
 from ..ir.node import Op
 from ..ir.view import View
 from .backend import Backend, StepKind
+from .pool import strided
 
 # (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
 KERNEL, MATMUL, EXTERN = StepKind.KERNEL, StepKind.MATMUL, StepKind.EXTERN
@@ -112,13 +113,13 @@ def typed_view(buf, view: View):
     binds the block: making the views of a library call costs ~40 us, as much as a small matmul."""
     block = getattr(buf, "block", None)
     if block is None:   # memory lazyfuse did not allocate
-        return buf.tensor.as_strided(view.shape, view.strides, view.offset)
+        return strided(buf.tensor, view)
     key = (buf.dtype, view)
     t = block.views.get(key)
     if t is None:
         if len(block.views) >= 16:   # a block reused by many plans: keep the memo small
             block.views.clear()
-        t = block.views[key] = buf.tensor.as_strided(view.shape, view.strides, view.offset)
+        t = block.views[key] = strided(buf.tensor, view)
     return t
 
 
