@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import lazyfuse as lf
 from lazyfuse.errors import InvalidIndexError
+from lazyfuse.torch_index import checked_positions
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 F, TF = lf.nn.functional, torch.nn.functional
@@ -210,7 +211,7 @@ def test_every_autotune_candidate_of_a_dividing_kernel_flags_and_other_kernels_g
             for src in c_sources:
                 assert ("lf_err" in src) is (k.error_flag_word is not None)
             for src in t_sources:
-                assert ("tl.store(meta +" in src) is (k.error_flag_word is not None)
+                assert ("tl.atomic_max(meta +" in src) is (k.error_flag_word is not None)
         del result
 
 
@@ -384,7 +385,7 @@ def test_every_autotune_candidate_of_a_checking_kernel_sets_its_flag(monkeypatch
         for src in c_sources:
             assert "lf_err[0] = 2; " in src and "lf_err[1] = lf_i;" in src
         for src in t_sources:
-            assert f"tl.store(meta + {k.error_flag_word} + " in src and f"tl.store(meta + {k.error_flag_word + 1} + " in src
+            assert f"tl.atomic_max(meta + {k.error_flag_word} + " in src and f"tl.store(meta + {k.error_flag_word + 1} + " in src
         del result
 
 
@@ -443,6 +444,61 @@ def test_a_gpus_deferred_read_of_a_kernels_flag_raises_once_and_replays_read_it_
     check.raise_if_set("cuda:0")   # cleared: raised once
     launch()
     check.raise_if_set("cuda:0")
+
+
+def test_a_gpus_flag_raised_by_one_replay_survives_the_next_until_read(monkeypatch):
+    """The CUDA path (``DeviceMeta``, ``DeviceIndexCheck``: no GPU here) on host tensors standing
+    in for device memory: a replay runs the graph's recorded metadata push, then its kernel. The
+    push copies the header and scalars only, so a check that failed in the first of two replays
+    is still raised at the read after the second; the flag words a pool buffer held before are
+    cleared once, when the capture closes (not inside it: each replay would clear them again)."""
+    from types import SimpleNamespace
+    from lazyfuse.runtime.triton_devices import DeviceIndexCheck, DeviceMeta
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)   # (no events to record)
+    words = torch.full((6,), 7, dtype=torch.int64)   # header (2), the size, a scalar, flag, index word
+    meta = DeviceMeta.__new__(DeviceMeta)   # (its pinned staging needs a GPU: a host one here)
+    meta.buffer, meta.staging, meta._copied, meta._pushed, meta._count = \
+        SimpleNamespace(tensor=words, numel=6), torch.zeros(6, dtype=torch.int64), None, False, 0
+    meta._words = meta.staging.numpy()
+    step = SimpleNamespace(error_flag=4, name="k0", index_checks=(("one_hot", 0, False, 2),))
+    values = iter([3, 12, 4])
+
+    def kernel():   # what the kernel does: the flag raised where an index is out of [0, size)
+        v = next(values)
+        if not 0 <= v < int(words[2]):
+            words[5], words[4] = v, max(int(words[4]), 2)
+
+    check = DeviceIndexCheck(torch.device("cpu"))
+    check.recording = []
+    meta.write([1, 1], [10, 0])
+    launch = check.watch(kernel, meta, step)
+    assert int(words[4]) == 7   # (not cleared inside the capture)
+    launch()
+    recorded, check.recording = check.recording, None
+    check.capture_closed()
+    assert words.tolist() == [1, 1, 10, 0, 0, 0]
+    for _ in range(2):   # two replays (12, then 4: in range) before a host read
+        meta.push()
+        kernel()
+        check.replayed(recorded)
+    with pytest.raises(InvalidIndexError, match=r"one_hot: index 12 is out of range for dim 0 of size 10"):
+        check.raise_if_set("cuda:0")
+    check.raise_if_set("cuda:0")   # read once
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("division_first", [False, True])
+def test_a_division_by_zero_in_the_launch_of_a_failed_check_does_not_hide_it(device, division_first):
+    # one kernel divides by zero in one lane and fails an index check in another: the flag's code
+    # is raised to the greater (a check's), never overwritten, as a GPU (which reports no
+    # division) needs; the Triton kernel is the GPU's
+    dev = lf.device(device)
+    a, d = lf.tensor(np.array([6, 4, 2, 8]), device=dev), lf.tensor(np.array([1, 0, 1, 1]), device=dev)
+    checked = checked_positions(lf.tensor(np.array([0, 1, 9, 2]), device=dev), 0, 5, False, "probe")
+    both = a // d + checked if division_first else checked + a // d
+    assert len(_kernels(dev, both)) == 1
+    with pytest.raises(InvalidIndexError, match=out_of_range(9, 0, 5) + r" \(probe: "):
+        both.numpy()
 
 
 def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
