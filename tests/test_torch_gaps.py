@@ -218,7 +218,7 @@ def test_functions_out_on_the_interpreter():
     x = lf.tensor(_X, device="interpreter")
     outs = {n: lf.zeros(0, device="interpreter", dtype=lf.float64 if n in ("maximum", "stack") else lf.float32)
             for n in ("where", "maximum", "minimum", "stack", "matmul")}
-    lf.where(x > 0, x, 0.0, out=outs["where"])
+    lf.where(x > 0, x, lf.zeros((), device="interpreter"), out=outs["where"])   # (with out=, torch's takes tensors only)
     lf.maximum(x, x * 0.5, out=outs["maximum"])
     lf.minimum(x, x[0], out=outs["minimum"])
     lf.stack([x, x], 2, out=outs["stack"])

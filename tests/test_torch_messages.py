@@ -70,6 +70,12 @@ MISTAKES = {
     "scatter_add_shape": lambda m: m.zeros(2, 2).scatter_add(0, m.tensor([[0, 0, 0]]), m.ones(3, 3)),
     "scatter_add_index_dims": lambda m: m.zeros(3).scatter_add(0, m.tensor([[0]]), m.ones(2)),
     "scatter_add_dtype": lambda m: m.zeros(3).scatter_add(0, m.tensor([0]), m.ones(1, dtype=m.float64)),
+    # where's out= is its Tensor overload only (a number for input or other has no out form) and casts nothing
+    "where_out_number_other": lambda m: m.where(m.tensor([True, False]), m.ones(2), 0.0, out=m.empty(2)),
+    "where_out_number_input": lambda m: m.where(m.tensor([True, False]), 1, m.ones(2), out=m.empty(2)),
+    "where_out_dtype": lambda m: m.where(m.tensor([True, False]), m.ones(2), m.zeros(2), out=m.empty(2, dtype=m.float64)),
+    "where_condition_dtype": lambda m: m.where(m.ones(2), m.ones(2), m.zeros(2)),
+    "where_condition_number": lambda m: m.where(True, m.ones(2), m.zeros(2)),
 }
 
 
