@@ -551,6 +551,8 @@ def _into_out(fn, args, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out")
     spec, tensors = flatten(args, kwargs)
+    if pointwise(_name(fn)):
+        refuse_overlap(_name(fn), out, tensors, same_place_ok=True)
     _torch_takes_out(fn, spec, tensors, out)
     if isinstance(out, Tensor) and isinstance(result_dtype := _meta_dtype(fn, spec, tensors), torch.dtype) \
             and result_dtype is not out.dtype.torch:
@@ -655,8 +657,10 @@ def write_out(name, result, out, casts="can_cast"):
 def refuse_overlap(name, out, inputs, *, same_place_ok: bool) -> None:
     """Refuse, as torch's ``out=``, an ``out`` whose memory overlaps an input's: in part, or wholly where
     ``same_place_ok`` is false (cat and stack; an elementwise op may write an input, each element where
-    it was read). Values would be right here (the result is computed before it is written); the refusal
-    is torch's. As torch, only dense views are compared (torch's overlap test gives up on the others)."""
+    it was read: the same elements in the same layout). Values would be right here (the result is
+    computed before it is written); the refusal is torch's. As torch's ``assert_no_partial_overlap``,
+    only dense views are compared (its overlap test gives up on the others), by their storage's
+    element ranges: disjoint views of one storage are fine."""
     span = _dense_span(out) if isinstance(out, Tensor) else None
     if span is None:
         return
@@ -664,11 +668,24 @@ def refuse_overlap(name, out, inputs, *, same_place_ok: bool) -> None:
         if not isinstance(t, Tensor) or t._storage is not out._storage:
             continue
         other = _dense_span(t)
-        if other is None or other[0] >= span[1] or span[0] >= other[1] or (same_place_ok and other == span):
+        if other is None or other[0] >= span[1] or span[0] >= other[1]:
             continue
-        raise ShapeError(f"{name}: out= overlaps the memory of an input (torch refuses it: some elements of the input "
-                         "and the written-to tensor refer to a single memory location); pass a new tensor as out, "
-                         "or clone() the input first")
+        if same_place_ok and other == span and t._view.strides == out._view.strides:
+            continue
+        raise ShapeError("unsupported operation: some elements of the input tensor and the written-to tensor refer to "
+                         "a single memory location. Please clone() the tensor before performing the operation. "
+                         f"({name}: out= overlaps part of an input's memory; pass a new tensor as out)")
+
+
+@functools.lru_cache(maxsize=None)
+def pointwise(name: str) -> bool:
+    """Whether torch's op ``name`` (``fmod``, ``torch.fmod``) is pointwise (an aten overload of it
+    tagged so): torch's TensorIterator runs it, which refuses an ``out=`` that partly overlaps an
+    input (``refuse_overlap``); a reduction's, a matmul's out= it does not check."""
+    packet = getattr(torch.ops.aten, name.rsplit(".", 1)[-1], None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
 
 
 def _dense_span(t):

@@ -46,7 +46,18 @@ def where(condition, input=None, other=None, *, out=None):  # noqa: A002 (torch'
         raise DTypeError("where(condition, input, other) needs both input and other (or neither: the indices "
                          "where condition is true)")
     if out is not None:
-        return _elementwise_out("where", ops.where(condition, input, other), out, (condition, input, other), "exact")
+        # torch's where with out= is its Tensor overload alone: its Python number forms have no out
+        for position, name, value in ((2, "input", input), (3, "other", other)):
+            if not isinstance(value, Tensor):
+                raise DTypeError(f"where(): argument '{name}' (position {position}) must be Tensor, not "
+                                 f"{type(value).__name__}: with out=, pass {name} as a tensor "
+                                 f"(lf.tensor({value!r})) or drop out=")
+        result = ops.where(condition, input, other)
+        if isinstance(out, Tensor) and out.dtype is not result.dtype:
+            raise DTypeError(f"Expected out type to be {result.dtype.torch_scalar_name} but got "
+                             f"{out.dtype.torch_scalar_name}: where's out= must have the result's dtype "
+                             f"{result.dtype} (torch's where does not cast into out)")
+        return _elementwise_out("where", result, out, (condition, input, other), "exact")
     return ops.where(condition, input, other)
 
 

@@ -327,10 +327,14 @@ def where(cond, a, b):
     dev = common_device((cond, a, b))
     if dev is None:
         raise DTypeError("where needs at least one Tensor")
-    if not isinstance(cond, Tensor) or not cond.dtype.is_bool:
-        got = cond.dtype.name if isinstance(cond, Tensor) else type(cond).__name__
-        raise DTypeError(f"where(condition, ...): condition must be a bool Tensor, got {got} (as in torch); "
-                         "compare it (t != 0) or call .bool() first")
+    if not isinstance(cond, Tensor):
+        got = ", ".join("Tensor" if isinstance(v, Tensor) else type(v).__name__ for v in (cond, a, b))
+        raise DTypeError(f"where() received an invalid combination of arguments - got ({got}), but expected one "
+                         f"of: a bool Tensor condition (then tensors or numbers); pass one (lf.tensor({cond!r}))")
+    if not cond.dtype.is_bool:
+        raise DTypeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                         f"{cond.dtype.torch_scalar_name}: condition is {cond.dtype.name}; compare it (t != 0) or "
+                         "call .bool() first")
     engine = dev.engine
     dims, zeros, scalars = operand_dtypes((a, b))
     ct = dt.result_type(dims, zeros, scalars)

@@ -21,6 +21,7 @@ from .ir.node import Node, Op
 from .ir.shapes import as_int, check_shape, normalize_dim, normalize_dims, prod
 from .ir.view import View
 from .runtime.engine import Storage
+from .runtime.pool import strided
 
 MaxMin = collections.namedtuple("MaxMin", ["values", "indices"])
 _VIEW = Op.VIEW   # (a hot-path alias: ``Op.X`` costs ~150 ns a read on Python 3.11)
@@ -181,7 +182,7 @@ class Tensor:
             return self._device_view(reason)
         v = self._view
         base = st.buffer.tensor
-        return base.as_strided(v.shape, v.strides, v.offset) if v.numel else base[:0].reshape(v.shape)
+        return strided(base, v) if v.numel else base[:0].reshape(v.shape)
 
     def torch(self) -> torch.Tensor:
         """Drains, then a new torch tensor on the CPU holding a copy of this tensor's value."""

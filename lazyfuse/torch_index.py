@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from . import autograd, ops
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim
@@ -70,6 +70,9 @@ def index_select(x, dim, index, *, out=None):
     if index.ndim > 1:
         raise ShapeError(f"index_select: index must be 1-d or 0-d, got shape {index.shape}")
     if x.ndim == 0:
+        if index.numel() != 1:
+            raise ShapeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s): "
+                             f"a 0-d input has one position; pass one index")
         return gather_dim(x.reshape(1), 0, index.reshape(-1)).reshape(())
     return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1))
 
@@ -135,9 +138,11 @@ def _along(x, d, flat_index, n, wrap, name):
     idx = checked_positions(flat_index, d, size, wrap, name)
     hit = _arange(size, x.device).reshape(size, 1) == idx.reshape(1, n)        # (position, k)
     member = hit.any(1)
-    last = ops.where(hit, _arange(n, x.device).reshape(1, n), -1).amax(1)
     shape = [1] * max(x.ndim, 1)
     shape[d] = size
+    if n == 0:   # no positions (torch returns the input): amax over an empty list has no identity
+        return member.reshape(tuple(shape)), _arange(size, x.device) * 0, tuple(shape)
+    last = ops.where(hit, _arange(n, x.device).reshape(1, n), -1).amax(1)
     return member.reshape(tuple(shape)), ops.where(last < 0, 0, last), tuple(shape)
 
 
@@ -156,22 +161,96 @@ def index_copy(x, dim, index, source):
     one wins where ``index`` repeats)."""
     _check_index(index, "index_copy")
     d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    _check_index_copy(x, d, index, source)
+    if index.numel() == 0:   # nothing written (and no slice of an empty source to pick)
+        return x.clone()
     flat = index.reshape(-1)
     member, last, shape = _along(x, d, flat, flat.shape[0], False, "index_copy")
-    if x.ndim == 0:
-        return ops.where(member.reshape(()), source.reshape(()).to(x.dtype), x)
-    picked = index_select(source.to(x.dtype), d, last)
+    if x.ndim == 0 or source.ndim == 0:   # one position written (torch allows a 0-d source into 1-d)
+        return ops.where(member.reshape(shape if x.ndim else ()), source.reshape(()), x)
+    picked = index_select(source, d, last)
     return ops.where(member, picked, x)
+
+
+def _sizes(shape, without=None):
+    """``shape`` as torch prints an IntArrayRef (``[3, 4]``), less dim ``without``."""
+    return str([n for k, n in enumerate(shape) if k != without])
+
+
+def _check_index_copy(x, d, index, source):
+    """torch's checks of ``index_copy`` arguments (its meta function's, in its order and words)."""
+    n = index.numel()
+    if index.ndim > 1:
+        raise InvalidIndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.ndim}): "
+                                f"index has shape {index.shape}; pass a 1-d index")
+    if source.ndim == 0 and n != 1:
+        raise InvalidIndexError(f"index_copy_(): When source is scalar, index should have one element (got {n}): "
+                                f"a 0-d source writes one position; pass one index")
+    if source.ndim != x.ndim and source.ndim and x.ndim:
+        raise InvalidIndexError(f"index_copy_(): When source and destination are not scalars, their dimensionality "
+                                f"must match. Source dimensionality ({source.ndim}), destination dimensionality "
+                                f"({x.ndim}): give source the input's dims")
+    if index.dtype is not dt.int64:
+        raise DTypeError(f"index_copy_(): Expected a long tensor for index, but got {index.dtype.torch_scalar_name}: "
+                         f"cast index with .long()")
+    if source.dtype is not x.dtype:
+        raise DTypeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
+                         f"{x.dtype.torch_scalar_name} and (source) {source.dtype.torch_scalar_name}: cast source "
+                         f"with .to({x.dtype})")
+    # (torch prints the slice shapes as sizes joined by spaces)
+    mine = [m for k, m in enumerate(x.shape) if k != d]
+    theirs = [m for k, m in enumerate(source.shape) if k != d]
+    if mine != theirs:
+        raise ShapeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+                         f"shape: {' '.join(map(str, mine))} at dimension {d} and source slice shape: "
+                         f"{' '.join(map(str, theirs))} at dimension 0. Source {source.shape} must match the input "
+                         f"{x.shape} off dim {d}")
+    if source.ndim and n != source.shape[d]:
+        raise InvalidIndexError(f"index_copy_(): Number of indices ({n}) should be equal to source.size(dim) "
+                                f"({source.shape[d]}): pass one index per slice of source along dim {d}")
 
 
 def index_add(x, dim, index, source, *, alpha=1):
     """``x`` plus ``alpha`` times ``source``'s slices summed into the positions ``index`` of ``dim``:
     a masked sum over the index list (one reduction kernel)."""
     _check_index(index, "index_add")
+    d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    _check_index_add(x, d, index, source)
+    return _index_add(x, d, index, source, alpha)
+
+
+def _check_index_add(x, d, index, source):
+    """torch's checks of ``index_add`` arguments (its meta function's, in its order and words)."""
+    n = index.numel()
+    if index.ndim > 1:
+        raise InvalidIndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                                f"{index.dtype.torch_scalar_name} and size: {_sizes(index.shape)}; pass a 1-d index")
+    if source.dtype is not x.dtype:
+        raise DTypeError(f"index_add_(): self ({x.dtype.torch_scalar_name}) and source "
+                         f"({source.dtype.torch_scalar_name}) must have the same scalar type: cast source with "
+                         f".to({x.dtype})")
+    if d and d >= source.ndim:
+        raise ShapeError(f"index_add_(): Indexing dim {d} is out of bounds of the source tensor with dim "
+                         f"{source.ndim}: give source the input's dims")
+    if source.ndim == 0 and n != 1:
+        # (torch's message evaluates source.size(dim) of the 0-d source, which raises this first)
+        raise InvalidIndexError(f"Dimension specified as 0 but tensor has no dimensions: index_add_() of a 0-d "
+                                f"source takes one index, got {n}; pass one index")
+    if source.ndim and n != source.shape[d]:
+        raise ShapeError(f"index_add_(): Number of indices ({n}) should be equal to source.size(dim): "
+                         f"({source.shape[d]}), for dim: {d}; pass one index per slice of source along dim {d}")
+    both = source.ndim and x.ndim
+    if _sizes(x.shape, d if both else None) != _sizes(source.shape, d if both else None):
+        raise ShapeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                         f"Got self.shape = {_sizes(x.shape)} source.shape = {_sizes(source.shape)}; give source "
+                         f"the input's sizes off dim {d}")
+
+
+def _index_add(x, d, index, source, alpha=1):
+    """``index_add``'s sum of checked arguments (``scatter_add`` of a 0-d input is one too)."""
     if x.ndim == 0:   # one position: torch takes index 0 only
         hit = (checked_positions(index.reshape(-1), 0, 1, False, "index_add") == 0).any()
         return x + (source.reshape(()) * alpha if alpha != 1 else source.reshape(())).to(x.dtype) * hit
-    d = normalize_dim(dim, x.ndim)
     flat = index.reshape(-1)
     n, size = flat.shape[0], x.shape[d]
     idx = checked_positions(flat, d, size, False, "index_add")
@@ -191,10 +270,14 @@ def scatter_add(x, dim, index, src):
     a masked sum over ``dim`` of ``index`` (one reduction kernel)."""
     _check_index(index, "scatter_add")
     if getattr(src, "dtype", x.dtype) is not x.dtype:   # (torch casts nothing here: neither do we)
-        raise DTypeError(f"scatter_add: src's dtype {src.dtype} must be the input's {x.dtype}; cast src first")
-    if x.ndim == 0:
-        return index_add(x, 0, index, src)
-    d = normalize_dim(dim, x.ndim)
+        raise DTypeError(f"scatter(): Expected self.dtype to be equal to src.dtype: scatter_add's src is "
+                         f"{src.dtype}, the input {x.dtype}; cast src with .to({x.dtype})")
+    d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    _check_scatter_shapes(x, d, index, src)
+    if index.numel() == 0:   # nothing added (torch's result is a copy of the input)
+        return x.clone()
+    if x.ndim == 0:   # torch reads a 0-d tensor as one of shape (1,) here
+        return scatter_add(x.reshape(1), 0, index.reshape(-1), src.reshape(-1)).reshape(())
     size, n = x.shape[d], index.shape[d]
     src = _narrowed(src, index.shape)
     idx = checked_positions(index, d, size, False, "scatter_add").movedim(d, 0).unsqueeze(1)  # (n, 1, rest)
@@ -207,6 +290,25 @@ def scatter_add(x, dim, index, src):
         added = pad_fn(added, [v for lo_hi in reversed(pad) for v in lo_hi])
     out = x.to(wide) + added
     return (out != 0) if x.dtype.is_bool else out.to(x.dtype)
+
+
+def _check_scatter_shapes(x, d, index, src):
+    """torch's shape checks of a scatter (``scatter_shape_check``), which reads a 0-d tensor as 1-d."""
+    if index.numel() == 0:
+        return
+    dims = max(x.ndim, 1)
+    if max(index.ndim, 1) != dims:
+        raise ShapeError(f"Index tensor must have the same number of dimensions as self tensor: index has shape "
+                         f"{index.shape}, the input {x.shape}; give index the input's dims")
+    if max(src.ndim, 1) != dims:
+        raise ShapeError(f"Index tensor must have the same number of dimensions as src tensor: index has shape "
+                         f"{index.shape}, src {src.shape}; give src the input's dims")
+    def size(t, k):
+        return t.shape[k] if t.ndim else 1
+    if any(size(index, k) > size(src, k) or (k != d and size(index, k) > size(x, k)) for k in range(dims)):
+        raise ShapeError(f"Expected index {_sizes(index.shape)} to be no larger than self {_sizes(x.shape)} apart "
+                         f"from dimension {d} and to be no larger size than src {_sizes(src.shape)}; cut index "
+                         f"(or grow src) to fit")
 
 
 def _narrowed(src, shape):

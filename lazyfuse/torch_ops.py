@@ -917,7 +917,9 @@ def _taking_out(name: str, fn):
     def function(*args, out=None, **kwargs):
         if out is None:
             return fn(*args, **kwargs)
-        from .extern import write_out
+        from .extern import flatten, pointwise, refuse_overlap, write_out
+        if pointwise(name):
+            refuse_overlap(name, out, flatten(args, kwargs)[1], same_place_ok=True)
         result = fn(*args, **kwargs)
         if isinstance(out, Tensor) and isinstance(result, Tensor) and result.dtype == out.dtype:
             return write_out(name, result, out, casts="exact")

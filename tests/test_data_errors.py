@@ -10,10 +10,18 @@ from hypothesis import given, settings, strategies as st
 
 import lazyfuse as lf
 from lazyfuse.errors import InvalidIndexError
+from lazyfuse.torch_index import checked_positions
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 F, TF = lf.nn.functional, torch.nn.functional
 SIZE = 6
+
+
+def out_of_range(value, dim, size):
+    """The pattern of index ``value`` out of range along ``dim`` of ``size`` in a refusal: in torch's
+    sentence where it names them (``index 6 is out of bounds for dimension 0 with size 6``), else in
+    lazyfuse's parenthetical (``index 6 is out of range for dim 0 of size 6``)."""
+    return rf"index {value} is out of (bounds for dimension {dim} with|range for dim {dim} of) size {size}"
 
 
 def _logp(m, kw):
@@ -61,7 +69,7 @@ def test_an_out_of_range_index_raises_torchs_type_and_the_engine_stays_right(nam
     before = lf.tensor(np.arange(5, dtype=np.float32), device=device) * 2
     before.numpy()
     kept = before + 1   # recorded, not yet drained: computed right after the failure
-    with pytest.raises(torch_type, match=rf"index {bad} is out of range for dim \d of size {SIZE}") as raised:
+    with pytest.raises(torch_type, match=out_of_range(bad, r"\d", SIZE)) as raised:
         _lf(name, index, device)
     assert isinstance(raised.value, InvalidIndexError)
     np.testing.assert_array_equal(kept.numpy(), np.arange(5) * 2 + 1)
@@ -93,7 +101,7 @@ def test_a_replay_with_bad_data_raises_and_one_with_good_data_after_works():
     expect = (torch.zeros(SIZE).index_add(0, torch.tensor([0, 2, 5, 1]), torch.arange(4.0)) * 2).numpy()
     np.testing.assert_array_equal(g.replay().numpy(), expect)
     index.copy_(np.array([0, 2, 6, 1]))
-    with pytest.raises(IndexError, match="index 6 is out of range for dim 0 of size 6"):
+    with pytest.raises(IndexError, match=out_of_range(6, 0, 6)):
         g.replay().numpy()
     index.copy_(np.array([0, 2, 5, 1]))
     np.testing.assert_array_equal(g.replay().numpy(), expect)
@@ -107,7 +115,7 @@ def test_on_the_async_stream_the_error_is_raised_at_the_next_wait():
         dev.engine.sync("test: a drain of its own")
         bad = lf.zeros(SIZE).scatter_add(0, lf.tensor(np.array([0, 9])), lf.ones(2))
         dev.engine.sync("test: queue the failing drain")
-        with pytest.raises(IndexError, match="index 9 is out of range"):
+        with pytest.raises(IndexError, match=out_of_range(9, r"\d", r"\d+")):
             lf.sync(dev)
         with pytest.raises(lf.ShapeError):
             bad.numpy()
@@ -203,7 +211,7 @@ def test_every_autotune_candidate_of_a_dividing_kernel_flags_and_other_kernels_g
             for src in c_sources:
                 assert ("lf_err" in src) is (k.error_flag_word is not None)
             for src in t_sources:
-                assert ("tl.store(meta +" in src) is (k.error_flag_word is not None)
+                assert ("tl.atomic_max(meta +" in src) is (k.error_flag_word is not None)
         del result
 
 
@@ -305,7 +313,7 @@ def test_a_replay_with_a_bad_target_raises_and_one_with_good_targets_after_works
     bad = good.copy()
     bad[3] = 9
     t.copy_(bad)
-    with pytest.raises(InvalidIndexError, match="index 9 is out of range for dim 1 of size 6"):
+    with pytest.raises(InvalidIndexError, match=out_of_range(9, 1, 6)):
         g.replay().item()
     t.copy_(good)
     assert g.replay().item() == pytest.approx(expect, rel=1e-5)
@@ -326,8 +334,8 @@ def test_a_value_of_the_failing_kernel_that_reads_no_check_keeps_its_value(devic
     t = lf.tensor(np.array([0, 3, 12, 5]), device=device)
     doubled = t * 2
     moved = checked_positions(t, 0, 10, False, "probe") + doubled
-    with pytest.raises(InvalidIndexError, match=r"probe: index 12 is out of range for dim 0 of size 10; indices must "
-                                                r"lie in \[0, 10\)\)"):
+    with pytest.raises(InvalidIndexError, match=out_of_range(12, 0, 10) +
+                       r" \(probe: out of range; indices must lie in \[0, 10\)\)"):
         lf.sync(dev)
     with pytest.raises(InvalidIndexError):
         moved.numpy()
@@ -377,7 +385,7 @@ def test_every_autotune_candidate_of_a_checking_kernel_sets_its_flag(monkeypatch
         for src in c_sources:
             assert "lf_err[0] = 2; " in src and "lf_err[1] = lf_i;" in src
         for src in t_sources:
-            assert f"tl.store(meta + {k.error_flag_word} + " in src and f"tl.store(meta + {k.error_flag_word + 1} + " in src
+            assert f"tl.atomic_max(meta + {k.error_flag_word} + " in src and f"tl.store(meta + {k.error_flag_word + 1} + " in src
         del result
 
 
@@ -395,10 +403,10 @@ def test_checked_ops_raise_under_the_forced_candidate():
         np.testing.assert_allclose(make(lf, lf.tensor(index)).numpy(), make(torch, torch.tensor(index)).numpy(),
                                    rtol=1e-5)
         index[n // 2] = size + 1
-        with pytest.raises(InvalidIndexError, match=rf"index {size + 1} is out of range for dim \d of size {size}"):
+        with pytest.raises(InvalidIndexError, match=out_of_range(size + 1, r"\d", size)):
             make(lf, lf.tensor(index)).numpy()
     for name in sorted(OPS):
-        with pytest.raises(InvalidIndexError, match=rf"index {SIZE} is out of range"):
+        with pytest.raises(InvalidIndexError, match=out_of_range(SIZE, r"\d", r"\d+")):
             OPS[name](lf, lf.tensor(np.array([0, 2, SIZE, 1])), {}).numpy()
         good = [0, 2, 5, 1]
         np.testing.assert_allclose(OPS[name](lf, lf.tensor(np.array(good)), {}).numpy(),
@@ -438,6 +446,61 @@ def test_a_gpus_deferred_read_of_a_kernels_flag_raises_once_and_replays_read_it_
     check.raise_if_set("cuda:0")
 
 
+def test_a_gpus_flag_raised_by_one_replay_survives_the_next_until_read(monkeypatch):
+    """The CUDA path (``DeviceMeta``, ``DeviceIndexCheck``: no GPU here) on host tensors standing
+    in for device memory: a replay runs the graph's recorded metadata push, then its kernel. The
+    push copies the header and scalars only, so a check that failed in the first of two replays
+    is still raised at the read after the second; the flag words a pool buffer held before are
+    cleared once, when the capture closes (not inside it: each replay would clear them again)."""
+    from types import SimpleNamespace
+    from lazyfuse.runtime.triton_devices import DeviceIndexCheck, DeviceMeta
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)   # (no events to record)
+    words = torch.full((6,), 7, dtype=torch.int64)   # header (2), the size, a scalar, flag, index word
+    meta = DeviceMeta.__new__(DeviceMeta)   # (its pinned staging needs a GPU: a host one here)
+    meta.buffer, meta.staging, meta._copied, meta._pushed, meta._count = \
+        SimpleNamespace(tensor=words, numel=6), torch.zeros(6, dtype=torch.int64), None, False, 0
+    meta._words = meta.staging.numpy()
+    step = SimpleNamespace(error_flag=4, name="k0", index_checks=(("one_hot", 0, False, 2),))
+    values = iter([3, 12, 4])
+
+    def kernel():   # what the kernel does: the flag raised where an index is out of [0, size)
+        v = next(values)
+        if not 0 <= v < int(words[2]):
+            words[5], words[4] = v, max(int(words[4]), 2)
+
+    check = DeviceIndexCheck(torch.device("cpu"))
+    check.recording = []
+    meta.write([1, 1], [10, 0])
+    launch = check.watch(kernel, meta, step)
+    assert int(words[4]) == 7   # (not cleared inside the capture)
+    launch()
+    recorded, check.recording = check.recording, None
+    check.capture_closed()
+    assert words.tolist() == [1, 1, 10, 0, 0, 0]
+    for _ in range(2):   # two replays (12, then 4: in range) before a host read
+        meta.push()
+        kernel()
+        check.replayed(recorded)
+    with pytest.raises(InvalidIndexError, match=r"one_hot: index 12 is out of range for dim 0 of size 10"):
+        check.raise_if_set("cuda:0")
+    check.raise_if_set("cuda:0")   # read once
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("division_first", [False, True])
+def test_a_division_by_zero_in_the_launch_of_a_failed_check_does_not_hide_it(device, division_first):
+    # one kernel divides by zero in one lane and fails an index check in another: the flag's code
+    # is raised to the greater (a check's), never overwritten, as a GPU (which reports no
+    # division) needs; the Triton kernel is the GPU's
+    dev = lf.device(device)
+    a, d = lf.tensor(np.array([6, 4, 2, 8]), device=dev), lf.tensor(np.array([1, 0, 1, 1]), device=dev)
+    checked = checked_positions(lf.tensor(np.array([0, 1, 9, 2]), device=dev), 0, 5, False, "probe")
+    both = a // d + checked if division_first else checked + a // d
+    assert len(_kernels(dev, both)) == 1
+    with pytest.raises(InvalidIndexError, match=out_of_range(9, 0, 5) + r" \(probe: "):
+        both.numpy()
+
+
 def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
     """On a Triton device a matmul is a tiled kernel whose epilogue takes in the elementwise ops
     after it (``Kernel.matmul``): a check there sets that kernel's flag as in any other."""
@@ -454,7 +517,7 @@ def test_a_check_in_a_matmul_templates_epilogue_sets_its_flag():
     np.testing.assert_allclose(shifted(good).numpy(), a @ w + good, rtol=1e-4, atol=1e-4)
     bad = good.copy()
     bad[70, 3] = 9
-    with pytest.raises(InvalidIndexError, match=r"probe: index 9 is out of range for dim 0 of size 5"):
+    with pytest.raises(InvalidIndexError, match=out_of_range(9, 0, 5) + r" \(probe: "):
         shifted(bad).numpy()
 
 
@@ -467,3 +530,25 @@ def test_a_checked_kernel_with_runtime_sizes_names_the_checks_size(device):
         F.one_hot(t[3:7], 6).numpy()
     good = lf.tensor(np.array([0, 1, 2, 3, 5, 4, 5, 0, 1, 2]), device=device) + 0
     np.testing.assert_array_equal(F.one_hot(good[3:7], 6).numpy(), TF.one_hot(torch.tensor([3, 5, 4, 5]), 6).numpy())
+
+
+ONE_BAD_INDEX = {
+    "gather": lambda m: m.ones(6).gather(0, m.tensor([0, 9])),
+    "tensor_index": lambda m: m.ones(6)[m.tensor([0, 9])],
+    "index_copy": lambda m: m.zeros(6).index_copy(0, m.tensor([0, 9]), m.ones(2)),
+    "index_add": lambda m: m.zeros(6).index_add(0, m.tensor([0, 9]), m.ones(2)),
+    "one_hot": lambda m: m.nn.functional.one_hot(m.tensor([0, 9]), 6),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+@pytest.mark.parametrize("name", sorted(ONE_BAD_INDEX))
+def test_an_out_of_range_message_names_the_index_and_the_size_once(name, device):
+    with pytest.raises(Exception) as theirs:
+        ONE_BAD_INDEX[name](torch)
+    with lf.device(device), pytest.raises(InvalidIndexError) as ours:
+        ONE_BAD_INDEX[name](lf).numpy()
+    text = str(ours.value)
+    assert text.startswith(str(theirs.value).splitlines()[0]), text
+    assert text.count("9") == 1 and text.count("size 6") == 1, text   # torch's sentence or ours, not both
+    assert "[0, 6)" in text or "[-6, 6)" in text, text

@@ -223,6 +223,23 @@ def test_numpy_refuses_bfloat16_over_dlpack_but_torch_takes_it():
     assert t.dtype is torch.bfloat16 and t.tolist() == [1.5, -2.0]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_a_torch_slice_imported_from_inside_its_storage_reads_its_own_elements(device, contiguous):
+    # its buffer starts at the slice's storage offset: host reads, gathers and torch calls (the
+    # library views of a buffer) count a view's offset from there, as the compiled kernels do
+    base = torch.arange(40.0)
+    src = base[4:].reshape(6, 6) if contiguous else base[4:].reshape(6, 6)[1:, ::2]
+    assert src.storage_offset() > 0
+    t = lf.from_dlpack(src, device=device)
+    assert torch.equal(t.torch(), src)
+    np.testing.assert_array_equal(t[1:3].numpy(), src[1:3].numpy())
+    index = [2, 0, 2]
+    np.testing.assert_array_equal(t[lf.tensor(index, device=device)].numpy(), src[index].numpy())
+    torch.testing.assert_close(lf.sort(t, 1, descending=True).values.torch(), src.sort(1, descending=True).values)
+    torch.testing.assert_close((t @ t.T).torch(), src @ src.T)
+
+
 # -- randomised: any non-negative strided view of a torch tensor computes like torch -------------
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(1, 6), cols=st.integers(1, 6), r0=st.integers(0, 2), step=st.integers(1, 3),

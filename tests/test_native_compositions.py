@@ -379,3 +379,22 @@ def test_trunc_division_matches_torch_for_floats_and_integers():
                                torch.div(af, bf, rounding_mode="trunc"))
     with pytest.raises(lf.DTypeError, match="rounding_mode"):
         lf.tensor(af).div(2, rounding_mode="ceil")
+
+
+ZERO_D_AND_EMPTY_INDEX_WRITES = {
+    "index_fill_empty": lambda m: m.arange(6.0).reshape(2, 3).index_fill(1, m.tensor([], dtype=m.int64), -1.0),
+    "index_fill_0d_empty": lambda m: m.tensor(5.0).index_fill(0, m.tensor([], dtype=m.int64), -1.0),
+    "index_copy_empty": lambda m: m.arange(3.0).index_copy(0, m.tensor([], dtype=m.int64), m.ones(0)),
+    "index_copy_0d_source": lambda m: m.arange(3.0).index_copy(0, m.tensor([2]), m.tensor(9.0)),
+    "index_copy_0d": lambda m: m.tensor(5.0).index_copy(0, m.tensor(0), m.tensor(9.0)),
+    "index_add_0d": lambda m: m.tensor(5.0).index_add(0, m.tensor([0]), m.tensor(2.0), alpha=3),
+    "scatter_add_0d_longer_src": lambda m: m.tensor(5.0).scatter_add(0, m.tensor([0, 0]), m.tensor([2.0, 3.0, 4.0])),
+    "scatter_add_0d_empty": lambda m: m.tensor(5.0).scatter_add(0, m.tensor([], dtype=m.int64), m.tensor([2.0, 3.0])),
+    "scatter_add_empty": lambda m: m.ones(2, 2).scatter_add(0, m.zeros(0, dtype=m.int64), m.ones(3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D_AND_EMPTY_INDEX_WRITES))
+def test_index_writes_of_0d_tensors_and_empty_indices_match_torch(name):
+    case = ZERO_D_AND_EMPTY_INDEX_WRITES[name]
+    torch.testing.assert_close(torch.from_numpy(case(lf).numpy()), case(torch))

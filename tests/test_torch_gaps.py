@@ -190,6 +190,17 @@ _ALIASED_OUTS = {
     "stack(out=the pieces' rows)": (lambda m, a, b, out: m.stack([a[0], a[1]], out=out), lambda a, b: a[:2]),
     "cat(out=a)": (lambda m, a, b, out: m.cat([a[:1], b[:3]], out=out), lambda a, b: a),
     "stack(disjoint rows of one base)": (lambda m, a, b, out: m.stack([b[0], b[1]], out=out), lambda a, b: b[2:]),
+    # every pointwise op's out= (torch's TensorIterator check), native (add, fmod) or an extern (exp)
+    "fmod(out=the next rows of a)": (lambda m, a, b, out: m.fmod(a[:3], 2.0, out=out), lambda a, b: a[1:]),
+    "fmod(out=disjoint rows of a)": (lambda m, a, b, out: m.fmod(a[:2], 2.0, out=out), lambda a, b: a[2:]),
+    "fmod(out=a)": (lambda m, a, b, out: m.fmod(a, 3.0, out=out), lambda a, b: a),
+    "add(out=the next rows of b)": (lambda m, a, b, out: m.add(a[:3], b[:3], out=out), lambda a, b: b[1:]),
+    "add(out=disjoint halves of one row)": (lambda m, a, b, out: m.add(a[0, :1], 1, out=out), lambda a, b: a[0, 1:2]),
+    "exp(out=the next rows of a)": (lambda m, a, b, out: m.exp(a[:3], out=out), lambda a, b: a[1:]),
+    "exp(out=a transposed)": (lambda m, a, b, out: m.exp(a[:3].t(), out=out), lambda a, b: a[:3]),
+    "mul(out=the other columns of a)": (lambda m, a, b, out: m.mul(a[:, ::2], 3.0, out=out), lambda a, b: a[:, 1::2]),
+    "clamp(out=a, shifted one)": (lambda m, a, b, out: m.clamp(a.reshape(-1)[:-1], -1, 1, out=out),
+                                  lambda a, b: a.reshape(-1)[1:]),
 }
 
 
@@ -218,7 +229,7 @@ def test_functions_out_on_the_interpreter():
     x = lf.tensor(_X, device="interpreter")
     outs = {n: lf.zeros(0, device="interpreter", dtype=lf.float64 if n in ("maximum", "stack") else lf.float32)
             for n in ("where", "maximum", "minimum", "stack", "matmul")}
-    lf.where(x > 0, x, 0.0, out=outs["where"])
+    lf.where(x > 0, x, lf.zeros((), device="interpreter"), out=outs["where"])   # (with out=, torch's takes tensors only)
     lf.maximum(x, x * 0.5, out=outs["maximum"])
     lf.minimum(x, x[0], out=outs["minimum"])
     lf.stack([x, x], 2, out=outs["stack"])

@@ -53,6 +53,29 @@ MISTAKES = {
     "cross_entropy_batch": lambda m: m.nn.functional.cross_entropy(m.ones(2, 3), m.tensor([0, 1, 2])),
     "copy_shape": lambda m: m.ones(4).copy_(m.ones(3)),
     "leaf_in_place": lambda m: m.ones(2, requires_grad=True).add_(1),
+    # the index writes' argument checks (0-d tensors included: torch reads a 0-d source as one slice)
+    "index_add_0d_empty_index": lambda m: m.tensor(5.0).index_add(0, m.tensor([], dtype=m.int64), m.tensor(2.0)),
+    "index_add_0d_two_indices": lambda m: m.tensor(5.0).index_add(0, m.tensor([0, 0]), m.tensor(2.0)),
+    "index_add_indices": lambda m: m.zeros(3).index_add(0, m.tensor([0]), m.ones(3)),
+    "index_add_0d_source": lambda m: m.zeros(3).index_add(0, m.tensor([0]), m.tensor(1.0)),
+    "index_add_dtype": lambda m: m.zeros(3).index_add(0, m.tensor([0]), m.ones(1, dtype=m.float64)),
+    "index_add_2d_index": lambda m: m.zeros(3).index_add(0, m.tensor([[0]]), m.ones(1)),
+    "index_copy_0d_empty_index": lambda m: m.tensor(5.0).index_copy(0, m.tensor([], dtype=m.int64), m.tensor(2.0)),
+    "index_copy_indices": lambda m: m.zeros(3).index_copy(0, m.tensor([0]), m.ones(3)),
+    "index_copy_slices": lambda m: m.zeros(3, 4).index_copy(1, m.tensor([0]), m.ones(2, 1)),
+    "index_copy_dims": lambda m: m.zeros(3, 4).index_copy(1, m.tensor([0]), m.ones(1)),
+    "index_copy_dtype": lambda m: m.zeros(3).index_copy(0, m.tensor([0]), m.ones(1, dtype=m.float64)),
+    "index_select_0d": lambda m: m.tensor(5.0).index_select(0, m.tensor([0, 0])),
+    "scatter_add_0d_two_indices": lambda m: m.tensor(5.0).scatter_add(0, m.tensor([0, 0]), m.tensor(2.0)),
+    "scatter_add_shape": lambda m: m.zeros(2, 2).scatter_add(0, m.tensor([[0, 0, 0]]), m.ones(3, 3)),
+    "scatter_add_index_dims": lambda m: m.zeros(3).scatter_add(0, m.tensor([[0]]), m.ones(2)),
+    "scatter_add_dtype": lambda m: m.zeros(3).scatter_add(0, m.tensor([0]), m.ones(1, dtype=m.float64)),
+    # where's out= is its Tensor overload only (a number for input or other has no out form) and casts nothing
+    "where_out_number_other": lambda m: m.where(m.tensor([True, False]), m.ones(2), 0.0, out=m.empty(2)),
+    "where_out_number_input": lambda m: m.where(m.tensor([True, False]), 1, m.ones(2), out=m.empty(2)),
+    "where_out_dtype": lambda m: m.where(m.tensor([True, False]), m.ones(2), m.zeros(2), out=m.empty(2, dtype=m.float64)),
+    "where_condition_dtype": lambda m: m.where(m.ones(2), m.ones(2), m.zeros(2)),
+    "where_condition_number": lambda m: m.where(True, m.ones(2), m.zeros(2)),
 }
 
 

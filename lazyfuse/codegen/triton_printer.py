@@ -341,11 +341,16 @@ class TritonPrinter(Printer):
         each ``(metadata word, value)`` of ``writes``: the error flag's code last
         (``Kernel.error_flag_word``). Masked stores (lanes past the extent load 0, and must not
         count) through a pointer block of the mask's shape (a value of the outer loops only is
-        a [BLOCK, 1] block in a [BLOCK, BLOCK_R] tile)."""
+        a [BLOCK, 1] block in a [BLOCK, BLOCK_R] tile). The code is raised with ``atomic_max``,
+        never stored: a division's code (1) is below every index check's (2 + k), so a division
+        by zero in another lane or program never overwrites a failed check, which a GPU must
+        report (it reports no division: torch's CUDA returns a value)."""
         where = f"lf_bad{self.fresh()}"
         scope.lines.append(f"{scope.indent}{where} = {bad} & {LIVE[scope.ctx]}")
-        for word, value in writes:
+        *values, (flag, code) = writes
+        for word, value in values:
             scope.lines.append(f"{scope.indent}tl.store(meta + {word} + {where}.to(tl.int64) * 0, {value}, mask={where})")
+        scope.lines.append(f"{scope.indent}tl.atomic_max(meta + {flag} + {where}.to(tl.int64) * 0, {code}, mask={where})")
 
     def _index_check(self, e: Apply, a: list, scope: _Scope) -> str:
         """``Op.CHECK_INDEX`` (srcs index, size): the index made non-negative; where a live lane's

@@ -17,6 +17,7 @@ from ..ir.dtypes import int64
 from ..ir.node import Op
 from ..ir.view import View
 from .backend import Backend, StepKind
+from .pool import strided
 
 # (hot-path aliases: an Enum member read costs ~150 ns on Python 3.11)
 KERNEL, MATMUL, EXTERN = StepKind.KERNEL, StepKind.MATMUL, StepKind.EXTERN
@@ -112,13 +113,13 @@ def typed_view(buf, view: View):
     binds the block: making the views of a library call costs ~40 us, as much as a small matmul."""
     block = getattr(buf, "block", None)
     if block is None:   # memory lazyfuse did not allocate
-        return buf.tensor.as_strided(view.shape, view.strides, view.offset)
+        return strided(buf.tensor, view)
     key = (buf.dtype, view)
     t = block.views.get(key)
     if t is None:
         if len(block.views) >= 16:   # a block reused by many plans: keep the memo small
             block.views.clear()
-        t = block.views[key] = buf.tensor.as_strided(view.shape, view.strides, view.offset)
+        t = block.views[key] = strided(buf.tensor, view)
     return t
 
 
@@ -228,14 +229,23 @@ def flag_error(code, words, word, name, checks):
     k = code - INDEX_CODE
     op_name, dim, wrap, size_word = checks[k]
     size, value = int(words[size_word]), int(words[word + 1 + k])
+    error = InvalidIndexError(index_error_text(op_name, value, dim, size, -size if wrap else 0))
+    error.flag_ops = frozenset({Op.CHECK_INDEX})
+    return error
+
+
+def index_error_text(op_name, value, dim, size, low) -> str:
+    """The message of index ``value`` out of [``low``, ``size``) along dim ``dim``: torch's sentence
+    for op ``op_name`` (None: an engine gather, torch's generic one), then what it leaves unsaid
+    (the index, dim and size where it names none of them; the range) and the fix, each once."""
     sentence = TORCH_INDEX_SENTENCES.get(op_name, OUT_OF_BOUNDS)
     if op_name == "one_hot" and value < 0:
         sentence = "Class values must be non-negative."
-    error = InvalidIndexError(sentence.format(value=value, dim=dim, size=size) +
-                              f" ({op_name}: index {value} is out of range for dim {dim} of size {size}; indices "
-                              f"must lie in [{-size if wrap else 0}, {size})): fix the indices and recompute")
-    error.flag_ops = frozenset({Op.CHECK_INDEX})
-    return error
+    said = sentence.format(value=value, dim=dim, size=size)
+    where = "out of range" if "{dim}" in sentence else \
+        f"index {value} is out of range for dim {dim} of size {size}"
+    who = f"{op_name}: " if op_name else ""
+    return f"{said} ({who}{where}; indices must lie in [{low}, {size})): fix the indices and recompute"
 
 
 def _bmm(copies, a, b, out):
@@ -297,8 +307,7 @@ def _check_range(index, dim, size, low) -> int:
     lo, hi = (int(v) for v in torch.aminmax(index))
     if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
-        raise InvalidIndexError(OUT_OF_BOUNDS.format(value=bad, dim=dim, size=size) +
-                                f" (index {bad} is out of range for dim {dim} of size {size})")
+        raise InvalidIndexError(index_error_text(None, bad, dim, size, low))
     return lo
 
 

@@ -54,6 +54,14 @@ class Block:
         self.views = {}   # (dtype, View) -> torch view of ``data`` (library calls: runtime/cpu.typed_view)
 
 
+def strided(flat, view):
+    """The torch view of ``view``'s elements of ``flat``, a buffer's ``tensor``. ``as_strided``
+    counts its offset from the start of ``flat``'s torch storage, not of ``flat``: a pooled
+    buffer starts there, but an imported one (``ExternalBuffer``, a slice of its producer's
+    storage, ``torch.arange(9)[4:]``) may start inside it."""
+    return flat.as_strided(view.shape, view.strides, flat.storage_offset() + view.offset)
+
+
 class Buffer:
     """A typed view of a pooled block; the block returns to the pool when the Buffer dies.
 

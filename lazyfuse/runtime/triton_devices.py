@@ -114,9 +114,15 @@ class DeviceMeta:
     open). ``write`` pushes only when the words change; ``words`` (which graph replay edits
     to advance random streams) first waits for the previous copy, so staging is never
     rewritten while a copy reads it.
+
+    A push copies the words written (header and scalars) only: the words after them are the
+    kernel's error flag (``Kernel.error_flag_word``), which the kernel raises and the next user
+    drain reads and clears (``DeviceIndexCheck``). A push that copied them too would clear a
+    flag raised and not yet read: a graph replays its recorded push before its kernel, so the
+    second of two replays before a host read lost the first's failed check.
     """
 
-    __slots__ = ("buffer", "staging", "_words", "_copied", "_pushed")
+    __slots__ = ("buffer", "staging", "_words", "_copied", "_pushed", "_count")
 
     def __init__(self, buffer):
         self.buffer = buffer
@@ -124,6 +130,7 @@ class DeviceMeta:
         self._words = self.staging.numpy()
         self._copied = None
         self._pushed = False
+        self._count = 0   # the words written: the ones a push copies
 
     @property
     def words(self) -> np.ndarray:
@@ -138,10 +145,12 @@ class DeviceMeta:
         if self._pushed and self._words[: len(new)].tolist() == new:
             return
         self.words[: len(new)] = new
+        self._count = len(new)
         self.push()
 
     def push(self) -> None:
-        self.buffer.tensor.copy_(self.staging[: self.buffer.numel], non_blocking=True)
+        n = self._count
+        self.buffer.tensor[:n].copy_(self.staging[:n], non_blocking=True)
         self._pushed = True
         if torch.cuda.is_current_stream_capturing():
             self._copied = None   # an event cannot be waited on from inside a capture
@@ -361,18 +370,28 @@ class DeviceIndexCheck:
     capture records, again at each replay of the graph), and the next user drain reads every
     watched flag in one copy and raises the ``InvalidIndexError`` its code names, clearing it.
     (The drain has ended by then: as with the gather, the values computed from a bad index are
-    not meaningful, the others are right. A lane's division by zero in the same kernel can
-    overwrite the flag's code, which a GPU does not raise: that index error then goes unreported.)"""
+    not meaningful, the others are right.) A flag is only ever raised, sticky until that read:
+    the kernel raises its code with ``atomic_max`` (a division by zero in the same launch, which
+    a GPU does not report, never hides a failed check), and no metadata push clears it
+    (``DeviceMeta``), so of two replays before a read the first one's failure is kept."""
 
     def __init__(self, torch_device):
         self.flag = torch.zeros(2, dtype=torch.int64, device=torch_device)   # [count, a bad value]
         self.unchecked = False
         self.watched: dict = {}    # id(metadata tensor) -> (tensor, flag word, kernel name, index checks)
         self.recording = None      # while a graph capture is open: the watched launches it records
+        self.uncleared: list = []  # entries watched while a capture was open: flags to clear at its end
 
     def watch(self, run, meta, step):
-        """The launch ``run`` of kernel ``step``, its flag (in ``meta``) read at the next user drain."""
+        """The launch ``run`` of kernel ``step``, its flag (in ``meta``) read at the next user drain.
+        The flag words start cleared (a pool buffer holds whatever its last user left): now, or,
+        while a capture is open, once it closes (cleared inside it, each replay would clear
+        them again before its kernel, losing what the replay before it raised)."""
         entry = (meta.buffer.tensor, step.error_flag, step.name, step.index_checks)
+        if self.recording is None:
+            entry[0][entry[1]:].zero_()
+        else:
+            self.uncleared.append(entry)
 
         def launch():
             run()
@@ -380,6 +399,12 @@ class DeviceIndexCheck:
             if self.recording is not None:
                 self.recording.append(entry)
         return launch
+
+    def capture_closed(self) -> None:
+        """Clear the flags of the launches watched inside the capture just closed (``watch``)."""
+        for t, word, *_ in self.uncleared:
+            t[word:].zero_()
+        self.uncleared = []
 
     def replayed(self, entries) -> None:
         """A graph replay ran the watched launches ``entries`` (and perhaps a recorded gather)."""
@@ -516,8 +541,10 @@ class CudaDevice(Device):
         try:
             graph = self._end_capture()
         except BaseException as e:
+            self.index_check.uncleared = []   # (no graph will replay them)
             super().graph_abort()
             raise CaptureError(f"CUDA graph capture failed to close on {self.name}: {e}") from e
+        self.index_check.capture_closed()   # (before the replay below: it may raise them)
         host = super().graph_stop_capture()
         # A CUDA capture records the capture run's kernels without running them, where the cpu's
         # host graph runs each launch as it records it. One replay now makes the capture run
@@ -533,6 +560,7 @@ class CudaDevice(Device):
             self._end_capture()
         except Exception:  # noqa: BLE001 (an invalidated capture: nothing to keep)
             pass
+        self.index_check.capture_closed()
         super().graph_abort()
 
     def graph_replay(self, graph) -> None:
