@@ -371,3 +371,31 @@ def test_functional_inplace_on_a_non_leaf_back_propagates_as_torch(name):
     y.sum().backward()
     getattr(TF, name)(xt * 1, inplace=True).sum().backward()
     same(x.grad, xt.grad)
+
+
+AXIS_CASES = {
+    # torch's argument parser takes numpy's ``axis`` for ``dim`` on every op it binds
+    "max": lambda m, x: x.max(axis=1).values, "min_indices": lambda m, x: x.min(axis=0).indices,
+    "max_function": lambda m, x: m.max(x, axis=1).values, "argmax": lambda m, x: x.argmax(axis=1),
+    "argmin_function": lambda m, x: m.argmin(x, axis=0), "softmax": lambda m, x: x.softmax(axis=0),
+    "log_softmax": lambda m, x: x.log_softmax(axis=1), "std_mean": lambda m, x: m.std_mean(x, axis=1)[0],
+    "var_mean": lambda m, x: m.var_mean(x, axis=0, keepdim=True)[1], "cat": lambda m, x: m.cat([x, x], axis=1),
+    "stack": lambda m, x: m.stack([x, x], axis=1), "cumsum": lambda m, x: x.cumsum(axis=1),
+    "logsumexp": lambda m, x: m.logsumexp(x, axis=0), "unsqueeze": lambda m, x: x.unsqueeze(axis=1),
+    "squeeze": lambda m, x: x[:1].squeeze(axis=0), "narrow": lambda m, x: x.narrow(axis=1, start=1, length=2),
+    "index_select": lambda m, x: x.index_select(axis=1, index=m.tensor([2, 0])),
+    "gather": lambda m, x: x.gather(axis=1, index=m.tensor([[1], [0], [4], [2]])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_CASES))
+def test_axis_is_torchs_alias_of_dim(name):
+    fn = AXIS_CASES[name]
+    same(fn(lf, L(XT)), fn(torch, XT.clone()))
+
+
+def test_axis_and_dim_together_raise_a_type_error():
+    with pytest.raises(TypeError):
+        XT.max(dim=1, axis=1)
+    with pytest.raises(TypeError, match="'dim' and its alias 'axis'"):
+        L(XT).max(dim=1, axis=1)
