@@ -433,7 +433,7 @@ class Tensor:
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
         """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` means 0),
         as in torch (``var(True)``, ``var(1, False)``: the positional ``unbiased`` of torch's
-        overloads); floating tensors only. NaN when there are no more elements than ``correction``."""
+        overloads); floating tensors only. No more elements than ``correction``: inf, or NaN where all are equal (as torch)."""
         return self._opmath_var(dim, keepdim, correction, unbiased, "var", axis).to(self.dtype)
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
@@ -455,7 +455,9 @@ class Tensor:
         n = ops.reduced_count(x, dim)
         d = x - x.mean(dim, keepdim=True)
         total = (d * d).sum(dim, keepdim)
-        return total / float(n - correction) if n - correction > 0 else total * float("nan")
+        # (as torch: a divisor of max(0, n - correction), so no more elements than the correction
+        # give inf where the deviations are not all zero and NaN where they are)
+        return total / float(max(0, n - correction))
 
     def softmax(self, dim, dtype=None):
         """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted

@@ -1160,6 +1160,18 @@ def test_std_mean_over_empty_dims_gives_nan_as_torch():
         check([(1, 0, 3, 0, 5)], lambda m, x: m.stack(m.std_mean(x, dim=(1, 3))), forward_only=True)
 
 
+def test_var_and_std_with_a_correction_over_the_count_are_inf_as_torch():
+    # torch divides by max(0, n - correction): inf where the deviations are not all zero, NaN
+    # where they are (the first row is constant); lazyfuse gave NaN for all
+    import warnings
+    vals = [np.concatenate([np.ones((1, 5)), np.random.default_rng(0).uniform(-2, 2, (2, 5))]).astype(np.float32)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(None, lambda m, x: x.var(dim=1, correction=5), vals=vals, forward_only=True)
+        check(None, lambda m, x: m.stack([x.std(dim=1, correction=7), x.var(correction=15).expand(3)]),
+              vals=vals, forward_only=True)
+
+
 def test_max_unpool2d_of_max_pool2d():
     args = {"kernel_size": (3, 3), "stride": (3, 2), "padding": 1}
     check([(2, 3, 9, 8)], lambda m, x: m.F.max_unpool2d(*m.F.max_pool2d(x, return_indices=True, **args), **args,
