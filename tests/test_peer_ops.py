@@ -718,6 +718,23 @@ def test_getitem(case):
     check([(3, 4, 5)], case)
 
 
+TUPLE_INDEX = [
+    # a tuple inside the key is a sequence index, as a list (lazyfuse refused it as an unsupported index)
+    ("tuple_in_tuple", lambda m, x: x[((0,),)]), ("tuple_nested", lambda m, x: x[(((0, 2),),)]),
+    ("tuple_and_slice", lambda m, x: x[(2, 0), :, 1:]), ("tuple_and_tensor", lambda m, x: x[m.tensor([[1], [0]]), (1, 1, 3)]),
+    ("tuple_of_tuples_none", lambda m, x: x[1, None, ((2,), (0,)), (4, 1)]),
+]
+
+
+@pytest.mark.parametrize("case", named(TUPLE_INDEX, core="all"))
+def test_getitem_with_a_tuple_as_a_sequence_index(case):
+    check([(3, 4, 5)], case)
+
+
+def test_setitem_with_a_tuple_as_a_sequence_index():
+    check([(3, 4), (3, 4)], _setitem(lambda m: ((0, 2), slice(1, 3)), lambda m, v: v[:2, :2]))
+
+
 def test_getitem_out_of_range_is_an_index_error():
     for lib in (torch, lf):
         with pytest.raises(IndexError):
