@@ -686,7 +686,8 @@ class Tensor:
         if dim is None:
             dims = tuple(d for d, s in enumerate(self.shape) if s == 1)
         else:
-            dims = tuple(d for d in normalize_dims(dim, self.ndim) if self.shape[d] == 1) if self.ndim else ()
+            dims = normalize_dims(dim, self.ndim)   # (checked on a 0-d tensor too: only 0 and -1, as torch)
+            dims = tuple(d for d in dims if self.shape[d] == 1) if self.ndim else ()
         v = self._view
         for d in reversed(dims):
             v = v.select(d, 0)

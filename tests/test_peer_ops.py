@@ -735,6 +735,15 @@ def test_setitem_with_a_tuple_as_a_sequence_index():
     check([(3, 4), (3, 4)], _setitem(lambda m: ((0, 2), slice(1, 3)), lambda m, v: v[:2, :2]))
 
 
+def test_squeeze_of_a_0d_tensor_out_of_range_is_an_index_error():
+    # a 0-d tensor takes dim 0 and -1 only (lazyfuse ignored any dim there)
+    for dim in (10, 1, -2, (0, 1)):
+        for lib in (torch, lf):
+            with pytest.raises(IndexError, match="Dimension out of range"):
+                lib.zeros(()).squeeze(dim)
+    check([()], lambda m, x: m.stack([x.squeeze(0), x.squeeze(-1), x.squeeze((0,))]))
+
+
 def test_getitem_out_of_range_is_an_index_error():
     for lib in (torch, lf):
         with pytest.raises(IndexError):
