@@ -399,3 +399,13 @@ def test_axis_and_dim_together_raise_a_type_error():
         XT.max(dim=1, axis=1)
     with pytest.raises(TypeError, match="'dim' and its alias 'axis'"):
         L(XT).max(dim=1, axis=1)
+
+
+def test_an_argument_torch_does_not_implement_is_a_not_implemented_error():
+    # torch raises NotImplementedError for an unknown pad mode; lazyfuse raised a ShapeError
+    for pad in (TF.pad, F.pad):
+        x = XT if pad is TF.pad else L(XT)
+        with pytest.raises(NotImplementedError, match="Unrecognised padding mode typo"):
+            pad(x[None], (1, 1), mode="typo")
+    with pytest.raises(lf.UnsupportedOpError, match="pad"):
+        F.pad(L(XT)[None], (1, 1), mode="typo")
