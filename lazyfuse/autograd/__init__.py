@@ -1,9 +1,10 @@
-"""Reverse-mode autodiff on the lazy IR: ``requires_grad``, ``backward()``, ``.grad``, ``lf.no_grad()``.
+"""Reverse-mode autodiff on the lazy IR: ``requires_grad``, ``backward()``, ``.grad``, ``lf.no_grad()``,
+``lf.autograd.grad`` (torch's: the gradients returned, no ``.grad`` written).
 
 The ops call the recorders in ``rules`` only when grad mode is on and an input has a non-None
 ``_ag`` (one attribute check on the no-grad path); ``graph.backward`` sweeps the recorded
 GradFns under ``no_grad``, so the backward pass is lazy IR that fuses like any program.
 """
-from .graph import AutogradError, GradFn, Leaf, backward, needs_grad, recording, set_requires_grad  # noqa: F401
+from .graph import AutogradError, GradFn, Leaf, backward, grad, needs_grad, recording, set_requires_grad  # noqa: F401
 from .mode import enable_grad, is_grad_enabled, no_grad  # noqa: F401
 from . import inplace, rules  # noqa: F401

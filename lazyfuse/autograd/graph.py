@@ -108,9 +108,9 @@ def set_requires_grad(t, flag: bool):
     return t
 
 
-def _order(root) -> list:
-    """GradFns reachable from ``root``, each before every GradFn it sends gradient to."""
-    return post_order([root], _inputs)[::-1]
+def _order(roots) -> list:
+    """GradFns reachable from ``roots``, each before every GradFn it sends gradient to."""
+    return post_order(roots, _inputs)[::-1]
 
 
 def _inputs(fn) -> list:
@@ -123,47 +123,118 @@ def _inputs(fn) -> list:
 
 def backward(root, gradient=None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into every reachable leaf's ``.grad`` (torch's ``backward``)."""
-    ag = root._ag
-    if ag is None or not ag.requires_grad:
-        raise AutogradError("backward() of a tensor that does not require grad: no input of it has "
-                            "requires_grad=True (or it was computed under lf.no_grad())")
+    ag = _requiring_grad(root, "backward()")
     with no_grad():
-        if gradient is None:
-            if root.numel() != 1:
-                raise ShapeError(f"grad can be implicitly created only for scalar outputs: backward() without a "
-                                 f"gradient needs a one-element output, this one has shape {root.shape}; pass "
-                                 "gradient= (a tensor of that shape)")
-            from ..creation import ones
-            seed = ones(root.shape, dtype=root.dtype, device=root.device)
-        else:
-            if not isinstance(gradient, _tensor.Tensor):
-                from ..creation import tensor
-                gradient = tensor(gradient, dtype=root.dtype, device=root.device)
-            if gradient.shape != root.shape:
-                raise ShapeError(f"backward(gradient=...): gradient shape {gradient.shape} differs from the "
-                                 f"output's {root.shape}")
-            seed = gradient.to(root.dtype).clone()   # a fresh storage: .grad never aliases the caller's tensor
+        seed = _seed(root, gradient, "backward(gradient=...)")
         if ag.is_leaf:
             _accumulate_leaves({id(ag): (ag, seed)}, root)
             return
-        grads = {id(ag): seed}
-        leaves = {}
-        for fn in _order(ag):
-            g = grads.pop(id(fn), None)
-            if g is None:
-                continue
-            fn.check_saved()
-            for dst, vjp in fn.edges:
-                gi = vjp(g)
-                if dst.is_leaf:
-                    prev = leaves.get(id(dst))
-                    leaves[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
-                else:
-                    prev = grads.get(id(dst))
-                    grads[id(dst)] = gi if prev is None else prev + gi
-            if not retain_graph:
-                fn.edges, fn.saved = None, ()   # the saved storages go with the closures that read them
+        leaves, _ = _sweep([(ag, seed)], retain_graph)
         _accumulate_leaves(leaves, root)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """torch's ``autograd.grad``: the gradients of ``outputs`` (a tensor or a sequence, each seeded
+    with its ``grad_outputs`` entry, or ones for a one-element output) with respect to ``inputs``
+    (leaves or intermediate results), returned as a tuple; no ``.grad`` is written. An input the
+    outputs do not depend on raises unless ``allow_unused`` (then None, or zeros with
+    ``materialize_grads``). ``create_graph`` (higher-order gradients) is not supported: the
+    backward pass is recorded under ``no_grad``."""
+    if create_graph or is_grads_batched:
+        raise AutogradError("autograd.grad(create_graph=True / is_grads_batched=True): lazyfuse records the backward "
+                            "pass without a graph of its own, so higher-order gradients are not supported")
+    outputs = _as_tensors(outputs)
+    inputs = _as_tensors(inputs)
+    grad_outputs = [None] * len(outputs) if grad_outputs is None else list(_as_tensors(grad_outputs, keep_none=True))
+    if len(grad_outputs) != len(outputs):
+        raise ShapeError(f"grad requires one grad_output per output: got {len(grad_outputs)} for {len(outputs)} outputs")
+    for x in inputs:
+        if not needs_grad(x):
+            raise AutogradError("One of the differentiated Tensors does not require grad: every input of "
+                                "autograd.grad must have requires_grad=True (or be computed from one)")
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    with no_grad():
+        roots = [(_requiring_grad(out, "autograd.grad"), _seed(out, g, "autograd.grad(grad_outputs=...)"))
+                 for out, g in zip(outputs, grad_outputs)]
+        wanted = {id(x._ag) for x in inputs}
+        leaves, caught = _sweep([r for r in roots if not r[0].is_leaf], bool(retain_graph), wanted)
+        for ag, seed in roots:   # an output that is itself a leaf: its seed is its gradient
+            if ag.is_leaf:
+                prev = leaves.get(id(ag))
+                leaves[id(ag)] = (ag, seed if prev is None else prev[1] + seed)
+        caught.update({key: g for key, (_, g) in leaves.items() if key in wanted})
+        result = []
+        for x in inputs:
+            g = caught.get(id(x._ag))
+            if g is None:
+                if not allow_unused:
+                    raise AutogradError("One of the differentiated Tensors appears to not have been used in the "
+                                        "graph. Set allow_unused=True if this is the desired behavior.")
+                if materialize_grads:
+                    from ..creation import zeros
+                    g = zeros(x.shape, dtype=x.dtype, device=x.device)
+            result.append(g)
+    return tuple(result)
+
+
+def _as_tensors(value, keep_none=False) -> list:
+    if isinstance(value, _tensor.Tensor) or (keep_none and value is None):
+        return [value]
+    return list(value)
+
+
+def _requiring_grad(root, what):
+    ag = root._ag
+    if ag is None or not ag.requires_grad:
+        raise AutogradError(f"{what} of a tensor that does not require grad: no input of it has "
+                            "requires_grad=True (or it was computed under lf.no_grad())")
+    return ag
+
+
+def _seed(root, gradient, what):
+    """The gradient the sweep starts from at ``root``: ones for a one-element output, else ``gradient``."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise ShapeError(f"grad can be implicitly created only for scalar outputs: backward() without a "
+                             f"gradient needs a one-element output, this one has shape {root.shape}; pass "
+                             "gradient= (a tensor of that shape)")
+        from ..creation import ones
+        return ones(root.shape, dtype=root.dtype, device=root.device)
+    if not isinstance(gradient, _tensor.Tensor):
+        from ..creation import tensor
+        gradient = tensor(gradient, dtype=root.dtype, device=root.device)
+    if gradient.shape != root.shape:
+        raise ShapeError(f"{what}: gradient shape {gradient.shape} differs from the output's {root.shape}")
+    return gradient.to(root.dtype).clone()   # a fresh storage: .grad never aliases the caller's tensor
+
+
+def _sweep(roots, retain_graph, wanted=frozenset()):
+    """The reverse sweep from ``roots`` ((GradFn, seed), ...): ``{id: (leaf, gradient)}`` of the
+    leaves reached, and ``{id: gradient}`` of the GradFns among ``wanted`` (each popped once all
+    its gradient has arrived: the order puts a GradFn before every one it sends to)."""
+    grads, leaves, caught = {}, {}, {}
+    for ag, seed in roots:
+        prev = grads.get(id(ag))
+        grads[id(ag)] = seed if prev is None else prev + seed
+    for fn in _order([ag for ag, _ in roots]):
+        g = grads.pop(id(fn), None)
+        if g is None:
+            continue
+        if id(fn) in wanted:
+            caught[id(fn)] = g
+        fn.check_saved()
+        for dst, vjp in fn.edges:
+            gi = vjp(g)
+            if dst.is_leaf:
+                prev = leaves.get(id(dst))
+                leaves[id(dst)] = (dst, gi if prev is None else prev[1] + gi)
+            else:
+                prev = grads.get(id(dst))
+                grads[id(dst)] = gi if prev is None else prev + gi
+        if not retain_graph:
+            fn.edges, fn.saved = None, ()   # the saved storages go with the closures that read them
+    return leaves, caught
 
 
 def _accumulate_leaves(leaves: dict, root) -> None:
