@@ -409,3 +409,40 @@ def test_an_argument_torch_does_not_implement_is_a_not_implemented_error():
             pad(x[None], (1, 1), mode="typo")
     with pytest.raises(lf.UnsupportedOpError, match="pad"):
         F.pad(L(XT)[None], (1, 1), mode="typo")
+
+
+STATELESS_MODULES = [
+    # (torch.nn module, its arguments, inputs as (x, target) -> the module's inputs)
+    ("Softmax", {"dim": 1}, lambda m, x, t: (x,)), ("LogSoftmax", {"dim": 0}, lambda m, x, t: (x,)),
+    ("Softmin", {"dim": -1}, lambda m, x, t: (x,)), ("ReLU", {}, lambda m, x, t: (x,)),
+    ("LeakyReLU", {"negative_slope": 0.2}, lambda m, x, t: (x,)), ("GELU", {"approximate": "tanh"}, lambda m, x, t: (x,)),
+    ("CrossEntropyLoss", {"ignore_index": 0, "label_smoothing": 0.2}, lambda m, x, t: (x, t)),
+    ("CrossEntropyLoss", {"weight": WT, "reduction": "sum"}, lambda m, x, t: (x, t)),
+    ("NLLLoss", {"reduction": "none"}, lambda m, x, t: (x.log_softmax(1), t)),
+    ("MSELoss", {"reduction": "sum"}, lambda m, x, t: (x, x * 0.5)),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,inputs", STATELESS_MODULES, ids=[c[0] + str(i) for i, c in enumerate(STATELESS_MODULES)])
+def test_stateless_nn_modules_run_their_functional_natively_as_torch(name, kwargs, inputs):
+    target = torch.tensor([3, 0, 1, 4])
+    lkw = {k: lf.tensor(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    x = L(XT).requires_grad_()
+    xt = XT.clone().requires_grad_()
+    with lf.testing.count_launches() as launches:
+        got = getattr(lf.nn, name)(**lkw)(*inputs(lf, x, L(target)))
+        got.sum().backward()
+        x.grad.numpy()
+    want = getattr(torch.nn, name)(**kwargs)(*inputs(torch, xt, target))
+    want.sum().backward()
+    same(got, want)
+    same(x.grad, xt.grad)
+    assert launches.extern_launches == 0
+    assert repr(getattr(lf.nn, name)(**kwargs)) == repr(getattr(torch.nn, name)(**kwargs))
+
+
+def test_nn_modules_with_parameters_point_to_lazy():
+    with pytest.raises(AttributeError, match=r"lf.nn.Linear: build torch's module and lf.lazy\(module\) it"):
+        lf.nn.Linear
+    with pytest.raises(AttributeError, match="lazyfuse has no lf.nn.NoSuchThing$"):
+        lf.nn.NoSuchThing

@@ -1,2 +1,9 @@
-"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``) and ``lf.nn.utils``."""
+"""``lf.nn``: the functional neural-network ops (``lf.nn.functional``), ``lf.nn.utils``, and torch's
+stateless modules (``lf.nn.Softmax(dim=1)``, ``lf.nn.CrossEntropyLoss()``: ``lazyfuse.nn.modules``)."""
 from . import functional, utils  # noqa: F401
+
+
+def __getattr__(name):
+    """``lf.nn.<Module>``: torch's stateless module of that name run by ``lf.nn.functional``."""
+    from .modules import module_class
+    return module_class(name)
