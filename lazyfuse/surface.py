@@ -175,8 +175,15 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     if why is not None:
         return _refused(qualified_prefix + name, why)
     fn = getattr(namespace, name, None)
-    if fn is None or not callable(fn) or isinstance(fn, type):
+    if fn is None:
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
+    if isinstance(fn, torch.dtype):
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's is a dtype lazyfuse does not "
+                             "have (its dtypes: float16, bfloat16, float32, float64, int32, int64, bool)")
+    if not callable(fn) or isinstance(fn, type):
+        kind = "class" if isinstance(fn, type) else type(fn).__name__
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's is a {kind}, not a function "
+                             "lazyfuse could run")
     if name.endswith("_copy") and callable(getattr(torch.Tensor, name[:-len("_copy")], None)):
         return _copy_of(name[:-len("_copy")], qualified_prefix + name)
     if name.endswith("_"):

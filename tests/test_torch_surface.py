@@ -446,3 +446,13 @@ def test_nn_modules_with_parameters_point_to_lazy():
         lf.nn.Linear
     with pytest.raises(AttributeError, match="lazyfuse has no lf.nn.NoSuchThing$"):
         lf.nn.NoSuchThing
+
+
+def test_a_torch_name_that_is_no_function_says_what_torch_has():
+    # lf.uint8 said "nor has torch", which has it (a dtype lazyfuse lacks)
+    with pytest.raises(AttributeError, match="lf.uint8: torch's is a dtype lazyfuse does not have"):
+        lf.uint8
+    with pytest.raises(AttributeError, match="lf.Generator: torch's is a class"):
+        lf.Generator
+    with pytest.raises(AttributeError, match=r"lf.no_such_name \(nor has torch\)"):
+        lf.no_such_name
