@@ -45,16 +45,22 @@ def lazy_key(t, key):
     return made if isinstance(key, tuple) else made[0]
 
 
+# (a tuple inside the key is a sequence index as a list is: torch reads ``x[(0, 2), :]`` as
+# ``x[[0, 2], :]``)
+_SEQUENCES = (list, tuple)
+
+
 def is_advanced(key) -> bool:
-    """Whether ``key`` needs torch's advanced indexing: a list, a bool mask or several tensors."""
+    """Whether ``key`` needs torch's advanced indexing: a list (or a tuple in the key), a bool
+    mask or several tensors."""
     parts = _parts(key)
     tensors = [k for k in parts if isinstance(k, Tensor)]
-    return any(isinstance(k, list) for k in parts) or any(t.dtype.is_bool for t in tensors) or len(tensors) > 1
+    return any(isinstance(k, _SEQUENCES) for k in parts) or any(t.dtype.is_bool for t in tensors) or len(tensors) > 1
 
 
 def writes_through_index(key) -> bool:
-    """Whether ``t[key] = v`` must scatter: any tensor or list in the key (``t[key]`` is then a copy)."""
-    return any(isinstance(k, (Tensor, list)) for k in _parts(key))
+    """Whether ``t[key] = v`` must scatter: any tensor or sequence in the key (``t[key]`` is then a copy)."""
+    return any(isinstance(k, (Tensor, *_SEQUENCES)) for k in _parts(key))
 
 
 def getitem(t, key):

@@ -73,6 +73,8 @@ def torch_refusal(name: str, e: Exception) -> LazyfuseError:
     """The error for torch refusing a call lazyfuse made for ``name`` (an extern, checked on the
     meta device or at its launch), of the class a torch user would catch for it."""
     text = f"{name}: torch refuses these arguments: {e}"
+    if isinstance(e, NotImplementedError):   # (an unknown mode, as pad's "Unrecognised padding mode")
+        return UnsupportedOpError(text)
     if isinstance(e, IndexError):
         return InvalidIndexError(text)
     if isinstance(e, TypeError) or "dtype" in str(e) or "not implemented for" in str(e):

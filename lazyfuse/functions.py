@@ -102,12 +102,13 @@ def _sequence_of_tensors(name, tensors) -> list:
     return list(tensors)
 
 
-def cat(tensors, dim=0, *, out=None):
+def cat(tensors, dim=0, *, out=None, axis=None):
     """Concatenate along ``dim``. A small cat (``CAT_SELECTS``) is one ``CAT`` node, index
     arithmetic that fuses with the pieces' producers and the result's readers: one kernel for
     all the pending pieces. A large one writes each piece into a slice of one new, uninitialised storage.
     ``out=`` takes the result (``lazyfuse.extern.write_out``); as torch, not an ``out`` whose memory
-    overlaps a piece's."""
+    overlaps a piece's. ``axis`` is ``dim`` (torch's alias)."""
+    dim = dim if axis is None else axis
     if out is not None:
         from .extern import refuse_overlap, write_out
         tensors = _sequence_of_tensors("cat", tensors)
@@ -154,8 +155,9 @@ def cat(tensors, dim=0, *, out=None):
     return out
 
 
-def stack(tensors, dim=0, *, out=None):
-    """Join same-shaped tensors along a new dim ``dim``; ``out=`` as ``cat``'s."""
+def stack(tensors, dim=0, *, out=None, axis=None):
+    """Join same-shaped tensors along a new dim ``dim`` (``axis`` is the same); ``out=`` as ``cat``'s."""
+    dim = dim if axis is None else axis
     tensors = _sequence_of_tensors("stack", tensors)
     if not tensors:
         raise ShapeError("stack needs a non-empty sequence of Tensors, got an empty one")

@@ -177,6 +177,9 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     fn = getattr(namespace, name, None)
     if fn is None:
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has {namespace.__name__})")
+    if isinstance(fn, torch.dtype):
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's is a dtype lazyfuse does not "
+                             "have (its dtypes: float16, bfloat16, float32, float64, int32, int64, bool)")
     if not callable(fn) or isinstance(fn, type):
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: {namespace.__name__}.{name} is a "
                              f"{'class' if isinstance(fn, type) else type(fn).__name__}, not a function lazyfuse "

@@ -506,7 +506,7 @@ class Tensor:
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
         """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` means 0),
         as in torch (``var(True)``, ``var(1, False)``: the positional ``unbiased`` of torch's
-        overloads); floating tensors only. NaN when there are no more elements than ``correction``."""
+        overloads); floating tensors only. No more elements than ``correction``: inf, or NaN where all are equal (as torch)."""
         return self._opmath_var(dim, keepdim, correction, unbiased, "var", axis).to(self.dtype)
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
@@ -528,7 +528,9 @@ class Tensor:
         n = ops.reduced_count(x, dim)
         d = x - x.mean(dim, keepdim=True)
         total = (d * d).sum(dim, keepdim)
-        return total / float(n - correction) if n - correction > 0 else total * float("nan")
+        # (as torch: a divisor of max(0, n - correction), so no more elements than the correction
+        # give inf where the deviations are not all zero and NaN where they are)
+        return total / float(max(0, n - correction))
 
     def softmax(self, dim, dtype=None):
         """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted
@@ -793,7 +795,8 @@ class Tensor:
         if dim is None:
             dims = tuple(d for d, s in enumerate(self.shape) if s == 1)
         else:
-            dims = tuple(d for d in normalize_dims(dim, self.ndim) if self.shape[d] == 1) if self.ndim else ()
+            dims = normalize_dims(dim, self.ndim)   # (checked on a 0-d tensor too: only 0 and -1, as torch)
+            dims = tuple(d for d in dims if self.shape[d] == 1) if self.ndim else ()
         v = self._view
         for d in reversed(dims):
             v = v.select(d, 0)

@@ -941,11 +941,50 @@ def _has_out(fn) -> bool:
 FUNCTIONS.update({name: _taking_out(name, fn) for name, fn in FUNCTIONS.items() if not _has_out(fn)})
 
 
+def _taking_axis(fn):
+    """``fn`` that also takes ``axis=`` for ``dim=`` (torch's argument parser takes numpy's name
+    for ``dim`` on every op it binds: ``x.max(axis=1)``, ``torch.std_mean(x, axis=0)``)."""
+    @functools.wraps(fn)
+    def function(*args, **kwargs):
+        if "axis" in kwargs:
+            if "dim" in kwargs:
+                raise TypeError(f"{fn.__name__}() got both 'dim' and its alias 'axis': pass one")
+            kwargs["dim"] = kwargs.pop("axis")
+        return fn(*args, **kwargs)
+    return function
+
+
+def _lacks_axis(fn, torch_fn) -> bool:
+    """Whether ``fn`` has a ``dim`` but no ``axis`` (nor ``**kwargs`` that pass it on) while torch's
+    op of that name is a bound one (a C builtin: a Python-defined torch function, as
+    ``Tensor.split``, takes no ``axis``)."""
+    import inspect
+    if torch_fn is None or inspect.isfunction(torch_fn) or not inspect.isfunction(fn):
+        return False
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "dim" in params and "axis" not in params and \
+        not builtins.any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _axis_aliases(namespace: dict, torch_namespace) -> dict:
+    """The entries of ``namespace`` that need ``axis``, so wrapped."""
+    return {name: _taking_axis(fn) for name, fn in namespace.items()
+            if _lacks_axis(fn, getattr(torch_namespace, name, None))}
+
+
 def install() -> None:
-    """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring)."""
+    """Put ``TENSOR_METHODS`` on ``lf.Tensor`` (each keeps its name and docstring), and ``axis=``
+    on every method with a ``dim`` (tensor.py's own too) where torch's takes it."""
+    import torch
     for name, fn in TENSOR_METHODS.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
+    for name, fn in _axis_aliases(dict(vars(Tensor)), torch.Tensor).items():
+        setattr(Tensor, name, fn)
+    FUNCTIONS.update(_axis_aliases(FUNCTIONS, torch))
 
 
 __all__ = ["TENSOR_METHODS", "FUNCTIONS", "install"]

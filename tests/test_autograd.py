@@ -422,3 +422,47 @@ def test_writes_after_backward_or_to_unsaved_tensors_are_fine(device):
     with lf.no_grad():
         x.sub_(x.grad)             # an optimizer step
     np.testing.assert_array_equal(x.numpy(), [-1.0, 0.0, 1.0])
+
+
+def _grad_case(m, x, w):
+    """Two outputs sharing a subgraph; gradients wrt a leaf and an intermediate result."""
+    h = (x * w).tanh()
+    return h, [h.sum(), (h * h * w).mean()]
+
+
+def test_autograd_grad_returns_gradients_of_leaves_and_intermediates_as_torch():
+    xt, wt = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
+    x, w = (lf.tensor(t.detach().numpy(), requires_grad=True) for t in (xt, wt))
+    ht, outs_t = _grad_case(torch, xt, wt)
+    h, outs = _grad_case(lf, x, w)
+    want = torch.autograd.grad(outs_t, [xt, ht], grad_outputs=[torch.tensor(2.0), None], retain_graph=True)
+    got = lf.autograd.grad(outs, [x, h], grad_outputs=[lf.tensor(2.0), None], retain_graph=True)
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
+    assert x.grad is None and w.grad is None   # nothing accumulated
+    # the retained graph takes a second call; a single output and input as bare tensors
+    (gw,) = lf.autograd.grad(outs[0], w)
+    np.testing.assert_allclose(gw.numpy(), torch.autograd.grad(outs_t[0], wt)[0].numpy(), rtol=1e-5, atol=1e-6)
+    # pow at its edges, as tinygrad's test_pow_const_direct reads it
+    for base in (-np.inf, 0.0, 1.0, np.inf):
+        for c in (-1, 0, 0.3, 1, 2):
+            t = torch.tensor([base], requires_grad=True)
+            l = lf.tensor([base], requires_grad=True)
+            np.testing.assert_allclose(lf.autograd.grad(l ** c, l)[0].numpy(), torch.autograd.grad(t ** c, t)[0].numpy())
+
+
+def test_autograd_grad_of_an_unused_input_as_torch():
+    xt, yt = torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)
+    x, y = lf.ones(2, requires_grad=True), lf.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="not have been used in the graph"):
+        torch.autograd.grad(xt.sum(), [xt, yt])
+    with pytest.raises(RuntimeError, match="not have been used in the graph"):
+        lf.autograd.grad(x.sum(), [x, y], retain_graph=True)
+    gx, gy = lf.autograd.grad((x * 3).sum(), [x, y], allow_unused=True, retain_graph=True)
+    assert gy is None and gx.tolist() == [3.0, 3.0]
+    gy = lf.autograd.grad((x * 3).sum(), [y], materialize_grads=True)[0]
+    assert gy.tolist() == torch.autograd.grad((xt * 3).sum(), [yt], materialize_grads=True)[0].tolist()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        lf.autograd.grad(x.sum(), [lf.ones(2)])
+    with pytest.raises(lf.AutogradError, match="higher-order"):
+        lf.autograd.grad(x.sum(), [x], create_graph=True)

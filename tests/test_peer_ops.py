@@ -718,6 +718,32 @@ def test_getitem(case):
     check([(3, 4, 5)], case)
 
 
+TUPLE_INDEX = [
+    # a tuple inside the key is a sequence index, as a list (lazyfuse refused it as an unsupported index)
+    ("tuple_in_tuple", lambda m, x: x[((0,),)]), ("tuple_nested", lambda m, x: x[(((0, 2),),)]),
+    ("tuple_and_slice", lambda m, x: x[(2, 0), :, 1:]), ("tuple_and_tensor", lambda m, x: x[m.tensor([[1], [0]]), (1, 1, 3)]),
+    ("tuple_of_tuples_none", lambda m, x: x[1, None, ((2,), (0,)), (4, 1)]),
+]
+
+
+@pytest.mark.parametrize("case", named(TUPLE_INDEX, core="all"))
+def test_getitem_with_a_tuple_as_a_sequence_index(case):
+    check([(3, 4, 5)], case)
+
+
+def test_setitem_with_a_tuple_as_a_sequence_index():
+    check([(3, 4), (3, 4)], _setitem(lambda m: ((0, 2), slice(1, 3)), lambda m, v: v[:2, :2]))
+
+
+def test_squeeze_of_a_0d_tensor_out_of_range_is_an_index_error():
+    # a 0-d tensor takes dim 0 and -1 only (lazyfuse ignored any dim there)
+    for dim in (10, 1, -2, (0, 1)):
+        for lib in (torch, lf):
+            with pytest.raises(IndexError, match="Dimension out of range"):
+                lib.zeros(()).squeeze(dim)
+    check([()], lambda m, x: m.stack([x.squeeze(0), x.squeeze(-1), x.squeeze((0,))]))
+
+
 def test_getitem_out_of_range_is_an_index_error():
     for lib in (torch, lf):
         with pytest.raises(IndexError):
@@ -1158,6 +1184,18 @@ def test_std_mean_over_empty_dims_gives_nan_as_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check([(1, 0, 3, 0, 5)], lambda m, x: m.stack(m.std_mean(x, dim=(1, 3))), forward_only=True)
+
+
+def test_var_and_std_with_a_correction_over_the_count_are_inf_as_torch():
+    # torch divides by max(0, n - correction): inf where the deviations are not all zero, NaN
+    # where they are (the first row is constant); lazyfuse gave NaN for all
+    import warnings
+    vals = [np.concatenate([np.ones((1, 5)), np.random.default_rng(0).uniform(-2, 2, (2, 5))]).astype(np.float32)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(None, lambda m, x: x.var(dim=1, correction=5), vals=vals, forward_only=True)
+        check(None, lambda m, x: m.stack([x.std(dim=1, correction=7), x.var(correction=15).expand(3)]),
+              vals=vals, forward_only=True)
 
 
 def test_max_unpool2d_of_max_pool2d():

@@ -371,3 +371,88 @@ def test_functional_inplace_on_a_non_leaf_back_propagates_as_torch(name):
     y.sum().backward()
     getattr(TF, name)(xt * 1, inplace=True).sum().backward()
     same(x.grad, xt.grad)
+
+
+AXIS_CASES = {
+    # torch's argument parser takes numpy's ``axis`` for ``dim`` on every op it binds
+    "max": lambda m, x: x.max(axis=1).values, "min_indices": lambda m, x: x.min(axis=0).indices,
+    "max_function": lambda m, x: m.max(x, axis=1).values, "argmax": lambda m, x: x.argmax(axis=1),
+    "argmin_function": lambda m, x: m.argmin(x, axis=0), "softmax": lambda m, x: x.softmax(axis=0),
+    "log_softmax": lambda m, x: x.log_softmax(axis=1), "std_mean": lambda m, x: m.std_mean(x, axis=1)[0],
+    "var_mean": lambda m, x: m.var_mean(x, axis=0, keepdim=True)[1], "cat": lambda m, x: m.cat([x, x], axis=1),
+    "stack": lambda m, x: m.stack([x, x], axis=1), "cumsum": lambda m, x: x.cumsum(axis=1),
+    "logsumexp": lambda m, x: m.logsumexp(x, axis=0), "unsqueeze": lambda m, x: x.unsqueeze(axis=1),
+    "squeeze": lambda m, x: x[:1].squeeze(axis=0), "narrow": lambda m, x: x.narrow(axis=1, start=1, length=2),
+    "index_select": lambda m, x: x.index_select(axis=1, index=m.tensor([2, 0])),
+    "gather": lambda m, x: x.gather(axis=1, index=m.tensor([[1], [0], [4], [2]])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_CASES))
+def test_axis_is_torchs_alias_of_dim(name):
+    fn = AXIS_CASES[name]
+    same(fn(lf, L(XT)), fn(torch, XT.clone()))
+
+
+def test_axis_and_dim_together_raise_a_type_error():
+    with pytest.raises(TypeError):
+        XT.max(dim=1, axis=1)
+    with pytest.raises(TypeError, match="'dim' and its alias 'axis'"):
+        L(XT).max(dim=1, axis=1)
+
+
+def test_an_argument_torch_does_not_implement_is_a_not_implemented_error():
+    # torch raises NotImplementedError for an unknown pad mode; lazyfuse raised a ShapeError
+    for pad in (TF.pad, F.pad):
+        x = XT if pad is TF.pad else L(XT)
+        with pytest.raises(NotImplementedError, match="Unrecognised padding mode typo"):
+            pad(x[None], (1, 1), mode="typo")
+    with pytest.raises(lf.UnsupportedOpError, match="pad"):
+        F.pad(L(XT)[None], (1, 1), mode="typo")
+
+
+STATELESS_MODULES = [
+    # (torch.nn module, its arguments, inputs as (x, target) -> the module's inputs)
+    ("Softmax", {"dim": 1}, lambda m, x, t: (x,)), ("LogSoftmax", {"dim": 0}, lambda m, x, t: (x,)),
+    ("Softmin", {"dim": -1}, lambda m, x, t: (x,)), ("ReLU", {}, lambda m, x, t: (x,)),
+    ("LeakyReLU", {"negative_slope": 0.2}, lambda m, x, t: (x,)), ("GELU", {"approximate": "tanh"}, lambda m, x, t: (x,)),
+    ("CrossEntropyLoss", {"ignore_index": 0, "label_smoothing": 0.2}, lambda m, x, t: (x, t)),
+    ("CrossEntropyLoss", {"weight": WT, "reduction": "sum"}, lambda m, x, t: (x, t)),
+    ("NLLLoss", {"reduction": "none"}, lambda m, x, t: (x.log_softmax(1), t)),
+    ("MSELoss", {"reduction": "sum"}, lambda m, x, t: (x, x * 0.5)),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,inputs", STATELESS_MODULES, ids=[c[0] + str(i) for i, c in enumerate(STATELESS_MODULES)])
+def test_stateless_nn_modules_run_their_functional_natively_as_torch(name, kwargs, inputs):
+    target = torch.tensor([3, 0, 1, 4])
+    lkw = {k: lf.tensor(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    x = L(XT).requires_grad_()
+    xt = XT.clone().requires_grad_()
+    with lf.testing.count_launches() as launches:
+        got = getattr(lf.nn, name)(**lkw)(*inputs(lf, x, L(target)))
+        got.sum().backward()
+        x.grad.numpy()
+    want = getattr(torch.nn, name)(**kwargs)(*inputs(torch, xt, target))
+    want.sum().backward()
+    same(got, want)
+    same(x.grad, xt.grad)
+    assert launches.extern_launches == 0
+    assert repr(getattr(lf.nn, name)(**kwargs)) == repr(getattr(torch.nn, name)(**kwargs))
+
+
+def test_nn_modules_with_parameters_point_to_lazy():
+    with pytest.raises(AttributeError, match=r"lf.nn.Linear: build torch's module and lf.lazy\(module\) it"):
+        lf.nn.Linear
+    with pytest.raises(AttributeError, match="lazyfuse has no lf.nn.NoSuchThing$"):
+        lf.nn.NoSuchThing
+
+
+def test_a_torch_name_that_is_no_function_says_what_torch_has():
+    # lf.uint8 said "nor has torch", which has it (a dtype lazyfuse lacks)
+    with pytest.raises(AttributeError, match="lf.uint8: torch's is a dtype lazyfuse does not have"):
+        lf.uint8
+    with pytest.raises(AttributeError, match="lf.Generator: torch's is a class"):
+        lf.Generator
+    with pytest.raises(AttributeError, match=r"lf.no_such_name \(nor has torch\)"):
+        lf.no_such_name

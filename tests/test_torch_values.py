@@ -35,6 +35,18 @@ def test_sdpa_low_precision_computes_in_float32_and_rounds_once(dtype):
     assert abs(got.torch().float().item() - exact) <= abs(want.float().item() - exact) + 1e-6
 
 
+def test_sdpa_with_both_a_mask_and_is_causal_is_refused_as_torch_documents():
+    # torch's math path (taken for a mask that requires grad) raises RuntimeError; lazyfuse ran it
+    q = torch.randn(2, 3, 4, 8, requires_grad=True)
+    mask = torch.randn(4, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask, is_causal=True)
+    lq = lf.tensor(q.detach().numpy())
+    for grad in (False, True):
+        with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+            F.scaled_dot_product_attention(lq.detach().requires_grad_(grad), lq, lq, attn_mask=lf.tensor(mask.detach().numpy()), is_causal=True)
+
+
 def test_sdpa_random_float16_matches_torch_with_causal_and_mask():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 8, generator=g).half() for _ in range(3))

@@ -1,4 +1,5 @@
-"""Reverse-mode autodiff on the lazy IR: ``requires_grad``, ``backward()``, ``.grad``, ``lf.no_grad()``.
+"""Reverse-mode autodiff on the lazy IR: ``requires_grad``, ``backward()``, ``.grad``, ``lf.no_grad()``,
+``lf.autograd.grad`` (torch's: the gradients returned, no ``.grad`` written).
 
 The ops call the recorders in ``rules`` only when grad mode is on and an input has a non-None
 ``_ag`` (one attribute check on the no-grad path); ``graph.backward`` sweeps the recorded

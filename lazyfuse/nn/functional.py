@@ -198,6 +198,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``enable_gqa`` shares each key/value head among ``query heads / key heads`` query heads (dim -3)."""
     if causal is not None:
         is_causal = causal
+    if is_causal and attn_mask is not None:
+        # (torch documents the error; its fused CPU kernel without autograd lets it pass, its math path raises)
+        raise ShapeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True: "
+                         "pass attn_mask or is_causal, not both (fold the causal mask into attn_mask)")
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         heads, kv_heads = query.shape[-3], key.shape[-3]
         if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
