@@ -13,9 +13,12 @@ overflow where torch's do, not half an octave earlier; ``asinh`` odd by construc
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from . import ops
+from .autograd import no_grad, recording
+from .autograd.graph import attach
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
@@ -97,13 +100,32 @@ def atan(x):
     return _atan(x if x.dtype.is_float else x.to(dt.float32))
 
 
+def _derivative(d):
+    """The function's gradient as torch's formula, ``g * d(x)``, instead of autograd's walk through
+    the chain that computes it: the chain's ``where`` zeroes the gradient where torch's formula is
+    finite (``acosh`` below -1) or makes it NaN (the untaken branch's inf times 0: ``asinh`` and
+    ``sinc`` at 0), and its ``sqrt`` gives NaN at the domain's edge where torch says inf."""
+    def wrap(f):
+        @functools.wraps(f)
+        def differentiated(x):
+            with no_grad():
+                out = f(x)
+            if recording(x):
+                attach(out, f.__name__, [(x, lambda g: g * d(x))])
+            return out
+        return differentiated
+    return wrap
+
+
 @_float_unary
+@_derivative(lambda x: (1.0 - x * x).rsqrt())
 def asin(x):
     """Elementwise arcsine, ``atan(x / sqrt(1 - x^2))`` (NaN outside [-1, 1], as torch)."""
     return ops.where(x.abs() > 1, math.nan, _atan(x / (1.0 - x * x).sqrt()))
 
 
 @_float_unary
+@_derivative(lambda x: -(1.0 - x * x).rsqrt())
 def acos(x):
     """Elementwise arccosine, ``pi / 2 - asin(x)``."""
     return ops.where(x.abs() > 1, math.nan, math.pi / 2 - _atan(x / (1.0 - x * x).sqrt()))
@@ -128,6 +150,7 @@ def cosh(x):
 
 
 @_float_unary
+@_derivative(lambda x: (x * x + 1.0).rsqrt())
 def asinh(x):
     """Elementwise inverse hyperbolic sine, ``sign(x) log(|x| + sqrt(x^2 + 1))`` (odd exactly)."""
     a = x.abs()
@@ -135,6 +158,7 @@ def asinh(x):
 
 
 @_float_unary
+@_derivative(lambda x: (x * x - 1.0).rsqrt())
 def acosh(x):
     """Elementwise inverse hyperbolic cosine, ``log(x + sqrt(x^2 - 1))`` (NaN below 1, as torch)."""
     large = ops.where(x > _HUGE_ARG, x.log() + _LN2, (x + (x * x - 1.0).sqrt()).log())
@@ -142,6 +166,7 @@ def acosh(x):
 
 
 @_float_unary
+@_derivative(lambda x: 1.0 / (1.0 - x * x))
 def atanh(x):
     """Elementwise inverse hyperbolic tangent, ``log((1 + x) / (1 - x)) / 2``."""
     return ((1.0 + x) / (1.0 - x)).log() * 0.5
@@ -173,6 +198,8 @@ def erfc(x):
 
 
 @_float_unary
+@_derivative(lambda x: ops.where(x == 0, 0.0, ((x * math.pi) * (x * math.pi).cos() - (x * math.pi).sin()) /
+                                  (x * x * math.pi)))
 def sinc(x):
     """Elementwise normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0."""
     px = x * math.pi
