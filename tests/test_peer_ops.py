@@ -441,6 +441,8 @@ SCANS = [
     ("cummax", [(5, 6)], lambda m, x: x.cummax(1)[0], {}),
     ("cummax_indices", [(5, 6)], lambda m, x: x.cummax(0).indices, {}),
     ("cummin", [(5, 6)], lambda m, x: m.cummin(x, 1).values, {}),
+    ("cummax_0size", [(2, 0, 4)], lambda m, x: x.cummax(1).values, {}),
+    ("cummin_0size_indices", [(0, 3)], lambda m, x: m.cummin(x, 0).indices, {"forward_only": True}),
     ("logcumsumexp", [(5, 6)], lambda m, x: x.logcumsumexp(1), {}),
     ("logcumsumexp_big", [(5,)], lambda m, x: x.logcumsumexp(0), {"vals": [[-100.0, 100.0, -np.inf, 1000.0, 0.0]], "forward_only": True}),
     ("argmax", [(10, 20)], lambda m, x: x.argmax(), {}),
@@ -459,7 +461,7 @@ SCANS = [
 ]
 
 
-@cases(REDUCE + SCANS, core={"sum_axis_kw", "sum_empty_tuple", "prod_zeros", "var_dim_unbiased_pos", "max_dim_indices", "amax_ties", "logsumexp_inf", "cumsum", "cumprod_zeros", "argmax_ties", "any_dim", "all_0size", "mean_0size"})
+@cases(REDUCE + SCANS, core={"sum_axis_kw", "sum_empty_tuple", "prod_zeros", "var_dim_unbiased_pos", "max_dim_indices", "amax_ties", "logsumexp_inf", "cumsum", "cumprod_zeros", "cummax_0size", "argmax_ties", "any_dim", "all_0size", "mean_0size"})
 def test_reductions_and_scans(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -1521,6 +1523,9 @@ ERRORS = [
     ("sdpa_gqa_heads_not_a_multiple", lambda m: m.nn.functional.scaled_dot_product_attention(m.ones(2, 31, 4, 8), m.ones(2, 8, 4, 8), m.ones(2, 8, 4, 8), enable_gqa=True)),
     ("multinomial_more_samples_than_categories", lambda m: m.multinomial(m.ones(3), 5)),
     ("shift_of_a_float_tensor", lambda m: m.ones(3) << 1),
+    ("flip_a_repeated_dim", lambda m: m.ones(3, 4).flip((1, -1))),
+    ("cumsum_of_a_0d_tensor_past_dim_0", lambda m: m.tensor(2.0).cumsum(1)),
+    ("cummax_of_a_0d_tensor_past_dim_0", lambda m: m.tensor(2.0).cummax(-2).values),
     ("topk_past_the_dim", lambda m: m.ones(3, 4).topk(5)),
     ("reflect_pad_past_the_input", lambda m: m.nn.functional.pad(m.ones(1, 2, 3), (4, 4), mode="reflect")),
 ]
