@@ -27,6 +27,7 @@ import torch
 
 from .errors import DTypeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
+from .ir import dtypes as dt
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
 REFUSED = {
@@ -175,6 +176,10 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     if why is not None:
         return _refused(qualified_prefix + name, why)
     fn = getattr(namespace, name, None)
+    if isinstance(fn, torch.dtype):   # (still an AttributeError: hasattr(lf, "int8") is False)
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's {fn} is a dtype lazyfuse cannot hold; "
+                             f"use one of {', '.join('lf.' + d.name for d in dt.ALL)} (convert torch.{name} data to "
+                             "one of them first)")
     if fn is None or not callable(fn) or isinstance(fn, type):
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has torch)")
     if name.endswith("_copy") and callable(getattr(torch.Tensor, name[:-len("_copy")], None)):
