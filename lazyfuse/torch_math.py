@@ -221,10 +221,20 @@ def rad2deg(x):
 def logit(x, eps=None):
     """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given."""
     out = x.dtype if x.dtype.is_float else dt.float32
-    x = x.to(dt.opmath(out))
-    if eps is not None:
-        x = x.clamp(float(eps), 1.0 - float(eps))
-    return (x / (1.0 - x)).log().to(out)
+    return _logit(x.to(dt.opmath(out)), None if eps is None else float(eps)).to(out)
+
+
+def _logit(x, eps):
+    """``logit`` in ``x``'s (float) dtype, its gradient torch's formula ``1 / (x (1 - x))`` of the
+    unclamped ``x``: NaN outside [0, 1] without ``eps``, 0 outside [eps, 1 - eps] with it. The
+    chain's gradient was finite outside [0, 1], and NaN, not inf, at 0 and 1 (``eps=0``)."""
+    with no_grad():
+        c = x if eps is None else x.clamp(eps, 1.0 - eps)
+        out = (c / (1.0 - c)).log()
+    if recording(x):
+        lo, hi, outside = (0.0, 1.0, math.nan) if eps is None else (eps, 1.0 - eps, 0.0)
+        attach(out, "logit", [(x, lambda g: g * ops.where((x < lo) | (x > hi), outside, 1.0 / (x * (1.0 - x))))])
+    return out
 
 
 def signbit(x):

@@ -304,9 +304,15 @@ def test_unary_edge_gradients(case):
 DOMAIN_EDGES = np.array([-300.0, -5.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 5.0, 300.0], np.float32)
 
 
-@pytest.mark.parametrize("name", slow_except(["asin", "acos", "asinh", "acosh", "atanh", "sinc"], core={"acosh", "asinh"}))
+@pytest.mark.parametrize("name", slow_except(["asin", "acos", "asinh", "acosh", "atanh", "sinc", "logit"], core={"acosh", "asinh", "logit"}))
 def test_inverse_trig_gradients_outside_and_at_the_domain_edges(name):
     check(None, lambda m, x: getattr(x, name)(), vals=[DOMAIN_EDGES], rtol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.2])
+def test_logit_with_eps_differentiates_as_torchs_formula(eps):
+    # 0 outside [eps, 1 - eps], 1 / (x (1 - x)) inside: inf at 0 and 1 for eps=0 (the chain gave NaN)
+    check(None, lambda m, x: x.logit(eps), vals=[DOMAIN_EDGES], rtol=1e-5)
 
 
 @pytest.mark.parametrize("case", named(CMP, core={"eq", "logical_and", "bool_xor", "isclose"}))
