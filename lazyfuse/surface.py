@@ -114,6 +114,27 @@ class InPlaceOnCopy:
         return hash(("in-place-on-copy", self.__name__))
 
 
+# torch's shifts run as externs, and their meta kernels accept the float and bool operands its CPU
+# kernels refuse: refused when recorded, as torch refuses the call, not at the drain that runs them
+_SHIFT_KERNELS = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
+
+
+def shift(fn, name: str, a, b, **kwargs):
+    """torch's shift ``fn`` (``bitwise_left_shift``/``bitwise_right_shift``) of ``a`` by ``b`` as an
+    extern, refused first where the operands promote to a float or bool dtype, with torch's sentence."""
+    from .tensor import Tensor
+
+    def probe(v):   # (what torch promotes: a tensor's dtype, 0-d or not; a Python number's kind)
+        return torch.empty(() if v.ndim == 0 else (1,), dtype=v.dtype.torch) if isinstance(v, Tensor) else v
+    promoted = torch.result_type(probe(a), probe(b))
+    if promoted.is_floating_point or promoted == torch.bool:
+        d = dt.from_torch(promoted)
+        raise DTypeError(f'"{_SHIFT_KERNELS[name]}_cpu" not implemented for \'{d.torch_scalar_name}\': {name} '
+                         f"shifts integers, and these operands promote to {d.name}; shift an integer tensor "
+                         "(.long()), or multiply by 2 ** n")
+    return extern(fn, a, b, **kwargs)
+
+
 def tensor_attribute(t, name: str):
     """``t.<name>`` for a name lazyfuse's Tensor does not define (see the module docstring)."""
     if name.startswith("_"):
@@ -132,6 +153,8 @@ def tensor_attribute(t, name: str):
                              "that name)")
     if name.endswith("_") and not name.endswith("__"):
         return _in_place(t, name)
+    if name in _SHIFT_KERNELS:
+        return lambda other: shift(method, name, t, other)
     return lambda *args, **kwargs: extern(method, t, *args, **kwargs)
 
 
@@ -186,6 +209,8 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
         return _copy_of(name[:-len("_copy")], qualified_prefix + name)
     if name.endswith("_"):
         return _in_place_function(fn, qualified_prefix, name)
+    if name in _SHIFT_KERNELS:
+        return lambda input, other, **kwargs: shift(fn, name, input, other, **kwargs)
 
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)

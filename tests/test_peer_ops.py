@@ -1548,6 +1548,25 @@ def test_bad_input_raises_a_lazyfuse_error_like_torch(make):
     assert (lf.ones(2) + 1).tolist() == [2.0, 2.0]   # the engine still works
 
 
+SHIFTS_TORCH_REFUSES = [
+    ("float_tensor", lambda m: m.ones(3) << 1), ("float_scalar_first", lambda m: 1.0 << m.tensor([1])),
+    ("bool_by_bool", lambda m: m.tensor([True]) >> True), ("by_a_float", lambda m: m.bitwise_left_shift(m.tensor([3]), 2.0)),
+    ("method", lambda m: m.ones(3).half().bitwise_right_shift(1)),
+]
+
+
+@pytest.mark.parametrize("make", named(SHIFTS_TORCH_REFUSES, core="all"))
+def test_a_shift_of_floats_or_bools_is_refused_at_the_call_as_torchs(make):
+    # tinygrad's test_lshift/test_rshift expect the call itself to raise: the extern's meta kernel
+    # accepted it, and lazyfuse refused only at the drain that ran it
+    with pytest.raises(RuntimeError) as torch_error:
+        make(torch)
+    with pytest.raises(lf.DTypeError) as error:
+        make(lf)   # (no read)
+    assert str(error.value).startswith(str(torch_error.value)), error.value
+    assert (2 << lf.tensor([1, 3])).tolist() == (2 << torch.tensor([1, 3])).tolist()   # integer shifts still run
+
+
 # --- torch's in-place methods and operators (on a copy of the input: values, not autograd) -------
 def _on_a_copy(write):
     def case(m, x):
