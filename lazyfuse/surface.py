@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import DTypeError, UnsupportedOpError, torch_refusal
+from .errors import DTypeError, ShapeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
 from .ir import dtypes as dt
 
@@ -135,6 +135,26 @@ def shift(fn, name: str, a, b, **kwargs):
     return extern(fn, a, b, **kwargs)
 
 
+# torch's convolutions run as externs, and their meta kernels accept a stride, padding, dilation or
+# output_padding of the wrong length that its CPU kernels refuse: refused when recorded, with
+# torch's sentence. name -> (spatial dims, its arguments after ``input, weight, bias`` in order)
+_CONV = ("stride", "padding", "dilation", "groups")
+_CONV_TRANSPOSE = ("stride", "padding", "output_padding", "groups", "dilation")
+_CONV_ARGUMENTS = {f"conv{n}d": (n, _CONV) for n in (1, 2, 3)} | \
+    {f"conv_transpose{n}d": (n, _CONV_TRANSPOSE) for n in (1, 2, 3)}
+
+
+def _check_conv_arguments(conv, args, kwargs) -> None:
+    dims, names = conv
+    given = {**dict(zip(names, args[3:])), **kwargs}
+    for arg in names:
+        value = given.get(arg)
+        if arg != "groups" and isinstance(value, (tuple, list)) and len(value) not in (1, dims):
+            raise ShapeError(f"expected {arg} to be a single integer value or a list of {dims} values to match the "
+                             f"convolution dimensions, but got {arg}={list(value)}: give {arg} as one int or "
+                             f"{dims} ints, one per spatial dim")
+
+
 def tensor_attribute(t, name: str):
     """``t.<name>`` for a name lazyfuse's Tensor does not define (see the module docstring)."""
     if name.startswith("_"):
@@ -212,10 +232,14 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     if name in _SHIFT_KERNELS:
         return lambda input, other, **kwargs: shift(fn, name, input, other, **kwargs)
 
+    conv = _CONV_ARGUMENTS.get(name)
+
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)
         if not tensors:
             return _factory(fn, args, kwargs)
+        if conv is not None:
+            _check_conv_arguments(conv, args, kwargs)
         return extern(fn, *args, **kwargs)
     call.__name__ = name
     call.__qualname__ = qualified_prefix + name

@@ -1567,6 +1567,26 @@ def test_a_shift_of_floats_or_bools_is_refused_at_the_call_as_torchs(make):
     assert (2 << lf.tensor([1, 3])).tolist() == (2 << torch.tensor([1, 3])).tolist()   # integer shifts still run
 
 
+CONV_ARGUMENTS_TORCH_REFUSES = [
+    ("padding", lambda m: m.nn.functional.conv2d(m.ones(2, 16, 2, 2), m.ones(32, 16, 3, 3), padding=(1, 1, 1))),
+    ("positional_padding", lambda m: m.conv2d(m.ones(2, 4, 5, 5), m.ones(3, 4, 3, 3), None, 1, (1, 1, 1))),
+    ("stride_1d", lambda m: m.nn.functional.conv1d(m.ones(2, 4, 5), m.ones(3, 4, 3), stride=(1, 1))),
+    ("dilation_3d", lambda m: m.nn.functional.conv3d(m.ones(1, 2, 4, 4, 4), m.ones(2, 2, 3, 3, 3), dilation=[1, 1])),
+    ("output_padding", lambda m: m.nn.functional.conv_transpose2d(m.ones(2, 4, 5, 5), m.ones(4, 3, 3, 3), stride=2, output_padding=(1, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("make", named(CONV_ARGUMENTS_TORCH_REFUSES, core={"padding", "output_padding"}))
+def test_a_convolution_argument_of_the_wrong_length_is_refused_at_the_call_as_torchs(make):
+    # tinygrad's test_conv2d_errors: torch's meta kernel accepts padding=(1, 1, 1) for conv2d, so
+    # the extern was refused only at the drain that ran it
+    with pytest.raises(RuntimeError) as torch_error:
+        make(torch)
+    with pytest.raises(lf.ShapeError) as error:
+        make(lf)   # (no read)
+    assert str(error.value).startswith(str(torch_error.value)), error.value
+
+
 # --- torch's in-place methods and operators (on a copy of the input: values, not autograd) -------
 def _on_a_copy(write):
     def case(m, x):
