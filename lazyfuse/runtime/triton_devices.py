@@ -123,9 +123,9 @@ def _install_slicewise_combines() -> None:
     """Triton's interpreter's generic (custom ``combine_fn``) scan and reduce, slice by slice: see
     ``_combined_along``. Process-wide, as the interpreter's own patching of ``tl`` is."""
     from triton.runtime import interpreter
-    scan, reduce = interpreter.ScanOps, interpreter.ReduceOps
-    if getattr(scan, "lf_slicewise", False):
-        return
+    scan, reduce = getattr(interpreter, "ScanOps", None), getattr(interpreter, "ReduceOps", None)
+    if scan is None or reduce is None or getattr(scan, "lf_slicewise", False):
+        return   # (a Triton whose interpreter is laid out otherwise keeps its own)
     whole_block_reduce = reduce.generic_reduce
 
     def generic_scan(self, input):
