@@ -835,10 +835,14 @@ def _vjp(fn, spec, index, k, *tensors_and_grad):
 
 
 def _record_vjp(fn, spec, tensors, index, out):
+    # the vjps hold ``out``'s dtype, not ``out``: ``out`` holds them (its GradFn), and that cycle
+    # kept a dropped result alive until Python's cyclic GC, so the next drain still ran it (and
+    # raised its refusal, a float ``x << 1``, at an unrelated read)
+    dtype = out.dtype
     edges = []
     for k, t in enumerate(tensors):
         if t.dtype.is_float:
-            edges.append((t, lambda g, k=k: extern(_vjp, fn, spec, index, k, *tensors, g.to(out.dtype))))
+            edges.append((t, lambda g, k=k: extern(_vjp, fn, spec, index, k, *tensors, g.to(dtype))))
     attach(out, _name(fn), edges)
 
 

@@ -394,6 +394,7 @@ def scan(op: Op, x, dim: int, out_dtype):
     ``out_dtype`` (``x`` is cast to it first, as torch's ``cumsum(dtype=)``); a 0-d ``x`` is a
     scan of one element."""
     if x.ndim == 0:
+        normalize_dim(dim, 0)   # a 0-d tensor still has dims -1 and 0 only, as torch's
         return scan(op, x.reshape(1), 0, out_dtype).reshape(())
     axis = (normalize_dim(dim, x.ndim),)
     src = cast_node(x.device.engine, x._read(), out_dtype)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from .errors import DTypeError, UnsupportedOpError, torch_refusal
+from .errors import DTypeError, ShapeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
+from .ir import dtypes as dt
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
 REFUSED = {
@@ -113,6 +114,47 @@ class InPlaceOnCopy:
         return hash(("in-place-on-copy", self.__name__))
 
 
+# torch's shifts run as externs, and their meta kernels accept the float and bool operands its CPU
+# kernels refuse: refused when recorded, as torch refuses the call, not at the drain that runs them
+_SHIFT_KERNELS = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
+
+
+def shift(fn, name: str, a, b, **kwargs):
+    """torch's shift ``fn`` (``bitwise_left_shift``/``bitwise_right_shift``) of ``a`` by ``b`` as an
+    extern, refused first where the operands promote to a float or bool dtype, with torch's sentence."""
+    from .tensor import Tensor
+
+    def probe(v):   # (what torch promotes: a tensor's dtype, 0-d or not; a Python number's kind)
+        return torch.empty(() if v.ndim == 0 else (1,), dtype=v.dtype.torch) if isinstance(v, Tensor) else v
+    promoted = torch.result_type(probe(a), probe(b))
+    if promoted.is_floating_point or promoted == torch.bool:
+        d = dt.from_torch(promoted)
+        raise DTypeError(f'"{_SHIFT_KERNELS[name]}_cpu" not implemented for \'{d.torch_scalar_name}\': {name} '
+                         f"shifts integers, and these operands promote to {d.name}; shift an integer tensor "
+                         "(.long()), or multiply by 2 ** n")
+    return extern(fn, a, b, **kwargs)
+
+
+# torch's convolutions run as externs, and their meta kernels accept a stride, padding, dilation or
+# output_padding of the wrong length that its CPU kernels refuse: refused when recorded, with
+# torch's sentence. name -> (spatial dims, its arguments after ``input, weight, bias`` in order)
+_CONV = ("stride", "padding", "dilation", "groups")
+_CONV_TRANSPOSE = ("stride", "padding", "output_padding", "groups", "dilation")
+_CONV_ARGUMENTS = {f"conv{n}d": (n, _CONV) for n in (1, 2, 3)} | \
+    {f"conv_transpose{n}d": (n, _CONV_TRANSPOSE) for n in (1, 2, 3)}
+
+
+def _check_conv_arguments(conv, args, kwargs) -> None:
+    dims, names = conv
+    given = {**dict(zip(names, args[3:])), **kwargs}
+    for arg in names:
+        value = given.get(arg)
+        if arg != "groups" and isinstance(value, (tuple, list)) and len(value) not in (1, dims):
+            raise ShapeError(f"expected {arg} to be a single integer value or a list of {dims} values to match the "
+                             f"convolution dimensions, but got {arg}={list(value)}: give {arg} as one int or "
+                             f"{dims} ints, one per spatial dim")
+
+
 def tensor_attribute(t, name: str):
     """``t.<name>`` for a name lazyfuse's Tensor does not define (see the module docstring)."""
     if name.startswith("_"):
@@ -131,6 +173,8 @@ def tensor_attribute(t, name: str):
                              "that name)")
     if name.endswith("_") and not name.endswith("__"):
         return _in_place(t, name)
+    if name in _SHIFT_KERNELS:
+        return lambda other: shift(method, name, t, other)
     return lambda *args, **kwargs: extern(method, t, *args, **kwargs)
 
 
@@ -177,9 +221,10 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     fn = getattr(namespace, name, None)
     if fn is None:
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name} (nor has {namespace.__name__})")
-    if isinstance(fn, torch.dtype):
-        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's is a dtype lazyfuse does not "
-                             "have (its dtypes: float16, bfloat16, float32, float64, int32, int64, bool)")
+    if isinstance(fn, torch.dtype):   # (still an AttributeError: hasattr(lf, "int8") is False)
+        raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: torch's {fn} is a dtype lazyfuse cannot hold; "
+                             f"use one of {', '.join('lf.' + d.name for d in dt.ALL)} (convert torch.{name} data to "
+                             "one of them first)")
     if not callable(fn) or isinstance(fn, type):
         raise AttributeError(f"lazyfuse has no {qualified_prefix}{name}: {namespace.__name__}.{name} is a "
                              f"{'class' if isinstance(fn, type) else type(fn).__name__}, not a function lazyfuse "
@@ -188,11 +233,17 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
         return _copy_of(name[:-len("_copy")], qualified_prefix + name)
     if name.endswith("_"):
         return _in_place_function(fn, qualified_prefix, name)
+    if name in _SHIFT_KERNELS:
+        return lambda input, other, **kwargs: shift(fn, name, input, other, **kwargs)
+
+    conv = _CONV_ARGUMENTS.get(name)
 
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)
         if not tensors:
             return _factory(fn, args, kwargs)
+        if conv is not None:
+            _check_conv_arguments(conv, args, kwargs)
         return extern(fn, *args, **kwargs)
     call.__name__ = name
     call.__qualname__ = qualified_prefix + name

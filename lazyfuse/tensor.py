@@ -360,14 +360,14 @@ class Tensor:
         return self.bitwise_right_shift(o)
 
     def __rlshift__(self, o):
-        from .extern import extern
+        from .surface import shift
         import torch
-        return extern(torch.bitwise_left_shift, o, self)
+        return shift(torch.bitwise_left_shift, "bitwise_left_shift", o, self)
 
     def __rrshift__(self, o):
-        from .extern import extern
+        from .surface import shift
         import torch
-        return extern(torch.bitwise_right_shift, o, self)
+        return shift(torch.bitwise_right_shift, "bitwise_right_shift", o, self)
 
     __lt__ = ops.binary_method(Op.LT)
     __le__ = ops.binary_method(Op.LE)

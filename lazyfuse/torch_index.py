@@ -26,7 +26,7 @@ from . import autograd, ops
 from .errors import DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
-from .ir.shapes import broadcast_shapes, normalize_dim
+from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims
 from .tensor import result_tensor   # (at the top: see torch_ops' import of Tensor)
 
 # the longest cummax/cummin dim lowered natively: the triangular reduction costs n^2 per row
@@ -325,9 +325,8 @@ def flip(x, *dim_args, dims=None):
     views have no negative strides)."""
     if dims is None:
         dims = dim_args[0] if len(dim_args) == 1 else dim_args
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    flipped = tuple(sorted({normalize_dim(d, x.ndim) for d in dims if x.shape[normalize_dim(d, x.ndim)] > 1})) \
-        if x.ndim else ()
+    dims = normalize_dims(dims if isinstance(dims, int) else tuple(dims), x.ndim, "dims")   # (a repeated dim is refused)
+    flipped = tuple(d for d in dims if x.shape[d] > 1) if x.ndim else ()
     if not flipped:
         return x.clone()
     return reindexed(x, Op.FLIP, flipped, lambda g: flip(g, flipped))
@@ -539,6 +538,7 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
 def _scan_input(x, dim):
     """(x with the scanned dim last, that dim's size, where it was), or None for a long scan."""
     if x.ndim == 0:
+        normalize_dim(dim, 0)   # a 0-d tensor still has dims -1 and 0 only, as torch's
         return x.reshape(1), 1, None
     d = normalize_dim(dim, x.ndim)
     n = x.shape[d]
@@ -579,10 +579,14 @@ def cumprod(x, dim, *, dtype=None):
 
 
 def _cumext(x, dim, largest: bool, name: str):
+    from .tensor import MaxMin
     got = _scan_input(x, dim)
     if got is None:
         return _torch_call(name, x, dim)
     y, n, d = got
+    if x.numel() == 0:   # empty results, as torch's (the composition's amax of an empty dim refuses)
+        from .creation import zeros
+        return MaxMin(x.clone(), zeros(x.shape, dtype=dt.int64, device=x.device))
     tri = _triangle(n, x.device)
     big = y.unsqueeze(-2)                                                         # (..., 1, k)
     if x.dtype.is_bool:
@@ -605,7 +609,6 @@ def _cumext(x, dim, largest: bool, name: str):
         values = ops.where(nan_seen.squeeze(-1), math.nan, values)
         same = ops.where(nan_seen, big.isnan(), same)
     indices = ops.where(tri & same, ks, -1).amax(-1)
-    from .tensor import MaxMin
     return MaxMin(_unscan(values, d, x.shape).to(x.dtype), _unscan(indices, d, x.shape))
 
 

@@ -13,9 +13,12 @@ overflow where torch's do, not half an octave earlier; ``asinh`` odd by construc
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from . import ops
+from .autograd import no_grad, recording
+from .autograd.graph import attach
 from .errors import DTypeError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Op
@@ -97,13 +100,32 @@ def atan(x):
     return _atan(x if x.dtype.is_float else x.to(dt.float32))
 
 
+def _derivative(d):
+    """The function's gradient as torch's formula, ``g * d(x)``, instead of autograd's walk through
+    the chain that computes it: the chain's ``where`` zeroes the gradient where torch's formula is
+    finite (``acosh`` below -1) or makes it NaN (the untaken branch's inf times 0: ``asinh`` and
+    ``sinc`` at 0), and its ``sqrt`` gives NaN at the domain's edge where torch says inf."""
+    def wrap(f):
+        @functools.wraps(f)
+        def differentiated(x):
+            with no_grad():
+                out = f(x)
+            if recording(x):
+                attach(out, f.__name__, [(x, lambda g: g * d(x))])
+            return out
+        return differentiated
+    return wrap
+
+
 @_float_unary
+@_derivative(lambda x: (1.0 - x * x).rsqrt())
 def asin(x):
     """Elementwise arcsine, ``atan(x / sqrt(1 - x^2))`` (NaN outside [-1, 1], as torch)."""
     return ops.where(x.abs() > 1, math.nan, _atan(x / (1.0 - x * x).sqrt()))
 
 
 @_float_unary
+@_derivative(lambda x: -(1.0 - x * x).rsqrt())
 def acos(x):
     """Elementwise arccosine, ``pi / 2 - asin(x)``."""
     return ops.where(x.abs() > 1, math.nan, math.pi / 2 - _atan(x / (1.0 - x * x).sqrt()))
@@ -128,6 +150,7 @@ def cosh(x):
 
 
 @_float_unary
+@_derivative(lambda x: (x * x + 1.0).rsqrt())
 def asinh(x):
     """Elementwise inverse hyperbolic sine, ``sign(x) log(|x| + sqrt(x^2 + 1))`` (odd exactly)."""
     a = x.abs()
@@ -135,6 +158,7 @@ def asinh(x):
 
 
 @_float_unary
+@_derivative(lambda x: (x * x - 1.0).rsqrt())
 def acosh(x):
     """Elementwise inverse hyperbolic cosine, ``log(x + sqrt(x^2 - 1))`` (NaN below 1, as torch)."""
     large = ops.where(x > _HUGE_ARG, x.log() + _LN2, (x + (x * x - 1.0).sqrt()).log())
@@ -142,6 +166,7 @@ def acosh(x):
 
 
 @_float_unary
+@_derivative(lambda x: 1.0 / (1.0 - x * x))
 def atanh(x):
     """Elementwise inverse hyperbolic tangent, ``log((1 + x) / (1 - x)) / 2``."""
     return ((1.0 + x) / (1.0 - x)).log() * 0.5
@@ -173,6 +198,8 @@ def erfc(x):
 
 
 @_float_unary
+@_derivative(lambda x: ops.where(x == 0, 0.0, ((x * math.pi) * (x * math.pi).cos() - (x * math.pi).sin()) /
+                                  (x * x * math.pi)))
 def sinc(x):
     """Elementwise normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0."""
     px = x * math.pi
@@ -194,10 +221,20 @@ def rad2deg(x):
 def logit(x, eps=None):
     """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given."""
     out = x.dtype if x.dtype.is_float else dt.float32
-    x = x.to(dt.opmath(out))
-    if eps is not None:
-        x = x.clamp(float(eps), 1.0 - float(eps))
-    return (x / (1.0 - x)).log().to(out)
+    return _logit(x.to(dt.opmath(out)), None if eps is None else float(eps)).to(out)
+
+
+def _logit(x, eps):
+    """``logit`` in ``x``'s (float) dtype, its gradient torch's formula ``1 / (x (1 - x))`` of the
+    unclamped ``x``: NaN outside [0, 1] without ``eps``, 0 outside [eps, 1 - eps] with it. The
+    chain's gradient was finite outside [0, 1], and NaN, not inf, at 0 and 1 (``eps=0``)."""
+    with no_grad():
+        c = x if eps is None else x.clamp(eps, 1.0 - eps)
+        out = (c / (1.0 - c)).log()
+    if recording(x):
+        lo, hi, outside = (0.0, 1.0, math.nan) if eps is None else (eps, 1.0 - eps, 0.0)
+        attach(out, "logit", [(x, lambda g: g * ops.where((x < lo) | (x > hi), outside, 1.0 / (x * (1.0 - x))))])
+    return out
 
 
 def signbit(x):

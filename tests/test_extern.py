@@ -43,6 +43,26 @@ def test_extern_records_without_draining_and_is_elided_when_dropped():
     assert s.kernels_launched == 0 and s.extern_launches == 0 and s.ops_elided >= 2
 
 
+def test_a_dropped_extern_of_a_tensor_that_requires_grad_is_elided_too():
+    # its vjp held the result itself (a cycle through its GradFn): it lived on until Python's
+    # cyclic GC, ran at the next drain, and a refusal torch gives only when it runs (a float shift,
+    # a conv2d padding of the wrong length) was raised by an unrelated read (tinygrad's
+    # test_conv2d_errors, then the next test)
+    x = lf.tensor(_x(4, 4), requires_grad=True)
+    lf.sync(CPU)
+    lf.reset_stats(CPU)
+    y = lf.extern(torch.cumsum, x.exp(), 0)
+    del y
+    lf.sync(CPU)
+    assert lf.stats(CPU).extern_launches == 0
+    refused = lf.extern(torch.bitwise_left_shift, x, 1)   # torch's CPU kernel refuses it, its meta kernel not
+    del refused
+    assert (lf.ones(2) + 1).tolist() == [2.0, 2.0]
+    y = lf.extern(torch.cumsum, x, 0)   # kept, it still differentiates
+    y.sum().backward()
+    torch.testing.assert_close(x.grad.torch(), torch.arange(4, 0, -1.0).reshape(4, 1).expand(4, 4))
+
+
 def test_chain_of_native_and_extern_ops_launches_one_kernel_per_native_run():
     xt = _x(6, 7)
     x = lf.tensor(xt)

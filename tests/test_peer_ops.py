@@ -298,6 +298,23 @@ def test_unary_edge_gradients(case):
     check(None, case, vals=[finite], rtol=1e-5)
 
 
+# tinygrad's test_acosh at x in [-300, -297]: torch's derivative formulas hold outside the domain
+# (acosh' = 1/sqrt(x^2 - 1) is finite below -1) and at its edges (asin' is inf at +-1, asinh' and
+# sinc' are 1 and 0 at 0); the gradient walked through lazyfuse's composition gave 0 or NaN there
+DOMAIN_EDGES = np.array([-300.0, -5.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 5.0, 300.0], np.float32)
+
+
+@pytest.mark.parametrize("name", slow_except(["asin", "acos", "asinh", "acosh", "atanh", "sinc", "logit"], core={"acosh", "asinh", "logit"}))
+def test_inverse_trig_gradients_outside_and_at_the_domain_edges(name):
+    check(None, lambda m, x: getattr(x, name)(), vals=[DOMAIN_EDGES], rtol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.2])
+def test_logit_with_eps_differentiates_as_torchs_formula(eps):
+    # 0 outside [eps, 1 - eps], 1 / (x (1 - x)) inside: inf at 0 and 1 for eps=0 (the chain gave NaN)
+    check(None, lambda m, x: x.logit(eps), vals=[DOMAIN_EDGES], rtol=1e-5)
+
+
 @pytest.mark.parametrize("case", named(CMP, core={"eq", "logical_and", "bool_xor", "isclose"}))
 def test_comparisons_and_logic(case):
     check(None, case, vals=CMP_VALS, forward_only=True)
@@ -430,6 +447,8 @@ SCANS = [
     ("cummax", [(5, 6)], lambda m, x: x.cummax(1)[0], {}),
     ("cummax_indices", [(5, 6)], lambda m, x: x.cummax(0).indices, {}),
     ("cummin", [(5, 6)], lambda m, x: m.cummin(x, 1).values, {}),
+    ("cummax_0size", [(2, 0, 4)], lambda m, x: x.cummax(1).values, {}),
+    ("cummin_0size_indices", [(0, 3)], lambda m, x: m.cummin(x, 0).indices, {"forward_only": True}),
     ("logcumsumexp", [(5, 6)], lambda m, x: x.logcumsumexp(1), {}),
     ("logcumsumexp_big", [(5,)], lambda m, x: x.logcumsumexp(0), {"vals": [[-100.0, 100.0, -np.inf, 1000.0, 0.0]], "forward_only": True}),
     ("argmax", [(10, 20)], lambda m, x: x.argmax(), {}),
@@ -448,7 +467,7 @@ SCANS = [
 ]
 
 
-@cases(REDUCE + SCANS, core={"sum_axis_kw", "sum_empty_tuple", "prod_zeros", "var_dim_unbiased_pos", "max_dim_indices", "amax_ties", "logsumexp_inf", "cumsum", "cumprod_zeros", "argmax_ties", "any_dim", "all_0size", "mean_0size"})
+@cases(REDUCE + SCANS, core={"sum_axis_kw", "sum_empty_tuple", "prod_zeros", "var_dim_unbiased_pos", "max_dim_indices", "amax_ties", "logsumexp_inf", "cumsum", "cumprod_zeros", "cummax_0size", "argmax_ties", "any_dim", "all_0size", "mean_0size"})
 def test_reductions_and_scans(shapes, case, kw):
     check(shapes, case, **kw)
 
@@ -1548,6 +1567,9 @@ ERRORS = [
     ("sdpa_gqa_heads_not_a_multiple", lambda m: m.nn.functional.scaled_dot_product_attention(m.ones(2, 31, 4, 8), m.ones(2, 8, 4, 8), m.ones(2, 8, 4, 8), enable_gqa=True)),
     ("multinomial_more_samples_than_categories", lambda m: m.multinomial(m.ones(3), 5)),
     ("shift_of_a_float_tensor", lambda m: m.ones(3) << 1),
+    ("flip_a_repeated_dim", lambda m: m.ones(3, 4).flip((1, -1))),
+    ("cumsum_of_a_0d_tensor_past_dim_0", lambda m: m.tensor(2.0).cumsum(1)),
+    ("cummax_of_a_0d_tensor_past_dim_0", lambda m: m.tensor(2.0).cummax(-2).values),
     ("topk_past_the_dim", lambda m: m.ones(3, 4).topk(5)),
     ("reflect_pad_past_the_input", lambda m: m.nn.functional.pad(m.ones(1, 2, 3), (4, 4), mode="reflect")),
 ]
@@ -1562,6 +1584,45 @@ def test_bad_input_raises_a_lazyfuse_error_like_torch(make):
     if isinstance(torch_error.value, IndexError):   # (the others: ShapeError is a ValueError...)
         assert isinstance(error.value, IndexError), error.value
     assert (lf.ones(2) + 1).tolist() == [2.0, 2.0]   # the engine still works
+
+
+SHIFTS_TORCH_REFUSES = [
+    ("float_tensor", lambda m: m.ones(3) << 1), ("float_scalar_first", lambda m: 1.0 << m.tensor([1])),
+    ("bool_by_bool", lambda m: m.tensor([True]) >> True), ("by_a_float", lambda m: m.bitwise_left_shift(m.tensor([3]), 2.0)),
+    ("method", lambda m: m.ones(3).half().bitwise_right_shift(1)),
+]
+
+
+@pytest.mark.parametrize("make", named(SHIFTS_TORCH_REFUSES, core="all"))
+def test_a_shift_of_floats_or_bools_is_refused_at_the_call_as_torchs(make):
+    # tinygrad's test_lshift/test_rshift expect the call itself to raise: the extern's meta kernel
+    # accepted it, and lazyfuse refused only at the drain that ran it
+    with pytest.raises(RuntimeError) as torch_error:
+        make(torch)
+    with pytest.raises(lf.DTypeError) as error:
+        make(lf)   # (no read)
+    assert str(error.value).startswith(str(torch_error.value)), error.value
+    assert (2 << lf.tensor([1, 3])).tolist() == (2 << torch.tensor([1, 3])).tolist()   # integer shifts still run
+
+
+CONV_ARGUMENTS_TORCH_REFUSES = [
+    ("padding", lambda m: m.nn.functional.conv2d(m.ones(2, 16, 2, 2), m.ones(32, 16, 3, 3), padding=(1, 1, 1))),
+    ("positional_padding", lambda m: m.conv2d(m.ones(2, 4, 5, 5), m.ones(3, 4, 3, 3), None, 1, (1, 1, 1))),
+    ("stride_1d", lambda m: m.nn.functional.conv1d(m.ones(2, 4, 5), m.ones(3, 4, 3), stride=(1, 1))),
+    ("dilation_3d", lambda m: m.nn.functional.conv3d(m.ones(1, 2, 4, 4, 4), m.ones(2, 2, 3, 3, 3), dilation=[1, 1])),
+    ("output_padding", lambda m: m.nn.functional.conv_transpose2d(m.ones(2, 4, 5, 5), m.ones(4, 3, 3, 3), stride=2, output_padding=(1, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("make", named(CONV_ARGUMENTS_TORCH_REFUSES, core={"padding", "output_padding"}))
+def test_a_convolution_argument_of_the_wrong_length_is_refused_at_the_call_as_torchs(make):
+    # tinygrad's test_conv2d_errors: torch's meta kernel accepts padding=(1, 1, 1) for conv2d, so
+    # the extern was refused only at the drain that ran it
+    with pytest.raises(RuntimeError) as torch_error:
+        make(torch)
+    with pytest.raises(lf.ShapeError) as error:
+        make(lf)   # (no read)
+    assert str(error.value).startswith(str(torch_error.value)), error.value
 
 
 # --- torch's in-place methods and operators (on a copy of the input: values, not autograd) -------

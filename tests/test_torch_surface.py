@@ -181,6 +181,15 @@ def test_refused_ops_name_the_op_and_why():
         F.embedding(L(TT.clamp(0)), x, max_norm=1.0)
 
 
+def test_a_torch_dtype_lazyfuse_lacks_is_named_as_a_dtype():
+    # tinygrad's test_arange builds int8 ranges: "lf.int8 (nor has torch)" was wrong, torch has one
+    assert hasattr(torch, "int8") and not hasattr(lf, "int8") and not hasattr(lf, "uint8")
+    with pytest.raises(AttributeError, match=r"lf.int8: torch's torch.int8 is a dtype lazyfuse cannot hold; use one of lf.bool, lf.int32"):
+        lf.arange(128, dtype=lf.int8)
+    with pytest.raises(AttributeError, match=r"nor has torch"):
+        lf.not_a_torch_name
+
+
 EDGES = torch.tensor([-2.5, -1.5, -0.5, 0.49999997, 0.5, 1.5, 2.5, 3.7, -3.7, float("nan"), float("inf"), 1e8 + 1, -0.0])
 
 
@@ -450,7 +459,7 @@ def test_nn_modules_with_parameters_point_to_lazy():
 
 def test_a_torch_name_that_is_no_function_says_what_torch_has():
     # lf.uint8 said "nor has torch", which has it (a dtype lazyfuse lacks)
-    with pytest.raises(AttributeError, match="lf.uint8: torch's is a dtype lazyfuse does not have"):
+    with pytest.raises(AttributeError, match="lf.uint8: torch's torch.uint8 is a dtype lazyfuse cannot hold"):
         lf.uint8
     with pytest.raises(AttributeError, match=r"lf.autocast: torch\.autocast is a class"):
         lf.autocast
