@@ -166,6 +166,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise UnsupportedOpError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by lazyfuse; "
                                  "renormalise the weight explicitly, and use dense gradients")
+    if weight.ndim != 2:
+        raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
+                         "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
     out = index_select(weight, 0, input)
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
