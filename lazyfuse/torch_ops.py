@@ -114,8 +114,11 @@ def logsumexp(x, dim, keepdim=False):
     out_dtype = x.dtype if x.dtype.is_float else dt.float32
     x = x.to(dt.opmath(out_dtype))
     dims = normalize_dims(dim, x.ndim) if x.ndim else ()
-    m = x.detach().amax(dims, keepdim=True)
-    m = ops.where(m.abs() == math.inf, 0.0, m)   # all -inf (or an inf) rows: no shift, as torch
+    if 0 not in [x.shape[d] for d in dims]:   # (``all`` here is torch's, this module's)
+        m = x.detach().amax(dims, keepdim=True)
+        m = ops.where(m.abs() == math.inf, 0.0, m)   # all -inf (or an inf) rows: no shift, as torch
+    else:
+        m = 0   # (an empty dim has no max, where amax refuses: its sum is 0, the log -inf, as torch's)
     out = (x - m).exp().sum(dims, keepdim=True).log() + m
     if not keepdim:
         out = out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))

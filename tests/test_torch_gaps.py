@@ -1,6 +1,8 @@
-"""Three places where lazyfuse answered where torch gives another answer (the eighth session's
-conformance gaps): reductions over a dim of a tensor of more than 64 dims (torch refuses them),
-the 0-d results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype."""
+"""Places where lazyfuse answered where torch gives another answer (conformance gaps): the eighth
+session's reductions over a dim of a tensor of more than 64 dims (torch refuses them), the 0-d
+results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype; the
+eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
+computes them, lazyfuse refused the stabilising max)."""
 from __future__ import annotations
 
 import pytest
@@ -329,3 +331,20 @@ def test_out_of_an_input_that_requires_grad_is_refused_as_torchs(name):
         got = call(lf, x, out)
     assert got is out
     torch.testing.assert_close(out.torch(), want)
+
+
+EMPTY_DIM_CALLS = {
+    "softmax(-1)": lambda m, t: t.softmax(-1), "softmax(0) of (0, 3)": lambda m, t: t.reshape(0, 3).softmax(0),
+    "log_softmax(-1)": lambda m, t: m.nn.functional.log_softmax(t, -1),
+    "logsumexp(-1)": lambda m, t: m.logsumexp(t, -1), "logsumexp((1, 2))": lambda m, t: m.logsumexp(t, (1, 2)),
+    "logsumexp(1) of (2, 0)": lambda m, t: m.logsumexp(t.reshape(2, 0), 1),
+    "logsumexp(1) of float16 (2, 0)": lambda m, t: m.logsumexp(t.reshape(2, 0).half(), 1),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_DIM_CALLS))
+def test_softmax_and_logsumexp_over_an_empty_dim_as_torchs(name):
+    # (an empty dim has no max to shift by, and amax refuses it: a sum of nothing is 0, its log -inf)
+    want = EMPTY_DIM_CALLS[name](torch, torch.empty(5, 0, 0))
+    got = EMPTY_DIM_CALLS[name](lf, lf.tensor(torch.empty(5, 0, 0))).torch()
+    torch.testing.assert_close(got, want)
