@@ -2,7 +2,8 @@
 session's reductions over a dim of a tensor of more than 64 dims (torch refuses them), the 0-d
 results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype; the
 eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
-computes them, lazyfuse refused the stabilising max)."""
+computes them, lazyfuse refused the stabilising max) and cat of a 1-d empty tensor with tensors of
+another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks)."""
 from __future__ import annotations
 
 import pytest
@@ -348,3 +349,19 @@ def test_softmax_and_logsumexp_over_an_empty_dim_as_torchs(name):
     want = EMPTY_DIM_CALLS[name](torch, torch.empty(5, 0, 0))
     got = EMPTY_DIM_CALLS[name](lf, lf.tensor(torch.empty(5, 0, 0))).torch()
     torch.testing.assert_close(got, want)
+
+
+LEGACY_CATS = {
+    "([], x) dim 1": (lambda t: [t([]), t([[1.0, 2.0], [3.0, 4.0]])], 1),
+    "(x, [], x) int64": (lambda t: [t([[1, 2]]), t([], dtype=torch.int64), t([[3, 4]])], 0),
+    "([] float, x int64): promoted": (lambda t: [t([]), t([[1, 2]])], -1),
+    "([] int64, x float16)": (lambda t: [t([], dtype=torch.int64), t([[1.0, 2.0]], dtype=torch.float16)], 0),
+}
+
+
+@pytest.mark.parametrize("name", list(LEGACY_CATS))
+def test_cat_leaves_out_a_1d_empty_tensor_as_torchs(name):
+    make, dim = LEGACY_CATS[name]
+    want = torch.cat(make(torch.tensor), dim)
+    got = lf.cat(make(lf.tensor), dim).torch()
+    assert got.dtype == want.dtype and torch.equal(got, want)
