@@ -63,7 +63,7 @@ def _row_max(x, dim):
     """The max along ``dim`` that (log_)softmax subtracts to stabilise (detached: it adds nothing
     to the gradient, which is exact without it); 0 over an empty dim, where amax refuses but the
     result is as empty as the input (torch's too)."""
-    return x.detach().amax(dim, keepdim=True) if x.shape[dim] else 0
+    return 0 if x.ndim and not x.shape[dim] else x.detach().amax(dim, keepdim=True)
 
 
 def softmax(x, dim, dtype=None):
