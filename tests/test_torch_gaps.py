@@ -3,7 +3,8 @@ session's reductions over a dim of a tensor of more than 64 dims (torch refuses 
 results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype; the
 eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
 computes them, lazyfuse refused the stabilising max) and cat of a 1-d empty tensor with tensors of
-another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks)."""
+another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks), masked_fill with a
+mask of more dims than its input (torch broadcasts both) and group_norm of an empty batch."""
 from __future__ import annotations
 
 import pytest
@@ -365,3 +366,27 @@ def test_cat_leaves_out_a_1d_empty_tensor_as_torchs(name):
     want = torch.cat(make(torch.tensor), dim)
     got = lf.cat(make(lf.tensor), dim).torch()
     assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_masked_fill_broadcasts_input_and_mask_and_its_in_place_form_refuses_as_torchs():
+    x, mask = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([[True, False, True], [False, False, True]])
+    for value in (7.5, torch.tensor(-1.0)):
+        got = lf.tensor(x).masked_fill(lf.tensor(mask), lf.tensor(value) if isinstance(value, torch.Tensor) else value)
+        assert torch.equal(got.torch(), x.masked_fill(mask, value))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.clone().masked_fill_(mask, 1.0)
+    lazy = lf.tensor(x)
+    with pytest.raises(lf.ShapeError, match=r"^output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+        lazy.masked_fill_(lf.tensor(mask), 1.0)
+    assert torch.equal(lazy.torch(), x)
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (0, 4, 3), (0, 4, 2, 2)])
+def test_group_norm_of_an_empty_batch_as_torchs(shape):
+    weight, bias = torch.tensor([1.0, 2.0, 0.5, -1.0]), torch.tensor([0.0, 1.0, -1.0, 2.0])
+    want = TF.group_norm(torch.empty(shape), 2, weight, bias)
+    got = F.group_norm(lf.tensor(torch.empty(shape)), 2, lf.tensor(weight), lf.tensor(bias)).torch()
+    assert got.shape == want.shape
+    want = torch.native_group_norm(torch.empty(0, 4), weight, bias, 0, 4, 1, 2, 1e-5)
+    got = lf.native_group_norm(lf.tensor(torch.empty(0, 4)), lf.tensor(weight), lf.tensor(bias), 0, 4, 1, 2, 1e-5)
+    assert [g.torch().shape for g in got] == [w.shape for w in want]
