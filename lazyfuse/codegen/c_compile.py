@@ -64,14 +64,28 @@ def vector_width() -> int | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _has_avx512(cc: str, target: str) -> bool:
-    """Whether ``-march=target`` gives ``cc`` AVX-512F (its predefined macros say)."""
+def _target_macros(cc: str, target: str) -> str:
+    """The macros ``cc`` predefines for ``-march=target`` (what the target has), or "" where it cannot say."""
     try:
-        macros = subprocess.run([cc, f"-march={target}", "-dM", "-E", "-x", "c", os.devnull],
-                                capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run([cc, f"-march={target}", "-dM", "-E", "-x", "c", os.devnull],
+                              capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return False
-    return "__AVX512F__" in macros
+        return ""
+
+
+def _has_avx512(cc: str, target: str) -> bool:
+    """Whether ``-march=target`` gives ``cc`` AVX-512F."""
+    return "__AVX512F__" in _target_macros(cc, target)
+
+
+def _no_native_half(cc: str | None, target: str) -> list:
+    """``-mno-avx512fp16`` where the target has AVX512-FP16 (Sapphire Rapids and later): there gcc
+    narrows ``(_Float16)(float)a * (float)b`` to a native half multiply and contracts it with the
+    next op into one half FMA, so the product is not rounded before the add (``x - t * l`` in
+    float16 differed from torch's in a third of the elements). The kernels compute in float and
+    round each op's result (the README's float16 rule): they need no half arithmetic, only the
+    F16C conversions."""
+    return ["-mno-avx512fp16"] if cc is not None and "__AVX512FP16__" in _target_macros(cc, target) else []
 
 
 def flags() -> list:
@@ -79,7 +93,7 @@ def flags() -> list:
     may change them)."""
     width = vector_width()
     prefer = [f"-mprefer-vector-width={width}"] if width else []
-    return [FLAGS[0], f"-march={march()}", *prefer, *FLAGS[1:]]
+    return [FLAGS[0], f"-march={march()}", *_no_native_half(compiler(), march()), *prefer, *FLAGS[1:]]
 
 
 MAX_LOADED = config.MAX_LOADED_LIBRARIES.get()
