@@ -654,14 +654,14 @@ def refuse_overlap(name, out, inputs, *, same_place_ok: bool) -> None:
     it was read). Values would be right here (the result is computed before it is written); the refusal
     is torch's. As torch, only dense views are compared (torch's overlap test gives up on the others)."""
     span = _dense_span(out) if isinstance(out, Tensor) else None
-    if span is None:
-        return
     for t in inputs:
-        if not isinstance(t, Tensor) or t._storage is not out._storage:
-            continue
-        other = _dense_span(t)
-        if other is None or other[0] >= span[1] or span[0] >= other[1] or (same_place_ok and other == span):
-            continue
+        # (the input itself as out: refused as torch's, even empty, as cat's legacy empty piece)
+        if not (t is out and not same_place_ok):
+            if span is None or not isinstance(t, Tensor) or t._storage is not out._storage:
+                continue
+            other = _dense_span(t)
+            if other is None or other[0] >= span[1] or span[0] >= other[1] or (same_place_ok and other == span):
+                continue
         raise ShapeError(f"{name}: out= overlaps the memory of an input (torch refuses it: some elements of the input "
                          "and the written-to tensor refer to a single memory location); pass a new tensor as out, "
                          "or clone() the input first")
