@@ -524,7 +524,8 @@ def _aliased(tensors) -> bool:
     there to refuse."""
     starts = [t.untyped_storage().data_ptr() for t in tensors if t.numel()]
     overlaps = any(s == 0 and n > 1 for t in tensors for n, s in zip(t.shape, t.stride()))
-    return overlaps or len(starts) != len(set(starts))
+    # (one tensor passed twice, as cat's ``out=`` of its empty first piece: no memory to compare)
+    return overlaps or len(starts) != len(set(starts)) or len({id(t) for t in tensors}) != len(tensors)
 
 
 def _number_for_tensor(error_input) -> bool:
