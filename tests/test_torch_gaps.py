@@ -4,7 +4,8 @@ results of the margin losses of a 1-d input, and ``out=`` of another shape or dt
 eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
 computes them, lazyfuse refused the stabilising max) and cat of a 1-d empty tensor with tensors of
 another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks), masked_fill with a
-mask of more dims than its input (torch broadcasts both) and group_norm of an empty batch."""
+mask of more dims than its input (torch broadcasts both), group_norm of an empty batch and view_copy
+of a transpose (a copy needs no view: torch's takes any layout)."""
 from __future__ import annotations
 
 import pytest
@@ -390,3 +391,13 @@ def test_group_norm_of_an_empty_batch_as_torchs(shape):
     want = torch.native_group_norm(torch.empty(0, 4), weight, bias, 0, 4, 1, 2, 1e-5)
     got = lf.native_group_norm(lf.tensor(torch.empty(0, 4)), lf.tensor(weight), lf.tensor(bias), 0, 4, 1, 2, 1e-5)
     assert [g.torch().shape for g in got] == [w.shape for w in want]
+
+
+def test_view_copy_takes_any_layout_as_torchs():
+    x = torch.arange(250.0).reshape(5, 50)
+    for shape in ((5, -1), (25, 10)):
+        got = lf.view_copy(lf.tensor(x).t(), shape).torch()
+        assert torch.equal(got, torch.view_copy(x.t(), shape))
+    with pytest.raises(lf.ShapeError, match="^view size is not compatible"):
+        lf.tensor(x).t().view(5, -1)   # (the view itself still refuses, as torch's)
+    assert torch.equal(lf.view_copy(lf.tensor(x), torch.int32).torch(), torch.view_copy(x, torch.int32))
