@@ -526,11 +526,15 @@ class Tensor:
         out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
         return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):
         """``self`` when already contiguous (it keeps aliasing its base, as in torch), else a
-        contiguous copy (``clone``)."""
-        if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
-            return self
+        contiguous copy (``clone``). Another ``memory_format`` (``channels_last``) is a copy, as
+        torch's relayout, laid out row-major (lazyfuse lays out its results itself)."""
+        if self._view.is_contiguous() and memory_format in (None, torch.contiguous_format, torch.preserve_format):
+            return self   # as torch: itself, so it keeps aliasing its base
+        if memory_format is torch.preserve_format:   # (torch refuses it only where a copy is due)
+            raise ShapeError("preserve memory format is unsupported by the contiguous operator: pass "
+                             "torch.contiguous_format (the default) or torch.channels_last")
         return self.clone()
 
     def detach(self):

@@ -4,8 +4,8 @@ results of the margin losses of a 1-d input, and ``out=`` of another shape or dt
 eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
 computes them, lazyfuse refused the stabilising max) and cat of a 1-d empty tensor with tensors of
 another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks), masked_fill with a
-mask of more dims than its input (torch broadcasts both), group_norm of an empty batch and view_copy
-of a transpose (a copy needs no view: torch's takes any layout)."""
+mask of more dims than its input (torch broadcasts both), group_norm of an empty batch, view_copy
+of a transpose (a copy needs no view: torch's takes any layout) and contiguous(memory_format=)."""
 from __future__ import annotations
 
 import pytest
@@ -401,3 +401,19 @@ def test_view_copy_takes_any_layout_as_torchs():
     with pytest.raises(lf.ShapeError, match="^view size is not compatible"):
         lf.tensor(x).t().view(5, -1)   # (the view itself still refuses, as torch's)
     assert torch.equal(lf.view_copy(lf.tensor(x), torch.int32).torch(), torch.view_copy(x, torch.int32))
+
+
+def test_contiguous_takes_a_memory_format_as_torchs():
+    x = torch.arange(24.0).reshape(1, 2, 3, 4)
+    lazy = lf.tensor(x)
+    assert lazy.contiguous(memory_format=torch.contiguous_format) is lazy   # (itself, as torch's)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        got = lf.tensor(x).transpose(1, 3).contiguous(memory_format=fmt).torch()
+        assert torch.equal(got, x.transpose(1, 3).contiguous(memory_format=fmt))
+    copy = lazy.contiguous(memory_format=torch.channels_last)   # (a relayout: a copy in torch too)
+    assert copy is not lazy and torch.equal(copy.torch(), x)
+    assert lazy.contiguous(memory_format=torch.preserve_format) is lazy
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        x.transpose(1, 3).contiguous(memory_format=torch.preserve_format)
+    with pytest.raises(lf.ShapeError, match="^preserve memory format is unsupported by the contiguous operator"):
+        lazy.transpose(1, 3).contiguous(memory_format=torch.preserve_format)
