@@ -147,8 +147,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, *, out=None) -> Ten
                                           device or getattr(out, "device", None)), out)
     if end is None:
         start, end = 0, start
+    start, end, step = (int(v) if isinstance(v, bool) else v for v in (start, end, step))   # (torch: 0 and 1)
     for name, v in (("start", start), ("end", end), ("step", step)):
-        if not ops.is_scalar(v) or isinstance(v, bool):
+        if not ops.is_scalar(v):
             raise DTypeError(f"arange: {name}={v!r} must be a number")
         if not math.isfinite(v):
             raise ShapeError(f"arange: {name}={v!r} must be finite (an unsupported range, as in torch)")

@@ -662,16 +662,16 @@ def refuse_overlap(name, out, inputs, *, same_place_ok: bool) -> None:
     only dense views are compared (its overlap test gives up on the others), by their storage's
     element ranges: disjoint views of one storage are fine."""
     span = _dense_span(out) if isinstance(out, Tensor) else None
-    if span is None:
-        return
     for t in inputs:
-        if not isinstance(t, Tensor) or t._storage is not out._storage:
-            continue
-        other = _dense_span(t)
-        if other is None or other[0] >= span[1] or span[0] >= other[1]:
-            continue
-        if same_place_ok and other == span and t._view.strides == out._view.strides:
-            continue
+        # (the input itself as out: refused as torch's, even empty, as cat's legacy empty piece)
+        if not (t is out and not same_place_ok):
+            if span is None or not isinstance(t, Tensor) or t._storage is not out._storage:
+                continue
+            other = _dense_span(t)
+            if other is None or other[0] >= span[1] or span[0] >= other[1]:
+                continue
+            if same_place_ok and other == span and t._view.strides == out._view.strides:
+                continue
         raise ShapeError("unsupported operation: some elements of the input tensor and the written-to tensor refer to "
                          "a single memory location. Please clone() the tensor before performing the operation. "
                          f"({name}: out= overlaps part of an input's memory; pass a new tensor as out)")

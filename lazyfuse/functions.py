@@ -120,6 +120,13 @@ def cat(tensors, dim=0, *, out=None, axis=None):
         raise ShapeError("cat needs a non-empty sequence of Tensors, got an empty one")
     if not all(isinstance(t, Tensor) for t in tensors):
         raise DTypeError("cat needs a non-empty sequence of Tensors")
+    kept = [t for t in tensors if t.shape != (0,)]
+    if kept and len(kept) < len(tensors) and any(t.ndim != 1 for t in kept):
+        # torch's legacy rule: a 1-d empty tensor is left out of a cat of other ranks (``cat([[],
+        # x], 1)`` is x), though its dtype still takes part in the promotion
+        from .ir.dtypes import result_type
+        dtype = result_type([t.dtype for t in tensors], [], [])
+        return cat([t.to(dtype) for t in kept], dim)
     if autograd.recording(*tensors):
         return autograd.rules.record_cat(tensors, normalize_dim(dim, tensors[0].ndim), cat)
     dev = ops.common_device(tensors)

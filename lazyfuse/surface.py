@@ -28,6 +28,7 @@ import torch
 from .errors import DTypeError, ShapeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
 from .ir import dtypes as dt
+from .ir.dtypes import DType
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
 REFUSED = {
@@ -291,7 +292,12 @@ def _copy_of(method: str, qualified: str):
     """``torch.<view>_copy`` (``t_copy``, ``unbind_copy``...): the view, then a copy of each result;
     the view is lazyfuse's own or an extern view, so the whole is a native copy kernel."""
     def call(x, *args, **kwargs):
-        result = getattr(x, method)(*args, **kwargs)
+        view = getattr(x, method)
+        if method == "view" and not (len(args) == 1 and isinstance(args[0], (DType, torch.dtype))):
+            # (a copy needs no view of the memory: torch's view_copy of a transpose is its reshape;
+            # a dtype stays view's bitcast)
+            view = x.reshape
+        result = view(*args, **kwargs)
         if isinstance(result, (tuple, list)):
             return [r.clone() for r in result] if isinstance(result, list) else tuple(r.clone() for r in result)
         return result.clone()

@@ -505,9 +505,12 @@ def cross(x, other, dim=None):
         raise ShapeError(f"cross: dim {dim} has size {shape[d]}, not 3")
     from .functions import cat
     from .torch_ops import select
-    a = [select(x, d, k).unsqueeze(d) for k in range(3)]
-    b = [select(other, d, k).unsqueeze(d) for k in range(3)]
-    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+    # (float16/bfloat16 in float32, rounded once (torch's opmath): each product rounded to half
+    # first loses the digits the difference of two near-equal products keeps)
+    out, wide = x.dtype, dt.opmath(x.dtype)
+    a = [select(x, d, k).unsqueeze(d).to(wide) for k in range(3)]
+    b = [select(other, d, k).unsqueeze(d).to(wide) for k in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d).to(out)
 
 
 def _scatter_into(x, src, view_of):

@@ -48,7 +48,8 @@ def _dims_kw(dim, axis):
 
 # -- masking and triangles ---------------------------------------------------------------------
 def masked_fill(x, mask, value):
-    """``value`` where the bool ``mask`` (broadcast to ``x``) holds, else ``x``; keeps ``x``'s dtype."""
+    """``value`` where the bool ``mask`` holds, else ``x``, in their broadcast shape (as torch's
+    out-of-place form; the in-place one needs a mask that broadcasts to ``x``); keeps ``x``'s dtype."""
     if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
         raise DTypeError("masked_fill: mask must be a bool Tensor (as in torch); compare it (m != 0) first")
     if isinstance(value, Tensor):
@@ -59,15 +60,17 @@ def masked_fill(x, mask, value):
         value = _scalar_as(value, x.dtype)
     else:
         raise DTypeError(f"masked_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
-    out = ops.where(mask, value, x)
-    if out.shape != x.shape:
-        raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {x.shape}")
-    return out.to(x.dtype)
+    return ops.where(mask, value, x).to(x.dtype)
 
 
 def masked_fill_(x, mask, value):
     """In-place ``masked_fill``."""
-    return x.copy_(masked_fill(x, mask, value))
+    out = masked_fill(x, mask, value)
+    if out.shape != x.shape:
+        raise ShapeError(f"output with shape {list(x.shape)} doesn't match the broadcast shape {list(out.shape)}: "
+                         f"masked_fill_: a mask of shape {mask.shape} does not broadcast to {x.shape}; use the "
+                         "out-of-place masked_fill")
+    return x.copy_(out)
 
 
 def _triangle(x, diagonal, lower: bool, name: str):
@@ -114,8 +117,11 @@ def logsumexp(x, dim, keepdim=False):
     out_dtype = x.dtype if x.dtype.is_float else dt.float32
     x = x.to(dt.opmath(out_dtype))
     dims = normalize_dims(dim, x.ndim) if x.ndim else ()
-    m = x.detach().amax(dims, keepdim=True)
-    m = ops.where(m.abs() == math.inf, 0.0, m)   # all -inf (or an inf) rows: no shift, as torch
+    if 0 not in [x.shape[d] for d in dims]:   # (``all`` here is torch's, this module's)
+        m = x.detach().amax(dims, keepdim=True)
+        m = ops.where(m.abs() == math.inf, 0.0, m)   # all -inf (or an inf) rows: no shift, as torch
+    else:
+        m = 0   # (an empty dim has no max, where amax refuses: its sum is 0, the log -inf, as torch's)
     out = (x - m).exp().sum(dims, keepdim=True).log() + m
     if not keepdim:
         out = out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))

@@ -52,6 +52,9 @@ CASES = {
     "triplet_margin_loss: negative margin": lambda m, t: m.F.triplet_margin_loss(t(X), t(X), t(X), margin=-1.0),
     "hypot of integers": lambda m, t: m.hypot(t([1, 2]), t([3, 4])),
     "logaddexp of integers": lambda m, t: m.logaddexp(t([1, 2]), t([3, 4])),
+    "embedding: 3-d weight": lambda m, t: m.F.embedding(t([[0, 0], [0, 0]]), t([[[1.0]]])),
+    "embedding: 0-d weight": lambda m, t: m.F.embedding(t([[0, 0], [0, 0]]), t(1.0)),
+    "cat: out= its own empty first piece": lambda m, t: (lambda e: m.cat([e, t([[1.0, 2.0]])], 0, out=e))(t([])),
     # Python internals leaking before (IndexError, ValueError, AttributeError, OverflowError)
     "unbind of a 0-d tensor": lambda m, t: m.unbind(t(1.0)),
     "roll of a 0-d tensor": lambda m, t: m.roll(t(1.0), 0, 0),

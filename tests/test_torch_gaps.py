@@ -1,6 +1,11 @@
-"""Three places where lazyfuse answered where torch gives another answer (the eighth session's
-conformance gaps): reductions over a dim of a tensor of more than 64 dims (torch refuses them),
-the 0-d results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype."""
+"""Places where lazyfuse answered where torch gives another answer (conformance gaps): the eighth
+session's reductions over a dim of a tensor of more than 64 dims (torch refuses them), the 0-d
+results of the margin losses of a 1-d input, and ``out=`` of another shape or dtype; the
+eleventh's (every sample of op_db) softmax, log_softmax and logsumexp over an empty dim (torch
+computes them, lazyfuse refused the stabilising max) and cat of a 1-d empty tensor with tensors of
+another rank (torch's legacy rule leaves it out; lazyfuse refused the ranks), masked_fill with a
+mask of more dims than its input (torch broadcasts both), group_norm of an empty batch, view_copy
+of a transpose (a copy needs no view: torch's takes any layout) and contiguous(memory_format=)."""
 from __future__ import annotations
 
 import pytest
@@ -340,3 +345,86 @@ def test_out_of_an_input_that_requires_grad_is_refused_as_torchs(name):
         got = call(lf, x, out)
     assert got is out
     torch.testing.assert_close(out.torch(), want)
+
+
+EMPTY_DIM_CALLS = {
+    "softmax(-1)": lambda m, t: t.softmax(-1), "softmax(0) of (0, 3)": lambda m, t: t.reshape(0, 3).softmax(0),
+    "log_softmax(-1)": lambda m, t: m.nn.functional.log_softmax(t, -1),
+    "logsumexp(-1)": lambda m, t: m.logsumexp(t, -1), "logsumexp((1, 2))": lambda m, t: m.logsumexp(t, (1, 2)),
+    "logsumexp(1) of (2, 0)": lambda m, t: m.logsumexp(t.reshape(2, 0), 1),
+    "logsumexp(1) of float16 (2, 0)": lambda m, t: m.logsumexp(t.reshape(2, 0).half(), 1),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_DIM_CALLS))
+def test_softmax_and_logsumexp_over_an_empty_dim_as_torchs(name):
+    # (an empty dim has no max to shift by, and amax refuses it: a sum of nothing is 0, its log -inf)
+    want = EMPTY_DIM_CALLS[name](torch, torch.empty(5, 0, 0))
+    got = EMPTY_DIM_CALLS[name](lf, lf.tensor(torch.empty(5, 0, 0))).torch()
+    torch.testing.assert_close(got, want)
+
+
+LEGACY_CATS = {
+    "([], x) dim 1": (lambda t: [t([]), t([[1.0, 2.0], [3.0, 4.0]])], 1),
+    "(x, [], x) int64": (lambda t: [t([[1, 2]]), t([], dtype=torch.int64), t([[3, 4]])], 0),
+    "([] float, x int64): promoted": (lambda t: [t([]), t([[1, 2]])], -1),
+    "([] int64, x float16)": (lambda t: [t([], dtype=torch.int64), t([[1.0, 2.0]], dtype=torch.float16)], 0),
+}
+
+
+@pytest.mark.parametrize("name", list(LEGACY_CATS))
+def test_cat_leaves_out_a_1d_empty_tensor_as_torchs(name):
+    make, dim = LEGACY_CATS[name]
+    want = torch.cat(make(torch.tensor), dim)
+    got = lf.cat(make(lf.tensor), dim).torch()
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_masked_fill_broadcasts_input_and_mask_and_its_in_place_form_refuses_as_torchs():
+    x, mask = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([[True, False, True], [False, False, True]])
+    for value in (7.5, torch.tensor(-1.0)):
+        got = lf.tensor(x).masked_fill(lf.tensor(mask), lf.tensor(value) if isinstance(value, torch.Tensor) else value)
+        assert torch.equal(got.torch(), x.masked_fill(mask, value))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.clone().masked_fill_(mask, 1.0)
+    lazy = lf.tensor(x)
+    with pytest.raises(lf.ShapeError, match=r"^output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+        lazy.masked_fill_(lf.tensor(mask), 1.0)
+    assert torch.equal(lazy.torch(), x)
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (0, 4, 3), (0, 4, 2, 2)])
+def test_group_norm_of_an_empty_batch_as_torchs(shape):
+    weight, bias = torch.tensor([1.0, 2.0, 0.5, -1.0]), torch.tensor([0.0, 1.0, -1.0, 2.0])
+    want = TF.group_norm(torch.empty(shape), 2, weight, bias)
+    got = F.group_norm(lf.tensor(torch.empty(shape)), 2, lf.tensor(weight), lf.tensor(bias)).torch()
+    assert got.shape == want.shape
+    want = torch.native_group_norm(torch.empty(0, 4), weight, bias, 0, 4, 1, 2, 1e-5)
+    got = lf.native_group_norm(lf.tensor(torch.empty(0, 4)), lf.tensor(weight), lf.tensor(bias), 0, 4, 1, 2, 1e-5)
+    assert [g.torch().shape for g in got] == [w.shape for w in want]
+
+
+def test_view_copy_takes_any_layout_as_torchs():
+    x = torch.arange(250.0).reshape(5, 50)
+    for shape in ((5, -1), (25, 10)):
+        got = lf.view_copy(lf.tensor(x).t(), shape).torch()
+        assert torch.equal(got, torch.view_copy(x.t(), shape))
+    with pytest.raises(lf.ShapeError, match="^view size is not compatible"):
+        lf.tensor(x).t().view(5, -1)   # (the view itself still refuses, as torch's)
+    assert torch.equal(lf.view_copy(lf.tensor(x), torch.int32).torch(), torch.view_copy(x, torch.int32))
+
+
+def test_contiguous_takes_a_memory_format_as_torchs():
+    x = torch.arange(24.0).reshape(1, 2, 3, 4)
+    lazy = lf.tensor(x)
+    assert lazy.contiguous(memory_format=torch.contiguous_format) is lazy   # (itself, as torch's)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        got = lf.tensor(x).transpose(1, 3).contiguous(memory_format=fmt).torch()
+        assert torch.equal(got, x.transpose(1, 3).contiguous(memory_format=fmt))
+    copy = lazy.contiguous(memory_format=torch.channels_last)   # (a relayout: a copy in torch too)
+    assert copy is not lazy and torch.equal(copy.torch(), x)
+    assert lazy.contiguous(memory_format=torch.preserve_format) is lazy
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        x.transpose(1, 3).contiguous(memory_format=torch.preserve_format)
+    with pytest.raises(lf.ShapeError, match="^preserve memory format is unsupported by the contiguous operator"):
+        lazy.transpose(1, 3).contiguous(memory_format=torch.preserve_format)

@@ -1,4 +1,4 @@
-"""The two wrong values the op_db run found, held to torch (and float64)."""
+"""Values the op_db runs found wrong (or refused where torch computes), held to torch (and float64)."""
 import numpy as np
 import pytest
 import torch
@@ -14,6 +14,15 @@ def test_arange_with_float_bounds_and_an_integer_dtype_truncates_first(args, dty
     want = torch.arange(*args, dtype=getattr(torch, dtype)).numpy()
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("args", [(False, True, True), (True,), (0, 3, True), (True, 4)])
+@pytest.mark.parametrize("dtype", [None, "float32", "int64"])
+def test_arange_takes_bools_as_0_and_1_as_torch(args, dtype):
+    # (refused before: conformance, every sample of arange)
+    got = lf.arange(*args, dtype=dtype and getattr(lf, dtype)).torch()
+    want = torch.arange(*args, dtype=dtype and getattr(torch, dtype))
+    assert got.dtype == want.dtype and torch.equal(got, want)
 
 
 def test_arange_integer_dtype_step_truncated_to_zero_is_refused():

@@ -64,14 +64,28 @@ def vector_width() -> int | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _has_avx512(cc: str, target: str) -> bool:
-    """Whether ``-march=target`` gives ``cc`` AVX-512F (its predefined macros say)."""
+def _target_macros(cc: str, target: str) -> str:
+    """The macros ``cc`` predefines for ``-march=target`` (what the target has), or "" where it cannot say."""
     try:
-        macros = subprocess.run([cc, f"-march={target}", "-dM", "-E", "-x", "c", os.devnull],
-                                capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run([cc, f"-march={target}", "-dM", "-E", "-x", "c", os.devnull],
+                              capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return False
-    return "__AVX512F__" in macros
+        return ""
+
+
+def _has_avx512(cc: str, target: str) -> bool:
+    """Whether ``-march=target`` gives ``cc`` AVX-512F."""
+    return "__AVX512F__" in _target_macros(cc, target)
+
+
+def _no_native_half(cc: str | None, target: str) -> list:
+    """``-mno-avx512fp16`` where the target has AVX512-FP16 (Sapphire Rapids and later): there gcc
+    narrows ``(_Float16)(float)a * (float)b`` to a native half multiply and contracts it with the
+    next op into one half FMA, so the product is not rounded before the add (``x - t * l`` in
+    float16 differed from torch's in a third of the elements). The kernels compute in float and
+    round each op's result (the README's float16 rule): they need no half arithmetic, only the
+    F16C conversions."""
+    return ["-mno-avx512fp16"] if cc is not None and "__AVX512FP16__" in _target_macros(cc, target) else []
 
 
 def flags() -> list:
@@ -79,7 +93,7 @@ def flags() -> list:
     may change them)."""
     width = vector_width()
     prefer = [f"-mprefer-vector-width={width}"] if width else []
-    return [FLAGS[0], f"-march={march()}", *prefer, *FLAGS[1:]]
+    return [FLAGS[0], f"-march={march()}", *_no_native_half(compiler(), march()), *prefer, *FLAGS[1:]]
 
 
 MAX_LOADED = config.MAX_LOADED_LIBRARIES.get()
@@ -176,7 +190,7 @@ def identity_hash() -> str:
 
 def library_key(source: str, cc: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join(flags() + source_flags(source)), _identity(cc)):
+    for part in (source, " ".join(flags()), _identity(cc)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -438,19 +452,6 @@ def _compile_and_load(cc: str, source: str, key: str, what: str, stats=None, sha
     return lib
 
 
-def source_flags(source: str) -> list:
-    """Flags a source itself calls for (so the library key, which hashes the source, covers them).
-
-    A float16 kernel rounds every op's float32 result to float16 (``(float)(_Float16)(a * b)``),
-    so chains of exact ops match torch bit for bit. On a CPU with AVX-512 FP16, gcc narrows such
-    an op to a native float16 one (exact, so allowed) and then contracts a float16 multiply and
-    the add after it into one fused multiply-add, which skips the multiply's rounding
-    (``(a / b) * b + b`` came out 1 ulp off torch, 3 ulps after an exp). Contraction is off
-    there; the float32 math inside stays correct without it (its accuracy bounds are tested in
-    float16 kernels too)."""
-    return ["-ffp-contract=off"] if "_Float16" in source else []
-
-
 def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
     global compiler_runs
     with _lock:   # build_many compiles from several threads
@@ -461,7 +462,7 @@ def _compile(cc: str, source: str, so: Path, what: str, stats=None) -> None:
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=so.stem + ".", suffix=".so.tmp")
     os.close(fd)
     try:
-        proc = subprocess.run([cc, *flags(), *source_flags(source), "-x", "c", "-", "-o", tmp, "-lm"], input=source,
+        proc = subprocess.run([cc, *flags(), "-x", "c", "-", "-o", tmp, "-lm"], input=source,
                               capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise CompileError(f"{what}: {cc} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")

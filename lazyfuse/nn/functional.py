@@ -59,6 +59,13 @@ def _as_rows(fn, x, dim):
     return fn(x.reshape(before, x.shape[dim], after), 1).reshape(x.shape)
 
 
+def _row_max(x, dim):
+    """The max along ``dim`` that (log_)softmax subtracts to stabilise (detached: it adds nothing
+    to the gradient, which is exact without it); 0 over an empty dim, where amax refuses but the
+    result is as empty as the input (torch's too)."""
+    return 0 if x.ndim and not x.shape[dim] else x.detach().amax(dim, keepdim=True)
+
+
 def softmax(x, dim, dtype=None):
     """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch)."""
     if dtype is not None:
@@ -68,8 +75,7 @@ def softmax(x, dim, dtype=None):
     if x.ndim > 64:
         return _as_rows(softmax, x, dim)
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
-    # the max only stabilises: detached, it adds nothing to the gradient (which is exact without it)
-    e = (x - x.detach().amax(dim, keepdim=True)).exp()
+    e = (x - _row_max(x, dim)).exp()
     return (e / e.sum(dim, keepdim=True)).to(out_dtype)
 
 
@@ -82,7 +88,7 @@ def log_softmax(x, dim, dtype=None):
     if x.ndim > 64:
         return _as_rows(log_softmax, x, dim)
     out_dtype, x = x.dtype, x.to(opmath(x.dtype))
-    shifted = x - x.detach().amax(dim, keepdim=True)
+    shifted = x - _row_max(x, dim)
     return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
 
 
@@ -166,6 +172,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise UnsupportedOpError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by lazyfuse; "
                                  "renormalise the weight explicitly, and use dense gradients")
+    if weight.ndim != 2:
+        raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
+                         "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
     out = index_select(weight, 0, input)
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir.dtypes import opmath
+from ..ir.shapes import prod
 
 
 def _per_channel(p, ndim):
@@ -119,7 +120,7 @@ def _group_norm(x, num_groups, weight, bias, eps):
     if c % num_groups:
         raise ShapeError(f"group_norm: {c} channels do not split into {num_groups} groups")
     out_dtype, w = x.dtype, x.to(opmath(x.dtype))
-    g = w.reshape(n, num_groups, c // num_groups, -1)
+    g = w.reshape(n, num_groups, c // num_groups, prod(x.shape[2:]))   # (not -1: ambiguous for an empty batch)
     mean, var = _stats(g, (2, 3))
     inv = (var + eps).rsqrt()
     params = [None if p is None else p.to(w.dtype).reshape(1, num_groups, c // num_groups, 1) for p in (weight, bias)]
