@@ -610,7 +610,7 @@ class Tensor:
             if self._view.is_contiguous():   # as torch: itself, so it keeps aliasing its base
                 return self
             if memory_format is torch.preserve_format:
-                raise DTypeError("preserve memory format is unsupported by the contiguous operator (lazyfuse: "
+                raise ShapeError("preserve memory format is unsupported by the contiguous operator (lazyfuse: "
                                  "call contiguous() for a row-major copy)")
             return self.clone()
         rank = _CHANNELS_LAST_RANK.get(memory_format)

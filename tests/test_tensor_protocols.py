@@ -267,5 +267,5 @@ def test_contiguous_preserve_format_is_torchs():
     assert x.contiguous(memory_format=torch.preserve_format) is x
     with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
         t.t().contiguous(memory_format=torch.preserve_format)
-    with pytest.raises(lf.DTypeError, match="preserve memory format is unsupported"):
+    with pytest.raises(lf.ShapeError, match="preserve memory format is unsupported"):
         x.t().contiguous(memory_format=torch.preserve_format)
