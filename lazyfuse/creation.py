@@ -188,10 +188,15 @@ class Generator:
     so a capture refuses another (``CaptureError``)."""
 
     def __init__(self, device=None):
-        self.device = get_device(device)
+        self._device = device   # resolved when asked: the default generator exists before any device
         self.lock = threading.Lock()
         self._initial = self.seed_value = 0x5EED
         self.offset = 0
+
+    @property
+    def device(self):
+        """The device this generator was made for (torch's ``Generator.device``)."""
+        return get_device(self._device)
 
     def take(self, n: int) -> tuple:
         """(seed, offset) of a draw of ``n`` numbers; the stream moves past them."""

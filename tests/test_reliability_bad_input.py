@@ -130,7 +130,7 @@ CASES = {
     "argmin dim out of range": (lambda: lf.ones(2).argmin(dim=1), SHAPE, ["dim=1"]),
     "var over a dim twice": (lambda: lf.ones(2, 3).var(dim=(1, 1)), SHAPE, ["dim 1", "multiple times"]),
     "amax over an empty dim": (lambda: lf.ones(0, 3).amax(0), SHAPE, ["empty"]),
-    "softmax over an empty dim": (lambda: lf.ones(3, 0).softmax(1), SHAPE, ["empty"]),
+    # (softmax over an empty dim computes an empty result, as torch's: tests/test_torch_gaps.py)
     "log_softmax dim out of range": (lambda: lf.ones(3).log_softmax(1), SHAPE, ["dim=1"]),
     # views
     "reshape to a float size": (lambda: lf.ones(2).reshape(2.0), SHAPE, ["shape", "float"]),
