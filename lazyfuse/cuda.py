@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .creation import manual_seed as creation_manual_seed
+
 
 def is_available() -> bool:
     """Whether a CUDA/HIP GPU is visible, so ``device='cuda'`` works."""
@@ -39,13 +41,8 @@ def synchronize(device=None) -> None:
     sync("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
 
 
-def manual_seed(seed) -> None:
-    """Reseed lazyfuse's generator (one stream serves every device)."""
-    from .creation import manual_seed as seed_all
-    seed_all(seed)
-
-
-manual_seed_all = manual_seed
+# one lazyfuse generator serves every device: torch.cuda's seeding is lf.manual_seed
+manual_seed = manual_seed_all = creation_manual_seed
 
 __all__ = ["is_available", "device_count", "current_device", "is_bf16_supported", "synchronize", "manual_seed",
            "manual_seed_all"]

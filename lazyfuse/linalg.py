@@ -13,6 +13,7 @@ import math
 import torch
 
 from .errors import DTypeError, ShapeError
+from .functions import where
 from .ir import dtypes as dt
 from .ir.shapes import normalize_dims
 from .surface import torch_submodule
@@ -56,7 +57,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):  # 
         return _root((x * x).sum(**reduce), ord)
     if ord < 1:
         # |x|^ord's derivative is infinite at 0 for ord < 1; torch's gradient is 0 there
-        from .functions import where
         zero = a == 0
         return _root(where(zero, 0.0, where(zero, 1.0, a).pow(ord)).sum(**reduce), ord)
     return _root(a.pow(ord).sum(**reduce), ord)
@@ -65,7 +65,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):  # 
 def _root(total, ord):
     """``total^(1/ord)`` whose gradient is 0 where ``total`` is 0, as torch's norm backward gives
     (the root's own derivative is infinite there, and infinity times the zero below is NaN)."""
-    from .functions import where
     zero = total == 0
     safe = where(zero, 1.0, total)
     return where(zero, 0.0, safe.sqrt() if ord == 2 else safe.pow(1.0 / ord))

@@ -208,6 +208,11 @@ def cast_node(engine, node: Node, dtype: dt.DType) -> Node:
     return new_node(engine, Op.CAST, (node,), dtype, node.shape)
 
 
+def _unsupported_operand(a) -> DTypeError:
+    return DTypeError(f"unsupported operand of type {type(a).__module__}.{type(a).__qualname__}: pass a Tensor, "
+                      "a torch tensor or numpy array, or a Python number")
+
+
 def operand_dtypes(args):
     Tensor = _t.Tensor
     dims, zeros, scalars = [], [], []
@@ -217,8 +222,7 @@ def operand_dtypes(args):
         elif is_scalar(a):
             scalars.append(dt.scalar_dtype(a))
         else:
-            raise DTypeError(f"unsupported operand of type {type(a).__module__}.{type(a).__qualname__}: pass a "
-                         "Tensor, a torch tensor or numpy array, or a Python number")
+            raise _unsupported_operand(a)
     return dims, zeros, scalars
 
 
@@ -277,8 +281,7 @@ def _operand_signature(a) -> tuple:
         return _FLOAT_SCALAR
     if is_scalar(a):
         return dt.scalar_dtype(a), None
-    raise DTypeError(f"unsupported operand of type {type(a).__module__}.{type(a).__qualname__}: pass a "
-                         "Tensor, a torch tensor or numpy array, or a Python number")
+    raise _unsupported_operand(a)
 
 
 @functools.lru_cache(maxsize=4096)

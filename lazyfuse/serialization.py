@@ -9,10 +9,25 @@ torch storages. ``lf.load`` is ``torch.load`` that lets lazyfuse's one rebuild f
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from .runtime.device import device as get_device
-from .tensor import _rebuild, load_device
+
+
+class _LoadDevice(threading.local):
+    device = None   # lf.load(map_location=...): where unpickled tensors go instead of their own device
+
+
+_load_device = _LoadDevice()
+
+
+def rebuild(value: torch.Tensor, device_name: str, requires_grad: bool):
+    """A pickled Tensor again (``Tensor.__reduce_ex__``), on the device of that name (or
+    ``lf.load``'s ``map_location``)."""
+    from .creation import tensor
+    return tensor(value, device=_load_device.device or device_name, requires_grad=requires_grad)
 
 
 def save(obj, f, **kwargs) -> None:
@@ -24,15 +39,18 @@ def save(obj, f, **kwargs) -> None:
 def load(f, map_location=None, *, weights_only: bool = True, **kwargs):
     """Read what ``save`` (or ``torch.save``) wrote: lazyfuse tensors come back as lazyfuse tensors
     on their device (or on ``map_location``: a device name or ``lf.device``), torch tensors as torch's."""
-    previous = load_device.device
-    if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
-        load_device.device = get_device(map_location)
+    # a device (a name, lf.device) moves lazyfuse's tensors; torch's own forms (a function, a dict
+    # of locations) go to torch for its tensors
+    ours = get_device(map_location) if map_location is not None and not callable(map_location) and \
+        not isinstance(map_location, dict) else None
+    previous = _load_device.device
+    _load_device.device = ours
     try:
-        with torch.serialization.safe_globals([_rebuild]):
-            return torch.load(f, map_location=None if load_device.device is not None else map_location,
+        with torch.serialization.safe_globals([rebuild]):
+            return torch.load(f, map_location=None if ours is not None else map_location,
                               weights_only=weights_only, **kwargs)
     finally:
-        load_device.device = previous
+        _load_device.device = previous
 
 
 __all__ = ["save", "load"]

@@ -28,7 +28,6 @@ import torch
 from .errors import DTypeError, ShapeError, UnsupportedOpError, torch_refusal
 from .extern import extern, flatten
 from .ir import dtypes as dt
-from .ir.dtypes import DType
 
 # exact names, then prefixes, that lazyfuse refuses: the reason is the message
 REFUSED = {
@@ -293,7 +292,7 @@ def _copy_of(method: str, qualified: str):
     the view is lazyfuse's own or an extern view, so the whole is a native copy kernel."""
     def call(x, *args, **kwargs):
         view = getattr(x, method)
-        if method == "view" and not (len(args) == 1 and isinstance(args[0], (DType, torch.dtype))):
+        if method == "view" and not (len(args) == 1 and isinstance(args[0], (dt.DType, torch.dtype))):
             # (a copy needs no view of the memory: torch's view_copy of a transpose is its reshape;
             # a dtype stays view's bitcast)
             view = x.reshape
@@ -312,7 +311,6 @@ def _factory(fn, args, kwargs):
     now on the host (its randomness from lazyfuse's generator) and uploaded to ``device=``."""
     from .creation import generator_for, tensor
     from .extern import _mix
-    from .ir import dtypes as dt
     from .runtime.device import device as get_device
     kwargs = dict(kwargs)
     dev = get_device(kwargs.pop("device", None))

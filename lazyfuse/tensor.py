@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import numbers
-import threading
 
 import numpy as np
 import torch
@@ -255,7 +255,8 @@ class Tensor:
     def __reduce_ex__(self, protocol):
         # pickled (torch.save, copy.deepcopy, multiprocessing) as its value: a torch tensor, the
         # device's name and the requires_grad flag; the engine state (locks, pending nodes) stays here
-        return _rebuild, (self._host_torch("pickling").clone(), self.device.name, self.requires_grad)
+        from .serialization import rebuild
+        return rebuild, (self._host_torch("pickling").clone(), self.device.name, self.requires_grad)
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
@@ -1044,11 +1045,10 @@ _CHANNELS_LAST_RANK = {torch.channels_last: 4, torch.channels_last_3d: 5}
 class _HookHandle:
     """``register_hook``'s handle: ``remove()`` takes the hook off (torch's RemovableHandle)."""
 
-    _next_id = 0
+    _ids = itertools.count()
 
     def __init__(self, ag, hook):
-        _HookHandle._next_id += 1
-        self.id = _HookHandle._next_id
+        self.id = next(_HookHandle._ids)
         self._ag = ag
         if ag.hooks is None:
             ag.hooks = {}
@@ -1064,20 +1064,6 @@ class _HookHandle:
     def __exit__(self, *exc):
         self.remove()
         return False
-
-
-class _LoadDevice(threading.local):
-    device = None   # lf.load(map_location=...): where unpickled tensors go instead of their own device
-
-
-load_device = _LoadDevice()
-
-
-def _rebuild(value: torch.Tensor, device_name: str, requires_grad: bool) -> "Tensor":
-    """A pickled Tensor again (``Tensor.__reduce_ex__``), on the device of that name (or
-    ``lf.load``'s ``map_location``)."""
-    from .creation import tensor
-    return tensor(value, device=load_device.device or device_name, requires_grad=requires_grad)
 
 
 def is_tensor(x) -> bool:

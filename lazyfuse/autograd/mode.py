@@ -35,9 +35,13 @@ class _GradModeSetter:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)():
+            with self._again():
                 return fn(*args, **kwargs)
         return wrapper
+
+    def _again(self):
+        """A fresh setter of the same mode, for each call of a decorated function."""
+        return type(self)()
 
 
 class no_grad(_GradModeSetter):
@@ -72,13 +76,10 @@ class set_grad_enabled(_GradModeSetter):
 
     def __call__(self, fn):
         _mode.enabled = self._prev   # as a decorator, the mode applies inside the function only
-        mode = self.enabled
+        return super().__call__(fn)
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    def _again(self):
+        return set_grad_enabled(self.enabled)
 
 
 class inference_mode(_GradModeSetter):
@@ -98,14 +99,8 @@ class inference_mode(_GradModeSetter):
         _mode.enabled, _mode.inference = self._prev
         return False
 
-    def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    def _again(self):
+        return inference_mode(self.mode)
 
 
 def is_inference_mode_enabled() -> bool:

@@ -15,6 +15,7 @@ import torch
 from ..autograd import no_grad
 from ..creation import arange, generator_for, rand, randn
 from ..errors import ShapeError
+from ..extern import _mix
 from ..tensor import Tensor
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
@@ -129,24 +130,22 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
-    """A (semi-)orthogonal matrix from the QR of a normal one (torch's, on the host)."""
-    return _on_host(tensor, torch.nn.init.orthogonal_, generator, gain=gain)
+    """A (semi-)orthogonal matrix from the QR of a normal one (torch's, on the host, from a torch
+    generator seeded by lazyfuse's stream as an extern's draw is)."""
+    seed, offset = generator_for(tensor.device, generator, "orthogonal_").take(1)
+    host_generator = torch.Generator().manual_seed(_mix(seed, offset))
+    return _on_host(tensor, lambda host: torch.nn.init.orthogonal_(host, gain, generator=host_generator))
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """The Dirac delta of a 3-, 4- or 5-d convolution weight (torch's)."""
-    return _on_host(tensor, torch.nn.init.dirac_, None, groups=groups)
+    return _on_host(tensor, lambda host: torch.nn.init.dirac_(host, groups))
 
 
-def _on_host(tensor: Tensor, init, generator, **kwargs) -> Tensor:
+def _on_host(tensor: Tensor, init) -> Tensor:
     from ..creation import tensor as upload
-    seed, offset = generator_for(tensor.device, generator, init.__name__).take(1)
     host = torch.empty(tensor.shape, dtype=tensor.dtype.torch)
-    if "gain" in kwargs:
-        g = torch.Generator().manual_seed((seed * 1_000_003 + offset) & ((1 << 63) - 1))
-        init(host, generator=g, **kwargs)
-    else:
-        init(host, **kwargs)
+    init(host)
     return _write(tensor, upload(host, device=tensor.device))
 
 

@@ -261,7 +261,6 @@ class AdamW(Optimizer):
                 decayed = p - p * s["lr"] * s["weight_decay"] if self.decoupled else p
                 p.copy_(decayed - step_size * m / (v.sqrt() / root_correction2 + s["eps"]))
 
-
     def _saved_state(self, i: int) -> dict:
         m, v = self.state[i]
         return {"step": self.steps.clone(), "exp_avg": m, "exp_avg_sq": v}
