@@ -196,3 +196,38 @@ def test_a_capture_never_tunes_and_its_graph_keeps_the_code_it_recorded(tuned_at
     assert lf.stats(cpu).autotune_runs == before + 1
     np.testing.assert_allclose(graph.replay().numpy(), want, rtol=1e-4)
     cpu.engine.plans.clear()
+
+
+@pytest.mark.parametrize("marker_alive", [True, False])
+def test_a_trying_mark_of_a_live_process_is_a_concurrent_tuner_not_a_crash(monkeypatch, tmp_path, marker_alive):
+    """Three processes tuning one kernel at once each see the others' ``trying`` marks: a mark
+    whose process still runs is not a crash (they used to mark each other's candidates crashed
+    until none was left); a mark whose process is gone is."""
+    import socket
+    import warnings
+    from types import SimpleNamespace
+    monkeypatch.setenv("LAZYFUSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYFUSE_AUTOTUNE", "1")
+    monkeypatch.delenv("LAZYFUSE_AUTOTUNE_FORCE", raising=False)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        if not marker_alive:
+            other.kill()
+            other.wait()
+        tuner, labels = autotune.Tuner("test-backend"), ["default", "wide"]
+        key = tuner.key("sig")
+        tuner.store(key, {"crashed": [], "signature": "sig", "trying": "wide", "trying_pid": other.pid,
+                          "trying_host": socket.gethostname()})
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            best = autotune.choose(tuner, "sig", labels, [lambda: None, lambda: None], SimpleNamespace(autotune_runs=0))
+    finally:
+        other.kill()
+        other.wait()
+    entry = tuner.entry(key)
+    assert best in (0, 1) and "trying" not in entry
+    came_back = [str(w.message) for w in seen if "never came back" in str(w.message)]
+    if marker_alive:
+        assert not came_back and entry["crashed"] == [] and set(entry["timings_us"]) == set(labels)
+    else:
+        assert len(came_back) == 1 and entry["crashed"] == ["wide"] and set(entry["timings_us"]) == {"default"}

@@ -17,12 +17,17 @@ Crash safety: a candidate that kills the process (a segfault in generated code) 
 tried again, or every later run dies the same way before it can save a result. So the entry
 is written *before* each candidate runs, naming it as ``trying``; a process that finds a
 ``trying`` mark left by another knows that candidate never came back, records it under
-``crashed``, warns once, and tunes again without it.
+``crashed``, warns once, and tunes again without it. The mark names its process (pid and
+host): a mark whose process is still running is a concurrent tuner, not a crash (three
+processes tuning the same kernel at once used to mark each other's candidates crashed until
+none was left, and the last one raised "every candidate failed to run").
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import time
 import warnings
 
@@ -214,7 +219,7 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
     for label, run in zip(labels, runners):
         if run is None or label in crashed:
             continue
-        tuner.store(key, {**record, "trying": label})
+        tuner.store(key, {**record, "trying": label, "trying_pid": os.getpid(), "trying_host": socket.gethostname()})
         try:
             timings[label] = benchmark(run, beat=min(timings.values(), default=float("inf")) / 1e6) * 1e6
         except Exception:  # noqa: BLE001 (a candidate that fails to run is skipped)
@@ -232,12 +237,29 @@ def choose(tuner: Tuner, signature: str, labels: list, runners: list, stats) -> 
     return labels.index(best)
 
 
+def _still_running(mark: dict) -> bool:
+    """Whether the process that left a ``trying`` mark is still alive on this host (another
+    process tuning the same kernel now). An older mark without a pid, one from another host (a
+    shared cache folder) or one naming this very process (a tuning interrupted here) counts as
+    dead."""
+    pid = mark.get("trying_pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or mark.get("trying_host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # EPERM: alive, another user's
+        return True
+    return True
+
+
 def _crashed_candidates(tuner: Tuner, key: str, entry: dict, signature: str) -> set:
     """The candidates of ``key`` that killed a process while being benchmarked: those ``entry``
     records, and the one it still names as ``trying`` (its process never came back)."""
     crashed = {c for c in entry.get("crashed", ()) if isinstance(c, str)}
     dead = entry.get("trying")
-    if isinstance(dead, str) and dead not in crashed:
+    if isinstance(dead, str) and dead not in crashed and not _still_running(entry):
         crashed.add(dead)
         warnings.warn(f"autotuning: candidate {dead} never came back when an earlier process benchmarked it "
                       f"(the process died, e.g. a crash in generated code); it is skipped from now on. "
