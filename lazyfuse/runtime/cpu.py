@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ..codegen import autotune, c_compile, c_parallel
-from ..codegen.c_printer import PRELUDE, REDUCTION_VARIANTS, SERIAL, CConfig, CPrinter, print_c
+from ..codegen.c_printer import (PRELUDE, REDUCTION_VARIANTS, SERIAL, TRANSPOSE_VARIANTS, CConfig, CPrinter, print_c,
+                                 transpose_tiles)
 from ..codegen.kernel import DIVISION_CODE, INDEX_CODE, INTEGER_DIVISIONS
 from ..errors import CompileError, DivisionByZeroError, InvalidIndexError
 from ..ir.shapes import prod
@@ -327,7 +328,8 @@ def _index_add(x, index, out, dim, size):
     out.index_add_(dim, index, x)
 
 
-MAX_CANDIDATES = 2 + len(REDUCTION_VARIANTS)   # the default, SERIAL, and every reduction variant
+# the default, SERIAL, and every reduction variant (more than a tiled pointwise kernel's TRANSPOSE_VARIANTS)
+MAX_CANDIDATES = 2 + max(len(REDUCTION_VARIANTS), len(TRANSPOSE_VARIANTS))
 
 # The least work (c_parallel units, one core) at which tuning builds a reduction's loop variants
 # (REDUCTION_VARIANTS): 8 times the parallel threshold, ~70 us of one core. Below it the kernel
@@ -367,6 +369,8 @@ class CpuBackend(Backend):
                 configs.append(CConfig(**SERIAL))
             if kernel.stages:
                 configs += [CConfig(**variant) for variant in REDUCTION_VARIANTS]
+            elif transpose_tiles(kernel) is not None:
+                configs += [CConfig(**variant) for variant in TRANSPOSE_VARIANTS]
         return configs
 
     def candidates(self, kernel) -> list:
