@@ -23,7 +23,7 @@ import torch.nn.functional as F
 HEADER = Path(__file__).resolve().parents[1] / "lazyfuse" / "codegen" / "c_math.h"
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno",
           "-fno-trapping-math", "-fPIC", "-shared"]
-FUNCS = ["exp", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu", "rsqrt"]
+FUNCS = ["exp", "exp2", "expm1", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu", "rsqrt"]
 HARNESS = FUNCS + ["gelu_grad"]   # gelu's derivative: its own accuracy test (an absolute bound)
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
@@ -46,6 +46,8 @@ GELU_ZERO_BELOW = -5.6
 # GELU_TAIL_BOUNDS.
 BOUNDS = {
     "exp": 9.2e-8,      # measured 8.92e-8
+    "exp2": 9.5e-8,     # measured 9.17e-8
+    "expm1": 1.25e-7,   # measured 1.20e-7 (random inputs; the scan: 1.10e-7)
     "log": 8.4e-8,      # measured 8.16e-8
     "tanh": 1.65e-7,    # measured 1.58e-7, 1.60e-7 without FMA (one exp, one division)
     "sigmoid": 1.8e-7,  # measured 1.72e-7
@@ -83,6 +85,8 @@ def _gelu_erfc(t):
 
 REFS = {
     "exp": torch.exp,
+    "exp2": torch.exp2,
+    "expm1": torch.expm1,
     "log": torch.log,
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
@@ -227,6 +231,10 @@ def test_special_values_exact(lib):
     assert one("exp", -inf) == 0 and one("exp", inf) == inf
     assert one("exp", 100.0) == inf and one("exp", -200.0) == 0
     assert one("exp", -103.0) > 0  # denormal result
+    assert one("exp2", -inf) == 0 and one("exp2", inf) == inf and one("exp2", 128.0) == inf
+    assert one("exp2", 10.0) == 1024 and one("exp2", -149.0) == DENORM_MIN and one("exp2", -151.0) == 0
+    assert one("expm1", -inf) == -1 and one("expm1", inf) == inf and one("expm1", 89.0) == inf
+    assert one("expm1", -0.0) == 0 and np.signbit(one("expm1", -0.0)) and one("expm1", 1e-30) == np.float32(1e-30)
     assert one("log", 0.0) == -inf and one("log", -0.0) == -inf
     assert np.isnan(one("log", -1.0)) and np.isnan(one("log", -inf))
     assert one("log", inf) == inf
@@ -275,6 +283,10 @@ def _random_cases(name, rng):
     u, lu = _uniform, _loguniform
     if name == "exp":
         return [(u(rng, -10, 10), None), (u(rng, -105, 90), None)]
+    if name == "exp2":
+        return [(u(rng, -10, 10), None), (u(rng, -152, 129), None)]
+    if name == "expm1":
+        return [(u(rng, -10, 10), None), (u(rng, -35, 90), None), (lu(rng, -30, 0), None)]
     if name == "log":
         den = rng.integers(1, 1 << 23, RNG_N, dtype=np.uint32).view(np.float32)
         return [(lu(rng, -30, 30, signed=False), None),
