@@ -1,0 +1,62 @@
+"""What a torch user or torch's own tests meet (the twelfth session's gaps), against torch 2.13:
+var/std gradients with no more elements than the correction, logit's eps at float16 and
+bfloat16, ``x[..., ...]``, batch_norm of an empty batch, dtypes equal to their torch twins,
+``nn.Dropout`` and the functional API's parameter names."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import lazyfuse as lf
+
+
+def _same(got, want):
+    """``got`` (a lazyfuse tensor) is torch's ``want`` bit for bit, NaNs in the same places."""
+    torch.testing.assert_close(got.torch(), want, rtol=0, atol=0, equal_nan=True)
+
+
+# -- var/std gradients: torch's var_backward and std_backward --------------------------------------
+X = [[0.0, 1.0, 2.0], [3.0, 3.0, 3.0]]
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("dim,correction", [(None, 0), (None, 1), (None, 5), (None, 6), (None, 7), (1, 0), (1, 2),
+                                            (1, 3), (1, 4), (0, 2), ((0, 1), 6), (-1, 1)])
+def test_var_and_std_gradients_as_torchs_when_few_elements_remain(name, dim, correction):
+    xt = torch.tensor(X, requires_grad=True)
+    xl = lf.tensor(X).requires_grad_()
+    with warnings.catch_warnings():   # (torch warns of a divisor <= 0)
+        warnings.simplefilter("ignore")
+        want = getattr(xt, name)(dim=dim, correction=correction)
+    got = getattr(xl, name)(dim=dim, correction=correction)
+    _same(got, want.detach())
+    want.sum().backward()
+    got.sum().backward()
+    _same(xl.grad, xt.grad)
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("correction", [0, 1])
+def test_var_and_std_gradients_of_one_element_and_of_a_0d_tensor(name, correction):
+    for value in ([5.0], 5.0):
+        xt = torch.tensor(value, requires_grad=True)
+        xl = lf.tensor(value).requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = getattr(xt, name)(correction=correction)
+        got = getattr(xl, name)(correction=correction)
+        want.backward()
+        got.backward()
+        _same(xl.grad, xt.grad)
+
+
+def test_var_gradient_in_float16_keeps_the_input_dtype():
+    xt = torch.tensor(X, dtype=torch.float16, requires_grad=True)
+    xl = lf.tensor(xt.detach()).requires_grad_()
+    xt.var(1, keepdim=True).sum().backward()
+    xl.var(1, keepdim=True).sum().backward()
+    assert xl.grad.dtype == lf.float16
+    _same(xl.grad, xt.grad)
