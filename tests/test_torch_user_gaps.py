@@ -60,3 +60,17 @@ def test_var_gradient_in_float16_keeps_the_input_dtype():
     xl.var(1, keepdim=True).sum().backward()
     assert xl.grad.dtype == lf.float16
     _same(xl.grad, xt.grad)
+
+
+# -- logit's eps in float16 and bfloat16 -----------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("eps", [None, 0.0, 1e-6, 1e-3, 0.1, 0.5])
+def test_logit_at_low_precision_edges_as_torchs(dtype, eps):
+    xs = torch.cat([torch.linspace(-0.05, 1.05, 2001), torch.tensor([0.0, 1.0, 1e-7, 1 - 1e-7, 1e-4, 0.9995])])
+    xt = xs.to(dtype).requires_grad_()
+    xl = lf.tensor(xt.detach()).requires_grad_()
+    want, got = torch.logit(xt, eps), lf.logit(xl, eps)
+    _same(got, want.detach())
+    want.sum().backward()
+    got.sum().backward()
+    _same(xl.grad, xt.grad)
