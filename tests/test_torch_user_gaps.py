@@ -74,3 +74,23 @@ def test_logit_at_low_precision_edges_as_torchs(dtype, eps):
     want.sum().backward()
     got.sum().backward()
     _same(xl.grad, xt.grad)
+
+
+# -- several ellipses: torch's rule (each stands for every dim the key leaves unindexed) -----------
+@pytest.mark.parametrize("key", [(..., ...), (..., 0, ...), (0, ..., ...), (..., None, ...), (..., ..., ..., ...),
+                                 (0, ..., 0, ...), (..., ..., 0), (..., 0, ..., 0), (..., ..., None)],
+                         ids=lambda k: repr(k).replace("Ellipsis", "..."))
+def test_several_ellipses_index_as_torchs(key):
+    xt = torch.arange(24.0).reshape(2, 3, 4)
+    try:
+        want = xt[key]
+    except IndexError:
+        with pytest.raises(IndexError, match="ellipsis") as raised:
+            lf.tensor(xt)[key]
+        assert isinstance(raised.value, lf.LazyfuseError)
+        return
+    _same(lf.tensor(xt)[key], want)
+    xt[key] = -1.0
+    xl = lf.tensor(torch.arange(24.0).reshape(2, 3, 4))
+    xl[key] = -1.0
+    _same(xl, xt)
