@@ -94,3 +94,29 @@ def test_several_ellipses_index_as_torchs(key):
     xl = lf.tensor(torch.arange(24.0).reshape(2, 3, 4))
     xl[key] = -1.0
     _same(xl, xt)
+
+
+# -- batch_norm of an empty input ------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (0, 3, 2), (2, 3, 0)])
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("stats", [True, False])
+def test_batch_norm_of_an_empty_input_as_torchs(shape, training, stats):
+    def run(m):
+        running = (m.zeros(3), m.ones(3)) if stats else (None, None)
+        x = m.zeros(*shape).requires_grad_()
+        w, b = m.full((3,), 2.0).requires_grad_(), m.ones(3).requires_grad_()
+        out = m.nn.functional.batch_norm(x, *running, w, b, training=training)
+        out.sum().backward()
+        return out, x.grad, w.grad, b.grad, running
+    want, got = run(torch), run(lf)
+    for g, t in zip(got[:4], want[:4]):
+        _same(g, t)
+    if stats:   # never read nor updated
+        _same(got[4][0], want[4][0])
+        _same(got[4][1], want[4][1])
+
+
+def test_batch_norm_of_one_value_per_channel_is_refused_with_torchs_words():
+    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training") as raised:
+        lf.nn.functional.batch_norm(lf.ones(1, 3), None, None, training=True)
+    assert isinstance(raised.value, lf.ShapeError)
