@@ -120,3 +120,17 @@ def test_batch_norm_of_one_value_per_channel_is_refused_with_torchs_words():
     with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training") as raised:
         lf.nn.functional.batch_norm(lf.ones(1, 3), None, None, training=True)
     assert isinstance(raised.value, lf.ShapeError)
+
+
+# -- dtypes equal to their torch twins -------------------------------------------------------------
+@pytest.mark.parametrize("name", ["bool", "int32", "int64", "float16", "bfloat16", "float32", "float64"])
+def test_a_dtype_equals_its_torch_twin_and_hashes_as_it(name):
+    ours, theirs = getattr(lf, name), getattr(torch, name)
+    x = lf.zeros(2, dtype=ours)
+    assert x.dtype == theirs and theirs == x.dtype and not x.dtype != theirs
+    assert hash(ours) == hash(theirs)
+    assert {ours: 1}[theirs] == 1 and {theirs: 2}[ours] == 2 and len({ours, theirs}) == 1
+    others = [getattr(torch, n) for n in ("bool", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+              if n != name]
+    assert all(x.dtype != t and not t == x.dtype for t in others)
+    assert ours != name and ours != theirs.__repr__() and ours is not None
