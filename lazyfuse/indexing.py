@@ -82,16 +82,18 @@ def getitem(t, key):
     return out
 
 
-def index_select(t, dim: int, index):
+def index_select(t, dim: int, index, wrap: bool = True, name=None):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
-    refuses an index out of [-size, size) (a negative one counts from the end)."""
+    refuses an index out of [-size, size) (a negative one counts from the end), or without
+    ``wrap`` out of [0, size) (torch's ``index_select`` and ``embedding``), in torch's words for
+    op ``name`` (runtime.cpu ``TORCH_INDEX_SENTENCES``; None: ``x[index]``'s)."""
     if index.dtype.is_float or index.dtype.is_bool:
         raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
                               f"be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
-    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
+    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim], wrap, name))
     out = result_tensor(t.device, node)
     if t._ag is not None:
         if is_grad_enabled():

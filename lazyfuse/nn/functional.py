@@ -175,7 +175,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if weight.ndim != 2:
         raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
                          "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
-    out = index_select(weight, 0, input)
+    out = index_select(weight, 0, input, False, "embedding")
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
