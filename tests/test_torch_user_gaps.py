@@ -134,3 +134,75 @@ def test_a_dtype_equals_its_torch_twin_and_hashes_as_it(name):
               if n != name]
     assert all(x.dtype != t and not t == x.dtype for t in others)
     assert ours != name and ours != theirs.__repr__() and ours is not None
+
+
+# -- nn.Dropout and F.dropout's default ------------------------------------------------------------
+def test_dropout_module_follows_train_and_eval_as_torchs():
+    ours, theirs = lf.nn.Dropout(p=0.25), torch.nn.Dropout(p=0.25)
+    assert repr(ours) == repr(theirs) and ours.training == theirs.training is True
+    kept = ours(lf.ones(4000)).numpy()
+    assert set(kept.tolist()) == {0.0, float(np.float32(1 / 0.75))} and 0.2 < (kept == 0).mean() < 0.3
+    assert ours.eval() is ours and not ours.training
+    _same(ours(lf.arange(5.0)), theirs.eval()(torch.arange(5.0)))
+    ours.train()
+    x = lf.ones(100)
+    assert lf.nn.Dropout(0.5, inplace=True)(x) is x and (x.numpy() == 0).any()
+    with pytest.raises(ValueError):
+        lf.nn.Dropout(p=1.5)
+
+
+def test_functional_dropout_trains_by_default_as_torchs():
+    import inspect
+    assert inspect.signature(lf.nn.functional.dropout).parameters["training"].default is \
+        inspect.signature(torch.nn.functional.dropout).parameters["training"].default is True
+    assert (lf.nn.functional.dropout(lf.ones(1000), 0.5).numpy() == 0).any()
+
+
+# -- the functional API's parameter names ----------------------------------------------------------
+# torch's C functions whose doc names parameters the function does not take (one_hot's says
+# ``tensor``; torch 2.13 takes ``input=`` only)
+DOC_ERRATA = {"one_hot": ["input", "num_classes"]}
+
+
+def _parameter_names(fn):
+    """The names of ``fn``'s parameters: from its signature, or (torch's C functions) its doc's first line."""
+    import inspect
+    import re
+    if fn is getattr(torch.nn.functional, fn.__name__, None) and fn.__name__ in DOC_ERRATA:
+        return DOC_ERRATA[fn.__name__]
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        inner = re.match(r"\s*\w+\((.*?)\)\s*->", fn.__doc__, re.DOTALL).group(1)
+        return [re.split(r"[\s=:]", part.strip())[0] for part in inner.split(",") if part.strip() not in ("", "*")]
+
+
+def _shared_functions():
+    F = lf.nn.functional
+    return sorted(n for n in dir(F) if not n.startswith("_") and callable(getattr(F, n))
+                  and not isinstance(getattr(F, n), type) and callable(getattr(torch.nn.functional, n, None))
+                  and getattr(torch.nn.functional, n).__doc__)
+
+
+def test_the_functional_api_has_torchs_parameter_names():
+    """Every ``lf.nn.functional`` function torch's has takes torch's parameters by torch's names, in
+    torch's order (``F.relu(input=x)``, ``F.one_hot(input=t)``): ours may add parameters after them."""
+    names = _shared_functions()
+    assert len(names) >= 60   # (the count when this test was written: a new function joins it)
+    wrong = {}
+    for n in names:
+        theirs, ours = _parameter_names(getattr(torch.nn.functional, n)), _parameter_names(getattr(lf.nn.functional, n))
+        if ours[:len(theirs)] != theirs:
+            wrong[n] = (theirs, ours)
+    assert not wrong
+
+
+def test_the_first_argument_is_taken_by_torchs_keyword():
+    x = torch.linspace(-2, 2, 12).reshape(3, 4)
+    for call in (lambda m: m.nn.functional.relu(input=m.tensor(x.numpy())),
+                 lambda m: m.nn.functional.softmax(input=m.tensor(x.numpy()), dim=1),
+                 lambda m: m.nn.functional.layer_norm(input=m.tensor(x.numpy()), normalized_shape=(4,)),
+                 lambda m: m.nn.functional.pad(input=m.tensor(x.numpy()), pad=(1, 1)),
+                 lambda m: m.nn.functional.one_hot(input=m.tensor([0, 2, 1]), num_classes=3)):
+        torch.testing.assert_close(call(lf).torch(), call(torch))
