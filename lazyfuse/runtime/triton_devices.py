@@ -480,7 +480,8 @@ class DeviceIndexCheck:
         if count:
             self.flag.zero_()
             raise ShapeError(f"{count} gather/embedding index value(s) on {device_name} were out of range (e.g. "
-                             f"{value}); indices must lie in [-size, size) of the indexed dim ([0, size) for index_select, gather and embedding). They were "
+                             f"{value}); indices must lie in [-size, size) of the indexed dim ([0, size) for "
+                             "index_select, gather and embedding). They were "
                              "checked on the device (no host sync), so this is reported at the next host read or lf.sync; "
                              "the results computed from them are not valid: fix the indices and recompute.")
 
