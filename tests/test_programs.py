@@ -104,7 +104,8 @@ def test_index_out_of_range_is_a_clear_error_and_nothing_breaks(device, kind):
     out = F.embedding(idx, w) if kind == "embedding" else w[idx]
     with pytest.raises(lf.ShapeError, match="out of range"):
         out.numpy()
-    good = w[lf.tensor([4, -5], device=device)].torch()   # (x[i] counts a negative one from the end; embedding refuses it)
+    # (x[i] counts a negative index from the end; embedding refuses it, as torch's)
+    good = w[lf.tensor([4, -5], device=device)].torch()
     torch.testing.assert_close(good, torch.stack([w.torch()[4], w.torch()[0]]))
     torch.testing.assert_close(F.embedding(lf.tensor([4, 0], device=device), w).torch(), good)
 
