@@ -6,6 +6,7 @@ written against torch's exceptions keeps working. Shape and dtype errors are als
 ``RuntimeError``s: torch raises one for both (``The size of tensor a (3) must match``,
 ``expected scalar type Float but found Half``), and that is what torch code catches.
 """
+import re
 
 
 class LazyfuseError(Exception):
@@ -69,14 +70,20 @@ class CollectiveError(DeviceError):
     torch.distributed (another rank failed or never reached it). Also a ``RuntimeError``."""
 
 
+# torch's words for an index out of range, whatever the exception class it raises
+_OUT_OF_RANGE = re.compile(r"index -?\d+ is out of bounds for dimension|index out of range in self")
+
+
 def torch_refusal(name: str, e: Exception) -> LazyfuseError:
     """The error for torch refusing a call lazyfuse made for ``name`` (an extern, checked on the
     meta device or at its launch), of the class a torch user would catch for it."""
     text = f"{name}: torch refuses these arguments: {e}"
     if isinstance(e, NotImplementedError):   # (an unknown mode, as pad's "Unrecognised padding mode")
         return UnsupportedOpError(text)
-    if isinstance(e, IndexError):
-        return InvalidIndexError(text)
+    if isinstance(e, IndexError) or _OUT_OF_RANGE.search(str(e)):
+        # torch's sentence first (scatter's "index 3 is out of bounds for dimension 0 with size 3",
+        # a RuntimeError): what a torch test's assertRaisesRegex matches
+        return InvalidIndexError(f"{e} ({name}: torch refuses the index): fix the indices and recompute")
     if isinstance(e, TypeError) or "dtype" in str(e) or "not implemented for" in str(e):
         return DTypeError(text)
     return ShapeError(text)

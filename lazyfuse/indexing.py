@@ -14,12 +14,12 @@ from .tensor import Tensor, result_tensor   # (tensor.py imports this module at 
 def _expand_key(t, key) -> list:
     """``key`` as (index, position) pairs, one per dim of ``t`` (plus one per None): ``...`` and
     the dims after the last index become full slices; position is the index's place in the key
-    as written, ``...`` counting as one (torch's errors number an index so)."""
+    as written, ``...`` counting as one (torch's errors number an index so). Several ellipses are
+    torch's rule, not numpy's refusal: each stands for all the dims no index names, so the full
+    slices of the later ones may run past the last dim (``getitem`` skips those)."""
     if not isinstance(key, tuple):
         key = (key,)
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise ShapeError("an index can only have one ellipsis (...)")
     if n_real > t.ndim:
         raise InvalidIndexError(f"too many indices ({n_real}) for a tensor of {t.ndim} dims")
     out = []
@@ -47,7 +47,13 @@ def getitem(t, key):
     dim = 0
     gathers = []
     for k, pos in parts:
-        if k is None:
+        if dim >= len(view.shape) and isinstance(k, slice) and k == slice(None):
+            dim += 1   # a later ellipsis's dim past the last (_expand_key): torch's index moves on
+        elif dim > len(view.shape) or dim == len(view.shape) and k is not None:
+            raise InvalidIndexError(f"index {k!r} (at position {pos}) falls past the last of the {t.ndim} dims: "
+                                    "as torch, each ellipsis (...) stands for every dim the key leaves unindexed; "
+                                    "write one ellipsis")
+        elif k is None:
             view = view.unsqueeze(dim)
             dim += 1
         elif isinstance(k, Tensor):
@@ -76,16 +82,18 @@ def getitem(t, key):
     return out
 
 
-def index_select(t, dim: int, index):
+def index_select(t, dim: int, index, wrap: bool = True, name=None):
     """``t`` with dim ``dim`` indexed by the integer tensor ``index`` (any shape). The drain
-    refuses an index out of [-size, size) (a negative one counts from the end)."""
+    refuses an index out of [-size, size) (a negative one counts from the end), or without
+    ``wrap`` out of [0, size) (torch's ``index_select`` and ``embedding``), in torch's words for
+    op ``name`` (runtime.cpu ``TORCH_INDEX_SENTENCES``; None: ``x[index]``'s)."""
     if index.dtype.is_float or index.dtype.is_bool:
         raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
                               f"be integers (or a bool mask), got {index.dtype.name}")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]
-    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim]))
+    node = Node(Op.GATHER, (t._read(), flat._read()), t.dtype, shape, (dim, t.shape[dim], wrap, name))
     out = result_tensor(t.device, node)
     if t._ag is not None:
         if is_grad_enabled():

@@ -512,11 +512,12 @@ class Tensor:
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None):
         """The square root of ``var`` (same ``dim``, ``unbiased``, ``keepdim`` and ``correction``)."""
-        return self._opmath_var(dim, keepdim, correction, unbiased, "std", axis).sqrt().to(self.dtype)
+        return self._opmath_var(dim, keepdim, correction, unbiased, "std", axis).to(self.dtype)
 
     def _opmath_var(self, dim, keepdim, correction, unbiased, name, axis=None):
-        """The variance in the opmath dtype (float32 for float16/bfloat16: torch's var and std
-        compute there and round once)."""
+        """The variance (``name`` "var") or standard deviation ("std") in the opmath dtype (float32
+        for float16/bfloat16: torch's var and std compute there and round once), its gradient
+        torch's (``autograd.rules.record_var``)."""
         if isinstance(dim, bool):   # var(unbiased): torch's other overload
             dim, unbiased = None, dim
         if dim is None:
@@ -526,12 +527,20 @@ class Tensor:
         if correction is None:
             correction = 1 if unbiased is None or unbiased else 0
         x = self.to(dt.opmath(self.dtype))
+        if autograd.recording(x):
+            with autograd.no_grad():
+                out = x._opmath_var(dim, True, correction, None, name)
+            full = dim is None or x.ndim == 0
+            dims = tuple(range(x.ndim)) if full else normalize_dims(dim, x.ndim)
+            out = autograd.rules.record_var(x, dims, full, correction, out, name == "std")
+            return out if keepdim else out.reshape(tuple(s for k, s in enumerate(x.shape) if k not in dims))
         n = ops.reduced_count(x, dim)
         d = x - x.mean(dim, keepdim=True)
         total = (d * d).sum(dim, keepdim)
         # (as torch: a divisor of max(0, n - correction), so no more elements than the correction
         # give inf where the deviations are not all zero and NaN where they are)
-        return total / float(max(0, n - correction))
+        var = total / float(max(0, n - correction))
+        return var.sqrt() if name == "std" else var
 
     def softmax(self, dim, dtype=None):
         """Softmax along ``dim`` (floating tensors; cast to ``dtype`` first if given), max-shifted

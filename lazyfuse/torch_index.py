@@ -4,7 +4,7 @@ compositions of lazyfuse's native ops:
 * ``index_select``, ``take``, ``gather``, ``take_along_dim``: one GATHER node (the engine's
   indexed read, as ``x[idx]``) over a flat index computed by index arithmetic (``arange``s
   times strides: fused, never a table in memory). An index out of range fails the drain with
-  a ``ShapeError``, as torch raises;
+  an ``InvalidIndexError`` where torch raises (a negative one too, but for ``take``'s), in torch's words;
 * ``index_fill``, ``index_copy``, ``index_add``, ``scatter_add``, ``scatter``: a ``where`` over a
   membership mask (``arange == index``, reduced over the index list), the values gathered for
   it; ``index_add``/``scatter_add`` a masked sum (one reduction kernel);
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from . import autograd, ops
-from .errors import DTypeError, InvalidIndexError, ShapeError
+from .errors import DivisionByZeroError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims
@@ -73,8 +73,8 @@ def index_select(x, dim, index, *, out=None):
         if index.numel() != 1:
             raise ShapeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s): "
                              f"a 0-d input has one position; pass one index")
-        return gather_dim(x.reshape(1), 0, index.reshape(-1)).reshape(())
-    return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1))
+        return gather_dim(x.reshape(1), 0, index.reshape(-1), False, "index_select").reshape(())
+    return gather_dim(x, normalize_dim(dim, x.ndim), index.reshape(-1), False, "index_select")
 
 
 def take(x, index, *, out=None):
@@ -83,7 +83,7 @@ def take(x, index, *, out=None):
     if out is not None:
         return _into(out, "take", take(x, index))
     _check_index(index, "take")
-    return gather_dim(x.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
+    return gather_dim(x.reshape(-1), 0, index.reshape(-1), True, "take").reshape(index.shape)
 
 
 def gather(x, dim, index, *, sparse_grad=False, out=None):
@@ -93,10 +93,15 @@ def gather(x, dim, index, *, sparse_grad=False, out=None):
     if out is not None:
         return _into(out, "gather", gather(x, dim, index))
     _check_index(index, "gather")
-    if x.ndim == 0 or index.ndim == 0:
-        return take(x, index.reshape(()) if index.ndim == 0 else index) if index.numel() else index.to(x.dtype)
+    if x.ndim <= 1 and index.ndim <= 1 and (x.ndim == 0 or index.ndim == 0):   # (torch reads 0-d as 1-d here)
+        if not index.numel():
+            return index.to(x.dtype)
+        size = x.shape[normalize_dim(dim, x.ndim)] if x.ndim else 1
+        positions = checked_positions(index.reshape(()) if index.ndim == 0 else index, 0, size, False, "gather")
+        return take(x, positions)
     if index.ndim != x.ndim:
-        raise ShapeError(f"gather: index has {index.ndim} dims, the input {x.ndim}; they must match")
+        raise ShapeError(f"Index tensor must have the same number of dimensions as input tensor: gather's index has "
+                         f"{index.ndim} dims, the input {x.ndim}; give index the input's dims")
     d = normalize_dim(dim, x.ndim)
     for k, (n, m) in enumerate(zip(index.shape, x.shape)):
         if k != d and n > m:
@@ -106,7 +111,7 @@ def gather(x, dim, index, *, sparse_grad=False, out=None):
         strides[k], acc = acc, acc * x.shape[k]
     size = x.shape[d]
     # checked along dim d itself (the flat gather's own check would name the flat position and size)
-    flat = checked_positions(index, d, size, True, "gather") * strides[d]
+    flat = checked_positions(index, d, size, False, "gather") * strides[d]
     for k in range(x.ndim):
         if k != d and index.shape[k] > 1:
             shape = [1] * x.ndim
@@ -116,17 +121,22 @@ def gather(x, dim, index, *, sparse_grad=False, out=None):
 
 
 def take_along_dim(x, indices, dim=None):
-    """``gather`` along ``dim`` with ``x`` and ``indices`` broadcast off ``dim``; ``dim=None``:
-    ``take`` on ``x`` flattened, by ``indices`` flattened (a 1-d result, as torch)."""
+    """``gather`` along ``dim`` with ``x`` and ``indices`` broadcast off ``dim``, the indices taken
+    modulo that dim's size (torch's: any index is read, negative or past the end; a dim of size 0
+    is a ``DivisionByZeroError``, as torch's ``ZeroDivisionError``); ``dim=None``: ``gather`` of
+    ``x`` flattened by ``indices`` flattened (a 1-d result, indices in [0, numel), as torch)."""
     if dim is None:
-        return take(x, indices.reshape(-1))
+        return gather(x.reshape(-1), 0, indices.reshape(-1))
     d = normalize_dim(dim, x.ndim)
     if indices.ndim != x.ndim:
         raise ShapeError(f"take_along_dim: indices has {indices.ndim} dims, the input {x.ndim}; they must match")
     shape = [max(a, b) for a, b in zip(x.shape, indices.shape)]
     xs, ix = list(shape), list(shape)
     xs[d], ix[d] = x.shape[d], indices.shape[d]
-    return gather(x.expand(*xs), d, indices.expand(*ix))
+    if not x.shape[d] and indices.numel():   # (torch's index % size: known here, without the data)
+        raise DivisionByZeroError(f"ZeroDivisionError: take_along_dim takes the indices modulo the size of dim {d}, "
+                                  f"which is 0 (input shape {x.shape}): no index can be read there")
+    return gather(x.expand(*xs), d, indices.expand(*ix) % x.shape[d] if x.shape[d] else indices.expand(*ix))
 
 
 # -- fills and writes along one dim -----------------------------------------------------------------

@@ -219,20 +219,32 @@ def rad2deg(x):
 
 
 def logit(x, eps=None):
-    """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given."""
+    """Elementwise ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` first when ``eps`` is given.
+    As torch's kernel: in the result's dtype, each step rounded to it (in float16 the quotient too),
+    both bounds held in it (in float16 ``1 - 1e-6`` is 1, so ``logit(1.0, 1e-6)`` is inf)."""
     out = x.dtype if x.dtype.is_float else dt.float32
-    return _logit(x.to(dt.opmath(out)), None if eps is None else float(eps)).to(out)
+    if eps is None:
+        return _logit(x.to(out), None, None)
+    lo = _rounded(float(eps), out)
+    return _logit(x.to(out), lo, _rounded(1.0 - lo, out))
 
 
-def _logit(x, eps):
-    """``logit`` in ``x``'s (float) dtype, its gradient torch's formula ``1 / (x (1 - x))`` of the
-    unclamped ``x``: NaN outside [0, 1] without ``eps``, 0 outside [eps, 1 - eps] with it. The
-    chain's gradient was finite outside [0, 1], and NaN, not inf, at 0 and 1 (``eps=0``)."""
+def _rounded(value: float, dtype) -> float:
+    """``value`` rounded to ``dtype`` (a float dtype)."""
+    import torch
+    return torch.tensor(value, dtype=dtype.torch).item()
+
+
+def _logit(x, lo, hi):
+    """``logit`` in ``x``'s (float) dtype, ``x`` clamped to [lo, hi] unless they are None, its
+    gradient torch's formula ``1 / (x (1 - x))`` of the unclamped ``x``: NaN outside [0, 1]
+    without bounds, 0 outside them with them. The chain's gradient was finite outside [0, 1],
+    and NaN, not inf, at 0 and 1 (``eps=0``)."""
     with no_grad():
-        c = x if eps is None else x.clamp(eps, 1.0 - eps)
+        c = x if lo is None else x.clamp(lo, hi)
         out = (c / (1.0 - c)).log()
     if recording(x):
-        lo, hi, outside = (0.0, 1.0, math.nan) if eps is None else (eps, 1.0 - eps, 0.0)
+        lo, hi, outside = (0.0, 1.0, math.nan) if lo is None else (lo, hi, 0.0)
         attach(out, "logit", [(x, lambda g: g * ops.where((x < lo) | (x > hi), outside, 1.0 / (x * (1.0 - x))))])
     return out
 

@@ -619,16 +619,16 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     return flat[..., start:start + (n - 1) * (cols + 1) + 1:cols + 1]
 
 
-def one_hot(x, num_classes=-1):
-    """int64 one-hot vectors of the class indices ``x`` (a new last dim); ``num_classes=-1``
+def one_hot(input, num_classes=-1):  # noqa: A002 (torch's name)
+    """int64 one-hot vectors of the class indices ``input`` (a new last dim); ``num_classes=-1``
     reads the largest index (a drain)."""
-    if x.dtype.is_float or x.dtype.is_bool:
-        raise DTypeError(f"one_hot: needs an integer index tensor, got {x.dtype.name} (as in torch)")
+    if input.dtype.is_float or input.dtype.is_bool:
+        raise DTypeError(f"one_hot: needs an integer index tensor, got {input.dtype.name} (as in torch)")
     if num_classes < 0:
-        num_classes = int(x.amax().item()) + 1 if x.numel() else 0
+        num_classes = int(input.amax().item()) + 1 if input.numel() else 0
     from .torch_index import checked_positions
-    x = checked_positions(x, 0, num_classes, False, "one_hot")   # (a class out of range: refused, as torch)
-    return (x.unsqueeze(-1) == arange(num_classes, device=x.device)).long()
+    input = checked_positions(input, 0, num_classes, False, "one_hot")   # (a class out of range: refused, as torch)
+    return (input.unsqueeze(-1) == arange(num_classes, device=input.device)).long()
 
 
 # -- einsum: permutes, reshapes and batched matmuls ----------------------------------------------------
@@ -703,44 +703,44 @@ def _sum_lone(x, t, other, keep):
     return x.sum(lone), "".join(c for i, c in enumerate(t) if i not in lone)
 
 
-def pad(x, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
+def pad(input, pad, mode="constant", value=None):  # noqa: A002 (torch's name)
     """torch's ``F.pad``: ``pad`` is (left, right) pairs from the last dim backwards; negative
     amounts crop. ``constant`` is native: a small pad is filled pieces concatenated (one ``CAT``
     node, which fuses), a large one ``_pad_by_writes``; the other modes (reflect, replicate,
     circular) run as externs."""
-    if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ShapeError(f"pad: {len(pad)} amounts for a tensor of {x.ndim} dims (pairs, at most 2 per dim)")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ShapeError(f"pad: {len(pad)} amounts for a tensor of {input.ndim} dims (pairs, at most 2 per dim)")
     if mode != "constant":
         import torch.nn.functional as TF
         from .extern import extern
-        return extern(TF.pad, x, tuple(pad), mode=mode, value=value)
+        return extern(TF.pad, input, tuple(pad), mode=mode, value=value)
     from .creation import full
     from .functions import CAT_SELECTS, cat
-    fill = _scalar_as(0 if value is None else value, x.dtype)
+    fill = _scalar_as(0 if value is None else value, input.dtype)
     grown = []   # (dim, lo, hi) with lo, hi >= 0: the crops are done first (a crop and a pad of
     for k in range(len(pad) // 2):   # other dims commute)
-        d = x.ndim - 1 - k
+        d = input.ndim - 1 - k
         lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
         if lo < 0 or hi < 0:
-            n = x.shape[d]
+            n = input.shape[d]
             start, stop = max(0, -lo), n - max(0, -hi)
             if stop < start:
                 raise ShapeError(f"pad: cropping {-lo} and {-hi} from dim {d} of size {n}")
-            x = narrow(x, d, start, stop - start)
+            input = narrow(input, d, start, stop - start)
             lo, hi = max(0, lo), max(0, hi)
         if lo or hi:
             grown.append((d, lo, hi))
-    shape = list(x.shape)
+    shape = list(input.shape)
     for d, lo, hi in grown:
         shape[d] += lo + hi
     # as large as a cat of three pieces that cat writes piece by piece (functions.CAT_SELECTS)
-    if grown and 3 * prod(shape) > CAT_SELECTS and not recording(x):
-        return _pad_by_writes(x, grown, fill, tuple(shape))
+    if grown and 3 * prod(shape) > CAT_SELECTS and not recording(input):
+        return _pad_by_writes(input, grown, fill, tuple(shape))
     for d, lo, hi in grown:
-        pieces = [full(x.shape[:d] + (amount,) + x.shape[d + 1:], fill, dtype=x.dtype, device=x.device)
+        pieces = [full(input.shape[:d] + (amount,) + input.shape[d + 1:], fill, dtype=input.dtype, device=input.device)
                   if amount else None for amount in (lo, hi)]
-        x = cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
-    return x
+        input = cat([p for p in (pieces[0], input, pieces[1]) if p is not None], d)
+    return input
 
 
 def _pad_by_writes(x, grown, fill, shape):

@@ -42,9 +42,47 @@ OPS = {
     "cross_entropy": lambda m, i, kw: m.nn.functional.cross_entropy(_logp(m, kw), i),
     "cross_entropy_smoothing": lambda m, i, kw: m.nn.functional.cross_entropy(_logp(m, kw), i, label_smoothing=0.1),
     "one_hot": lambda m, i, kw: m.nn.functional.one_hot(i, SIZE),
+    "index_select": lambda m, i, kw: m.arange(SIZE * 2.0, **kw).reshape(SIZE, 2).index_select(0, i),
+    "embedding": lambda m, i, kw: m.nn.functional.embedding(i, m.arange(SIZE * 2.0, **kw).reshape(SIZE, 2)),
+    "gather": lambda m, i, kw: m.arange(SIZE * 1.0, **kw).gather(0, i),
+    "gather_2d": lambda m, i, kw: m.arange(SIZE * 3.0, **kw).reshape(3, SIZE).gather(1, i.reshape(1, 4)),
+    "take_along_dim": lambda m, i, kw: m.take_along_dim(m.arange(SIZE * 1.0, **kw), i),
+    "scatter": lambda m, i, kw: m.zeros(SIZE, **kw).scatter(0, i, m.ones(4, **kw)),
+    "scatter_value": lambda m, i, kw: m.zeros(3, SIZE, **kw).scatter(1, i.reshape(1, 4), 2.0),
 }
 # what torch refuses: a negative index too, except index_fill's [-size, size)
 NEGATIVE_OK = {"index_fill"}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("bad", [SIZE, -1])
+def test_a_refusal_says_torchs_sentence(name, bad):
+    """torch's message for the bad index, word for word, in ours (what a torch test's
+    ``assertRaisesRegex`` and a program's message check match)."""
+    if bad == -1 and name in NEGATIVE_OK:
+        return
+    index = [0, 2, bad, 1]
+    with pytest.raises(Exception) as theirs:
+        OPS[name](torch, torch.tensor(index), {})
+    with pytest.raises(InvalidIndexError) as ours:
+        _lf(name, index)
+    sentence = str(theirs.value).splitlines()[0]
+    assert sentence in str(ours.value)
+    assert str(ours.value).startswith(sentence) or name.startswith("index_add")   # (its two sentences: cpu.py)
+
+
+def test_take_along_dim_along_a_dim_reads_any_index_modulo_its_size_as_torchs():
+    """torch's take_along_dim with a dim takes each index modulo the dim's size (its reference
+    wraps the negative ones so, and so reads past the end too); without one it is a gather."""
+    x = np.arange(18.0, dtype=np.float32).reshape(3, SIZE)
+    index = np.array([[-7, -1, 0, 5, 6, 100]])
+    want = torch.take_along_dim(torch.tensor(x), torch.tensor(index), 1)
+    np.testing.assert_array_equal(lf.take_along_dim(lf.tensor(x), lf.tensor(index), 1).numpy(), want.numpy())
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as raised:
+        lf.take_along_dim(lf.zeros(2, 0), lf.tensor(np.array([[0]])), 1).numpy()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.take_along_dim(torch.zeros(2, 0), torch.tensor([[0]]), 1)
+    assert isinstance(raised.value, lf.DivisionByZeroError)
 
 
 def _torch_error(name, index):
@@ -249,7 +287,12 @@ def test_on_the_async_stream_a_zero_divisor_is_raised_at_the_next_wait():
 # the broadcast read (the planner's ``_read_expanded``), where the checked gather of arange the
 # checks were first made with took one more than that (cross_entropy: 6)
 LAUNCHES = {"cross_entropy": 2, "cross_entropy_smoothing": 4, "index_add": 2, "index_add_2d": 3, "index_copy": 6,
-            "index_fill": 3, "nll_loss": 2, "nll_loss_none": 1, "one_hot": 2, "scatter_add": 2, "scatter_add_2d": 3}
+            "index_fill": 3, "nll_loss": 2, "nll_loss_none": 1, "one_hot": 2, "scatter_add": 2, "scatter_add_2d": 3,
+            # the gathers: the range checked by the library gather on the host (cpu, interpreter), none
+            # added to the arange of the table and the gather (gather's index arithmetic, where its check
+            # fuses, the third); scatter: torch's own, an extern, which checks as it runs
+            "index_select": 2, "embedding": 2, "gather": 3, "gather_2d": 3, "take_along_dim": 3, "scatter": 3,
+            "scatter_value": 2}
 
 
 @pytest.mark.parametrize("device", ["cpu", "interpreter"])
@@ -359,7 +402,7 @@ def test_index_add_into_a_0d_tensor_checks_its_index(index, device):
     try:
         want = call(torch).numpy()
     except IndexError:
-        with pytest.raises(InvalidIndexError, match=rf"index_add: index -?\d is out of range for dim 0 of size 1"):
+        with pytest.raises(InvalidIndexError, match=rf"index -?\d is out of bounds for dimension 0 with size 1 \(index_add"):
             call(lf, device=device).numpy()
         return
     np.testing.assert_array_equal(call(lf, device=device).numpy(), want)

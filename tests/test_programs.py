@@ -104,8 +104,10 @@ def test_index_out_of_range_is_a_clear_error_and_nothing_breaks(device, kind):
     out = F.embedding(idx, w) if kind == "embedding" else w[idx]
     with pytest.raises(lf.ShapeError, match="out of range"):
         out.numpy()
-    good = F.embedding(lf.tensor([4, -5], device=device), w).torch()
+    # (x[i] counts a negative index from the end; embedding refuses it, as torch's)
+    good = w[lf.tensor([4, -5], device=device)].torch()
     torch.testing.assert_close(good, torch.stack([w.torch()[4], w.torch()[0]]))
+    torch.testing.assert_close(F.embedding(lf.tensor([4, 0], device=device), w).torch(), good)
 
 
 def test_a_failing_cached_plan_poisons_its_result_and_later_drains_work():
@@ -127,14 +129,17 @@ def test_the_device_side_index_check_clamps_flags_and_clears():
     check = DeviceIndexCheck(torch.device("cpu"))
     x = torch.arange(12.0).reshape(4, 3)
     out = torch.empty(3, 3)
-    check.gather(x, torch.tensor([1, 9, -2]), out, 0, 4)
+    check.gather(x, torch.tensor([1, 9, -2]), out, 0, 4, True, None)
     torch.testing.assert_close(out, x[[1, 3, 2]])       # clamped: every read stays inside x
     with pytest.raises(lf.ShapeError, match=r"1 gather/embedding index value\(s\) on cuda:0 .*e\.g\. 9"):
         check.raise_if_set("cuda:0")
     check.raise_if_set("cuda:0")                        # cleared: the device stays usable
-    check.gather(x, torch.tensor([-4, 3]), out[:2], 0, 4)
+    check.gather(x, torch.tensor([-4, 3]), out[:2], 0, 4, True, None)
     check.raise_if_set("cuda:0")                        # in-range indices raise nothing
     torch.testing.assert_close(out[:2], x[[0, 3]])
+    check.gather(x, torch.tensor([-4, 3]), out[:2], 0, 4, False, "index_select")
+    with pytest.raises(lf.ShapeError, match=r"e\.g\. -4\).*\[0, size\) for index_select"):   # (no wrap: torch's range)
+        check.raise_if_set("cuda:0")
 
 
 @pytest.mark.parametrize("device", ["cpu", "interpreter"])

@@ -3,8 +3,9 @@
 Every public op reaches one of the recorders here: elementwise (with torch's broadcasting,
 so a gradient is summed back to its input's shape), where, reductions, views, casts, matmul,
 gather (integer indexing, embedding) and cat. Composite functions (softmax, layer_norm,
-rms_norm, sdpa, var, ...) are differentiated through the primitives they record, so their
-backward fuses like their forward.
+rms_norm, sdpa, ...) are differentiated through the primitives they record, so their
+backward fuses like their forward; var and std have a rule of their own (``record_var``: torch's
+values where too few elements make the composition's another).
 """
 from __future__ import annotations
 
@@ -267,6 +268,26 @@ def record_reduce(op, x, axes, out_keep):
             return where(hit, g / hit.sum(axes, keepdim=True), 0.0).to(x.dtype)
         return attach(out_keep, op.label, [(x, vjp)])
     return out_keep
+
+
+def record_var(x, dims: tuple, full: bool, correction, out_keep, std: bool):
+    """``var`` (``std``: its square root) of ``x`` over ``dims`` (``full``: over every dim, torch's
+    ``dim=None``), ``out_keep`` keeping them, its gradient torch's (``var_backward``,
+    ``std_backward``) where the composition's is another: over every dim with no more elements
+    than ``correction``, inf (NaN where ``x`` is its mean); over given dims ``2 / (n - correction)``
+    times the deviation even where that is negative or infinite; a zero ``std`` passes 0 on, not NaN."""
+    from ..ops import reduced_count, where
+    value, out = x.detach(), _saved_output(out_keep)
+    dof = reduced_count(x, dims) - correction
+
+    def vjp(g):
+        if std:
+            g = where(out == 0, 0.0, g / (out * 2))
+        mean = value.mean(dims, keepdim=True)
+        if full and dof <= 0:
+            return (g * where(value == mean, math.nan, math.inf)).to(x.dtype)
+        return ((2.0 / dof if dof else math.inf) * g * (value - mean)).to(x.dtype)
+    return attach(out_keep, "std" if std else "var", [(x, vjp)])
 
 
 def _reversed_scan(op, t, dim: int):

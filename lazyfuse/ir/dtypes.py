@@ -20,7 +20,11 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """One instance per dtype: compared and hashed by identity (it is in every plan key)."""
+    """One instance per dtype, equal to itself and to its torch twin (``x.dtype == torch.float32``
+    in a ported torch program), hashed as that twin so a dict or set keyed by either finds the
+    other (``{lf.float32: 1}[torch.float32]``). The hash is the twin's, computed once: a Python
+    ``__hash__`` costs ~70 ns a call, paid only where a plan key is hashed (its steady-state
+    lookup compares the key, which meets the same instances: ``is`` before ``__eq__``)."""
 
     name: str
     itemsize: int
@@ -32,13 +36,22 @@ class DType:
     is_int: bool = field(init=False)
     is_bool: bool = field(init=False)
 
+    _hash: int = field(init=False, repr=False)
+
     def __post_init__(self):
+        object.__setattr__(self, "_hash", hash(self.torch))
         object.__setattr__(self, "is_float", self.category == FLOAT)
         object.__setattr__(self, "is_int", self.category == INT)
         object.__setattr__(self, "is_bool", self.category == BOOL)
 
     def __repr__(self) -> str:
         return f"lf.{self.name}"
+
+    def __eq__(self, other):
+        return other is self or other is self.torch   # (torch's dtypes are singletons too)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def torch_scalar_name(self) -> str:

@@ -13,64 +13,65 @@ from ..ir.dtypes import opmath
 from .losses import _reduce
 
 
-def hardshrink(x, lambd=0.5):
-    """0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays NaN, as in torch)."""
-    return ops.where((x >= -lambd) & (x <= lambd), 0.0, x).to(x.dtype)
+def hardshrink(input, lambd=0.5):
+    """0 where ``-lambd <= x <= lambd``, else ``input`` (NaN stays NaN, as in torch)."""
+    return ops.where((input >= -lambd) & (input <= lambd), 0.0, input).to(input.dtype)
 
 
-def softshrink(x, lambd=0.5):
+def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else ``x * 0`` (torch's
-    formula: NaN stays NaN, and a small negative ``x`` gives -0)."""
+    formula: NaN stays NaN, and a small negative ``input`` gives -0)."""
     if not lambd >= 0:
         raise ShapeError(f"softshrink: lambd={lambd} must be at least 0 (it is the shrink's half-width)")
-    return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, x * 0.0)).to(x.dtype)
+    inner = ops.where(input < -lambd, input + lambd, input * 0.0)
+    return ops.where(input > lambd, input - lambd, inner).to(input.dtype)
 
 
-def prelu(x, weight):
-    """``x`` where positive, else ``weight * x`` (``weight``: one value, or one per channel, dim 1)."""
+def prelu(input, weight):
+    """``input`` where positive, else ``weight * x`` (``weight``: one value, or one per channel, dim 1)."""
     w = weight
     if w.ndim > 1:
         raise ShapeError(f"prelu: weight must be a scalar or 1-d tensor (one value per channel), got shape {w.shape}")
     if w.numel() > 1:
-        if x.ndim < 2 or x.shape[1] != w.numel():
-            raise ShapeError(f"prelu: {w.numel()} weights for an input of shape {x.shape} (one per channel, dim 1)")
-        w = w.reshape((1, w.numel()) + (1,) * (x.ndim - 2))
+        if input.ndim < 2 or input.shape[1] != w.numel():
+            raise ShapeError(f"prelu: {w.numel()} weights for an input of shape {input.shape} (one per channel, dim 1)")
+        w = w.reshape((1, w.numel()) + (1,) * (input.ndim - 2))
     elif w.ndim:
         w = w.reshape(())
-    return ops.where(x > 0, x, w * x).to(x.dtype)
+    return ops.where(input > 0, input, w * input).to(input.dtype)
 
 
-def pixel_shuffle(x, upscale_factor):
+def pixel_shuffle(input, upscale_factor):
     """(*, C r^2, H, W) -> (*, C, H r, W r)."""
     r = int(upscale_factor)
-    *lead, c, h, w = x.shape
+    *lead, c, h, w = input.shape
     if c % (r * r):
         raise ShapeError(f"pixel_shuffle: {c} channels are not divisible by upscale_factor^2 = {r * r}")
     n = len(lead)
-    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    y = input.reshape(*lead, c // (r * r), r, r, h, w)
     order = list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2]
     return y.permute(*order).reshape(*lead, c // (r * r), h * r, w * r)
 
 
-def pixel_unshuffle(x, downscale_factor):
+def pixel_unshuffle(input, downscale_factor):
     """(*, C, H r, W r) -> (*, C r^2, H, W)."""
     r = int(downscale_factor)
-    *lead, c, h, w = x.shape
+    *lead, c, h, w = input.shape
     if h % r or w % r:
         raise ShapeError(f"pixel_unshuffle: height {h} and width {w} must be divisible by {r}")
     n = len(lead)
-    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    y = input.reshape(*lead, c, h // r, r, w // r, r)
     order = list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3]
     return y.permute(*order).reshape(*lead, c * r * r, h // r, w // r)
 
 
-def channel_shuffle(x, groups):
+def channel_shuffle(input, groups):
     """(N, g k, *) -> (N, k g, *): the channels of the ``groups`` groups interleaved."""
     g = int(groups)
-    n, c, *rest = x.shape
+    n, c, *rest = input.shape
     if c % g:
         raise ShapeError(f"channel_shuffle: {c} channels are not divisible by {g} groups")
-    return x.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(x.shape)
+    return input.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(input.shape)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

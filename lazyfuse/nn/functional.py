@@ -16,34 +16,34 @@ def _written_back(x, op):
     return x.copy_(op(in_place_source(x)))
 
 
-def relu(x, inplace=False):
-    """max(x, 0), elementwise (fuses with its neighbours); ``inplace`` writes it into ``x``."""
-    return _written_back(x, lambda v: v.relu()) if inplace else x.relu()
+def relu(input, inplace=False):
+    """max(x, 0), elementwise (fuses with its neighbours); ``inplace`` writes it into ``input``."""
+    return _written_back(input, lambda v: v.relu()) if inplace else input.relu()
 
 
-def gelu(x, approximate="none"):
+def gelu(input, approximate="none"):
     """GELU as in torch: the exact erf form, or ``approximate="tanh"``; floating tensors only."""
     if approximate not in ("none", "tanh"):
         raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh":
-        _float(x, "gelu")
-        return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-    return x.gelu()
+        _float(input, "gelu")
+        return 0.5 * input * (1.0 + (math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)).tanh())
+    return input.gelu()
 
 
-def silu(x, inplace=False):
-    """x * sigmoid(x), elementwise; ``inplace`` writes it into ``x``."""
-    return _written_back(x, lambda v: v.silu()) if inplace else x.silu()
+def silu(input, inplace=False):
+    """x * sigmoid(x), elementwise; ``inplace`` writes it into ``input``."""
+    return _written_back(input, lambda v: v.silu()) if inplace else input.silu()
 
 
-def sigmoid(x):
+def sigmoid(input):
     """1 / (1 + exp(-x)), elementwise."""
-    return x.sigmoid()
+    return input.sigmoid()
 
 
-def tanh(x):
+def tanh(input):
     """Hyperbolic tangent, elementwise."""
-    return x.tanh()
+    return input.tanh()
 
 
 def _float(x, name):
@@ -66,54 +66,63 @@ def _row_max(x, dim):
     return 0 if x.ndim and not x.shape[dim] else x.detach().amax(dim, keepdim=True)
 
 
-def softmax(x, dim, dtype=None):
-    """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch)."""
+def implicit_dim(name: str, ndim: int) -> int:
+    """torch's deprecated choice of the dim of a softmax called without one (with its warning)."""
+    import warnings
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
+                  "an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch).
+    ``_stacklevel`` is torch's (for its warning) and unused."""
     if dtype is not None:
-        x = x.to(dtype)
-    _float(x, "softmax")
-    dim = normalize_dim(dim, x.ndim)
-    if x.ndim > 64:
-        return _as_rows(softmax, x, dim)
-    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
-    e = (x - _row_max(x, dim)).exp()
+        input = input.to(dtype)
+    _float(input, "softmax")
+    dim = normalize_dim(implicit_dim("softmax", input.ndim) if dim is None else dim, input.ndim)
+    if input.ndim > 64:
+        return _as_rows(softmax, input, dim)
+    out_dtype, input = input.dtype, input.to(opmath(input.dtype))
+    e = (input - _row_max(input, dim)).exp()
     return (e / e.sum(dim, keepdim=True)).to(out_dtype)
 
 
-def log_softmax(x, dim, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along ``dim``: one row-wise kernel, like softmax."""
     if dtype is not None:
-        x = x.to(dtype)
-    _float(x, "log_softmax")
-    dim = normalize_dim(dim, x.ndim)
-    if x.ndim > 64:
-        return _as_rows(log_softmax, x, dim)
-    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
-    shifted = x - _row_max(x, dim)
+        input = input.to(dtype)
+    _float(input, "log_softmax")
+    dim = normalize_dim(implicit_dim("log_softmax", input.ndim) if dim is None else dim, input.ndim)
+    if input.ndim > 64:
+        return _as_rows(log_softmax, input, dim)
+    out_dtype, input = input.dtype, input.to(opmath(input.dtype))
+    shifted = input - _row_max(input, dim)
     return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
     (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
-    if tuple(x.shape[-len(normalized_shape):]) != normalized_shape:
+    if tuple(input.shape[-len(normalized_shape):]) != normalized_shape:
         raise ShapeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                         f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(x.shape)}: "
+                         f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}: "
                          f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims")
-    _float(x, "layer_norm")
+    _float(input, "layer_norm")
     params = [p.dtype for p in (weight, bias) if p is not None]
-    mixed_ok = x.dtype in (float16, bfloat16) and all(d is float32 for d in params)   # torch's one mixed case
-    if any(d is not x.dtype for d in params) and not mixed_ok:
-        raise DTypeError(f"layer_norm: weight and bias must have the input's dtype {x.dtype.name} (or all be "
+    mixed_ok = input.dtype in (float16, bfloat16) and all(d is float32 for d in params)   # torch's one mixed case
+    if any(d is not input.dtype for d in params) and not mixed_ok:
+        raise DTypeError(f"layer_norm: weight and bias must have the input's dtype {input.dtype.name} (or all be "
                          f"float32 for a float16/bfloat16 input, as in torch), got {[d.name for d in params]}")
-    if x.ndim > 64:   # (as softmax's _as_rows: torch's layer_norm takes any rank)
-        return _layer_norm_as_rows(x, normalized_shape, weight, bias, eps)
-    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
-    mean = x.mean(dims, keepdim=True)
-    d = x - mean
+    if input.ndim > 64:   # (as softmax's _as_rows: torch's layer_norm takes any rank)
+        return _layer_norm_as_rows(input, normalized_shape, weight, bias, eps)
+    dims = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    out_dtype, input = input.dtype, input.to(opmath(input.dtype))
+    mean = input.mean(dims, keepdim=True)
+    d = input - mean
     var = (d * d).mean(dims, keepdim=True)
     out = d * (var + eps).rsqrt()
     if weight is not None:
@@ -130,30 +139,30 @@ def _layer_norm_as_rows(x, normalized_shape, weight, bias, eps):
     return layer_norm(x.reshape(x.numel() // n if n else 0, n), (n,), *flat, eps).reshape(x.shape)
 
 
-def rms_norm(x, normalized_shape, weight=None, eps=None):
+def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch's rms_norm: one row-wise kernel. float16/bfloat16 compute in float32, weight
     included, rounded once, and ``eps`` defaults to the machine epsilon of that compute dtype,
     as in torch."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
-    if not normalized_shape or tuple(x.shape[x.ndim - len(normalized_shape):]) != normalized_shape:
+    if not normalized_shape or tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
         raise ShapeError(f"rms_norm: normalized_shape={normalized_shape} must be the input's last dims "
-                         f"(input shape {x.shape}), at least one of them")
-    _float(x, "rms_norm")
-    out_dtype, x = x.dtype, x.to(opmath(x.dtype))
+                         f"(input shape {input.shape}), at least one of them")
+    _float(input, "rms_norm")
+    out_dtype, input = input.dtype, input.to(opmath(input.dtype))
     if eps is None:
-        eps = 2.220446049250313e-16 if x.dtype.name == "float64" else 1.1920928955078125e-07
-    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+        eps = 2.220446049250313e-16 if input.dtype.name == "float64" else 1.1920928955078125e-07
+    dims = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     if weight is not None:
         out = out * weight
     return out.to(out_dtype)
 
 
-def linear(x, weight, bias=None):
+def linear(input, weight, bias=None):
     """x @ weight.T + bias; the bias and any elementwise consumer fuse as the epilogue."""
-    out = x @ weight.T
+    out = input @ weight.T
     if bias is not None:
         if bias.dtype is not out.dtype:
             raise DTypeError(f"linear: bias dtype {bias.dtype.name} differs from the input's {out.dtype.name} "
@@ -175,7 +184,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if weight.ndim != 2:
         raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
                          "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
-    out = index_select(weight, 0, input)
+    out = index_select(weight, 0, input, False, "embedding")
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
@@ -184,21 +193,21 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return out
 
 
-def dropout(x, p=0.5, training=False, inplace=False):
-    """Identity unless ``training``; then zeroes elements with probability ``p`` and scales the rest
-    by 1/(1-p) (``inplace``: written into ``x``, which is returned)."""
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Identity unless ``training`` (by default on, as torch's); then zeroes elements with probability
+    ``p`` and scales the rest by 1/(1-p) (``inplace``: written into ``input``, which is returned)."""
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability p={p} must be in [0, 1]")
     if not training or p == 0.0:
-        return x
+        return input
     if p == 1.0:
-        out = (x * 0).to(x.dtype)   # every dtype, as in torch (NaN stays NaN)
+        out = (input * 0).to(input.dtype)   # every dtype, as in torch (NaN stays NaN)
     else:
-        _float(x, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
+        _float(input, "dropout with 0 < p < 1")   # (torch: "result type Float can't be cast" to an integer dtype)
         from ..creation import rand
-        keep = rand(x.shape, dtype=x.dtype, device=x.device) >= p
-        out = ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)
-    return x.copy_(out) if inplace else out
+        keep = rand(input.shape, dtype=input.dtype, device=input.device) >= p
+        out = ops.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    return input.copy_(out) if inplace else out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -25,18 +25,29 @@ def _check_same_shape(input, target, name):
                          "torch would broadcast them with a warning, lazyfuse asks for equal shapes")
 
 
+def _weighted(loss, weight, reduction, name):
+    """``loss`` times ``weight`` (of the input's shape), reduced as torch's weighted ``mse_loss`` and
+    ``l1_loss``: ``'mean'`` is the weighted mean (the sum over the weights' sum)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if weight.shape != loss.shape:
+        raise ShapeError(f"Weights and input must have the same size: {name}'s weight has shape {weight.shape}, "
+                         f"the input {loss.shape}; pass one weight per element")
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    """Mean squared error."""
+    """Mean squared error (``weight``: torch's weighted mean)."""
     _check_same_shape(input, target, "mse_loss")
     d = input - target
-    loss = d * d
-    return _reduce(loss * weight if weight is not None else loss, reduction)
+    return _weighted(d * d, weight, reduction, "mse_loss")
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Mean absolute error."""
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error (``weight``: torch's weighted mean)."""
     _check_same_shape(input, target, "l1_loss")
-    return _reduce((input - target).abs(), reduction)
+    return _weighted((input - target).abs(), weight, reduction, "l1_loss")
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

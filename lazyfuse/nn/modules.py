@@ -5,7 +5,8 @@ Each is torch's own module class built with the caller's arguments (so the defau
 ``repr`` are torch's), called on lazyfuse tensors through ``lf.nn.functional``'s function of the
 same op: native, fused and differentiated as that function. Its arguments are the module's
 attributes of the function's parameter names (``dim``, ``reduction``, ``ignore_index``...;
-a ``weight`` buffer made a lazyfuse tensor once, at construction). A module with parameters
+a ``weight`` buffer made a lazyfuse tensor once, at construction; ``Dropout``'s ``training`` is
+the module's mode at each call, set by ``train()``/``eval()``). A module with parameters
 (``Linear``, ``Conv2d``) has no such form: build torch's and ``lf.lazy`` it.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ FUNCTIONAL = {
     "LogSigmoid": "logsigmoid", "Hardtanh": "hardtanh", "Hardsigmoid": "hardsigmoid", "Hardswish": "hardswish",
     "Mish": "mish", "Softsign": "softsign", "Tanhshrink": "tanhshrink", "GLU": "glu",
     "Hardshrink": "hardshrink", "Softshrink": "softshrink", "PixelShuffle": "pixel_shuffle",
-    "PixelUnshuffle": "pixel_unshuffle",
+    "PixelUnshuffle": "pixel_unshuffle", "Dropout": "dropout",
 }
 
 
@@ -56,9 +57,25 @@ class StatelessModule:
         return getattr(functional, self.functional)
 
     def __call__(self, *inputs):
-        return self._function()(*inputs, **self.arguments)
+        arguments = self.arguments
+        if "training" in arguments:   # (Dropout: the module's mode now, as train() and eval() set it)
+            arguments = {**arguments, "training": self.torch_module.training}
+        return self._function()(*inputs, **arguments)
 
     forward = __call__
+
+    @property
+    def training(self) -> bool:
+        return self.torch_module.training
+
+    def train(self, mode: bool = True):
+        """Training mode on (``mode``) or off, as torch's ``Module.train``; returns the module."""
+        self.torch_module.train(mode)
+        return self
+
+    def eval(self):
+        """``train(False)``."""
+        return self.train(False)
 
     def __repr__(self):
         return repr(self.torch_module)

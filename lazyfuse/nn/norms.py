@@ -50,7 +50,16 @@ def _check(x, name, least=2):
 
 
 def _batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
-    """(output, batch mean (C,), batch inverse std (C,)), the statistics None in evaluation mode."""
+    """(output, batch mean (C,), batch inverse std (C,)), the statistics None in evaluation mode
+    (and for an empty input, which torch returns as it is, times ``weight[0]`` plus ``bias[0]`` to
+    keep their gradient, whatever its shape and the statistics' sizes: none is read or updated)."""
+    if x.numel() == 0:
+        out = x.clone()
+        if weight is not None:
+            out = out * weight[0]
+        if bias is not None:
+            out = out + bias[0]
+        return out, None, None
     _check(x, "batch_norm")
     out_dtype, w = x.dtype, x.to(opmath(x.dtype))
     dims = (0,) + tuple(range(2, x.ndim))
@@ -58,8 +67,9 @@ def _batch_norm(x, running_mean, running_var, weight, bias, training, momentum, 
         mean, var = _stats(w, dims)
         n = x.numel() // x.shape[1]
         if n <= 1:
-            raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got input "
-                             f"shape {x.shape}")
+            raise ShapeError(f"Expected more than 1 value per channel when training, got input size {x.shape}: "
+                             "batch_norm's batch statistics need two values per channel; pass a larger batch, or "
+                             "training=False with running statistics")
         _update(running_mean, mean.reshape(-1), momentum)
         _update(running_var, var.reshape(-1) * (n / (n - 1)), momentum)
     else:

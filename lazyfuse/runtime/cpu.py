@@ -208,7 +208,11 @@ class FlaggedLaunch:
 # ``except`` and a torch test's ``assertRaisesRegex`` match these); the rest say OUT_OF_BOUNDS
 OUT_OF_BOUNDS = "index {value} is out of bounds for dimension {dim} with size {size}"
 TORCH_INDEX_SENTENCES = {
-    "index_add": "index out of range in self",
+    # (torch's index_add says either, by its kernel's path: the 1-d one the first)
+    "index_add": "index out of range in self: " + OUT_OF_BOUNDS,
+    "index_select": "index out of range in self",
+    "embedding": "index out of range in self",
+    "take": "out of range: tried to access index {value} on a tensor of {size} elements.",
     "index_copy": "index_copy_(): " + OUT_OF_BOUNDS,
     "nll_loss target": "Target {value} is out of bounds.",
     "one_hot": "Class values must be smaller than num_classes.",
@@ -299,7 +303,7 @@ def matmul_signature(step, dtypes) -> str:
     return "|".join(parts)
 
 
-def _check_range(index, dim, size, low) -> int:
+def _check_range(index, dim, size, low, name=None) -> int:
     """The least index, once every index is checked to lie in [low, size): one ``aminmax``, since
     each small torch op after a large matmul costs tens of us (caches refilled; the nanoGPT
     step's position gather took 200 us of CPU in a replay with the five ops it had)."""
@@ -308,12 +312,12 @@ def _check_range(index, dim, size, low) -> int:
     lo, hi = (int(v) for v in torch.aminmax(index))
     if lo < low or hi >= size:
         bad = index[(index < low) | (index >= size)][0].item()
-        raise InvalidIndexError(index_error_text(None, bad, dim, size, low))
+        raise InvalidIndexError(index_error_text(name, bad, dim, size, low))
     return lo
 
 
-def _gather(x, index, out, dim, size):
-    if _check_range(index, dim, size, -size) < 0:
+def _gather(x, index, out, dim, size, wrap, name):
+    if _check_range(index, dim, size, -size if wrap else 0, name) < 0:
         index = torch.where(index < 0, index + size, index)
     torch.index_select(x, dim, index, out=out)
 

@@ -89,6 +89,6 @@ def _arg(op, arg, size, sizes):
     is structure and stays as it is."""
     if isinstance(arg, View):
         return sizes(arg.shape), sizes(arg.strides), size(arg.offset)
-    if op in (Op.GATHER, Op.INDEX_ADD):
-        return arg[0], size(arg[1])
+    if op in (Op.GATHER, Op.INDEX_ADD):   # (dim, size, and a gather's range and op name)
+        return arg[0], size(arg[1]), *arg[2:]
     return arg

@@ -460,9 +460,9 @@ class DeviceIndexCheck:
             self.watched[id(entry[0])] = entry
         self.unchecked = True
 
-    def gather(self, x, index, out, dim, size):
+    def gather(self, x, index, out, dim, size, wrap, name):
         if index.numel():
-            bad = (index < -size) | (index >= size)
+            bad = (index < (-size if wrap else 0)) | (index >= size)
             first = torch.index_select(index, 0, bad.to(torch.int32).argmax().reshape(1))
             self.flag[1:].copy_(torch.where(bad.any(), first, self.flag[1:]))
             self.flag[:1].add_(bad.sum())
@@ -480,7 +480,8 @@ class DeviceIndexCheck:
         if count:
             self.flag.zero_()
             raise ShapeError(f"{count} gather/embedding index value(s) on {device_name} were out of range (e.g. "
-                             f"{value}); indices must lie in [-size, size) of the indexed dim. They were "
+                             f"{value}); indices must lie in [-size, size) of the indexed dim ([0, size) for "
+                             "index_select, gather and embedding). They were "
                              "checked on the device (no host sync), so this is reported at the next host read or lf.sync; "
                              "the results computed from them are not valid: fix the indices and recompute.")
 

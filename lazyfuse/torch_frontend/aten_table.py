@@ -812,7 +812,7 @@ def _native_layer_norm_backward(g, x, normalized_shape, mean, rstd, weight, bias
 
 @native("embedding")
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    return index_select(weight, 0, indices)
+    return index_select(weight, 0, indices, False, "embedding")
 
 
 def _one_hot(index, n, dtype):
