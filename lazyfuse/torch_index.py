@@ -39,8 +39,9 @@ def _arange(n, device):
 
 
 def _check_index(index, name):
-    if index.dtype.is_float or index.dtype.is_bool:
-        raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
+    if index.dtype not in (dt.int32, dt.int64):   # (torch refuses the narrow integers too)
+        raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}; call .long() "
+                         "first")
 
 
 def checked_positions(index, dim, size, wrap, name):

@@ -622,8 +622,8 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 def one_hot(x, num_classes=-1):
     """int64 one-hot vectors of the class indices ``x`` (a new last dim); ``num_classes=-1``
     reads the largest index (a drain)."""
-    if x.dtype.is_float or x.dtype.is_bool:
-        raise DTypeError(f"one_hot: needs an integer index tensor, got {x.dtype.name} (as in torch)")
+    if x.dtype not in (dt.int32, dt.int64):
+        raise DTypeError(f"one_hot: needs an int64 index tensor, got {x.dtype.name} (as in torch); call .long() first")
     if num_classes < 0:
         num_classes = int(x.amax().item()) + 1 if x.numel() else 0
     from .torch_index import checked_positions
