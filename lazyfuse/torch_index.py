@@ -598,8 +598,8 @@ def _cumext(x, dim, largest: bool, name: str):
     elif x.dtype.is_float:
         fill = -math.inf if largest else math.inf
     else:
-        info = (-(1 << 63), (1 << 63) - 1) if x.dtype.itemsize == 8 else (-(1 << 31), (1 << 31) - 1)
-        fill = info[0] if largest else info[1]
+        info = dt.iinfo(x.dtype)   # (the dtype's own extremes: a wider one would wrap in int8)
+        fill = info.min if largest else info.max
     masked = ops.where(tri, big, fill)
     if x.dtype.is_bool:
         values = masked.any(-1) if largest else masked.all(-1)

@@ -95,13 +95,19 @@ def triu(x, diagonal=0):
 
 # -- reductions --------------------------------------------------------------------------------
 def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
-    """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x != 0).sum(_any_all_dims(x, dim, axis), keepdim) > 0
+    """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor (uint8
+    for a uint8 input: torch's legacy rule)."""
+    return _as_uint8_if(x, (x != 0).sum(_any_all_dims(x, dim, axis), keepdim) > 0)
 
 
 def all(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
-    """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x == 0).sum(_any_all_dims(x, dim, axis), keepdim) == 0
+    """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor (uint8
+    for a uint8 input: torch's legacy rule)."""
+    return _as_uint8_if(x, (x == 0).sum(_any_all_dims(x, dim, axis), keepdim) == 0)
+
+
+def _as_uint8_if(x, truth):
+    return truth.to(dt.uint8) if x.dtype is dt.uint8 else truth
 
 
 def _any_all_dims(x, dim, axis):

@@ -232,3 +232,41 @@ def test_autograd_and_float_only_ops_refuse_narrow_integers(dtype):
         lf.ones(2, dtype=dtype).requires_grad_()
     with pytest.raises(lf.DTypeError, match="mean"):
         lf.ones(2, dtype=dtype).mean()
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_class_targets_take_uint8_as_torch_and_refuse_int8_and_int16(dtype):
+    logits, target = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([1, 0, 3], dtype=dtype)
+    F = torch.nn.functional
+    for name in ("cross_entropy", "nll_loss"):
+        if dtype == torch.uint8:
+            want = getattr(F, name)(logits, target)
+            torch.testing.assert_close(getattr(lf.nn.functional, name)(lf.tensor(logits), lf.tensor(target)).torch(),
+                                       want)
+            continue
+        with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte"):
+            getattr(F, name)(logits, target)
+        with pytest.raises(lf.DTypeError, match="uint8"):
+            getattr(lf.nn.functional, name)(lf.tensor(logits), lf.tensor(target))
+    with pytest.raises(RuntimeError, match="LongTensor"):
+        F.one_hot(target, 4)
+    with pytest.raises(lf.DTypeError, match="int64.*long"):
+        lf.nn.functional.one_hot(lf.tensor(target), 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_running_extremes_any_and_all(device, dtype):
+    """cummax/cummin's masked lanes hold the dtype's own extremes (int32's wrapped to 0 in int8),
+    and any/all of uint8 are uint8, torch's legacy rule (found by the conformance run)."""
+    t = full_range(dtype, 60, seed=3).reshape(3, 4, 5)
+    x = lf.tensor(t, device=device)
+    for dim in (0, 2):
+        for name in ("cummax", "cummin"):
+            got, want = getattr(x, name)(dim), getattr(t, name)(dim)
+            same(got[0], want[0])
+            same(got[1], want[1])
+        same(x.any(dim), t.any(dim))
+        same(x.all(dim, keepdim=True), t.all(dim, keepdim=True))
+    same(x.any(), t.any())
+    same((x % 3).all(), (t % 3).all())

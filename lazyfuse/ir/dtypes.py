@@ -154,8 +154,8 @@ def promote_types(a: DType, b: DType) -> DType:
     return a if a.itemsize >= b.itemsize else b
 
 
-# the integer dtypes narrower than C's int: arithmetic on them computes in int (C) or wider
-# (Triton's interpreter), and each op's result is truncated back to the dtype, as torch's
+# the integer dtypes narrower than C's int: the printers compute on them in int (C) or int32
+# (Triton) and truncate each op's result back to the dtype, as torch's results wrap
 NARROW_INTS = frozenset((uint8, int8, int16))
 
 
