@@ -186,6 +186,9 @@ def test_numpy_dlpack_and_torch_interop(dtype):
     assert torch.from_dlpack(x).equal(t) and torch.as_tensor(x).equal(t)
     same(lf.from_dlpack(t), t)
     same(lf.tensor([1.5, 2.5]).to(dtype), torch.tensor([1.5, 2.5]).to(dtype))
+    legacy = {torch.uint8: torch.ByteTensor, torch.int8: torch.CharTensor, torch.int16: torch.ShortTensor}[dtype]
+    same(lf.tensor([1.5, 300.0]).type(legacy), torch.tensor([1.5, 300.0]).type(legacy))
+    assert lf.tensor(t).type() == t.type()
     assert lf.short is lf.int16 and lf.uint8.torch is torch.uint8 and lf.int8.numpy == np.dtype(np.int8)
 
 
