@@ -273,3 +273,19 @@ def test_running_extremes_any_and_all(device, dtype):
         same(x.all(dim, keepdim=True), t.all(dim, keepdim=True))
     same(x.any(), t.any())
     same((x % 3).all(), (t % 3).all())
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+@pytest.mark.parametrize("value", [-1, -1.0, -0.5, 127.5, -128.0, -128.5, 255, -255, -256, 255.5, 2.5])
+def test_creation_refuses_exactly_the_values_torch_refuses(dtype, value):
+    """An unsigned dtype takes integers down to -max but no negative float (hypothesis found
+    ``full((), -1.5, uint8)``, which torch refuses)."""
+    for make in (lambda ns: ns.full((2,), value, dtype=dtype), lambda ns: ns.tensor([value], dtype=dtype)):
+        try:
+            want = make(torch)
+        except RuntimeError as e:
+            assert "without overflow" in str(e)
+            with pytest.raises(lf.DTypeError, match="without overflow"):
+                make(lf)
+        else:
+            same(make(lf), want)

@@ -133,9 +133,11 @@ def iinfo(dtype) -> torch.iinfo:
 def check_fits(low, high, d: DType, argname: str) -> None:
     """Refuse Python numbers from ``low`` to ``high`` for integer dtype ``d`` where torch raises
     "value cannot be converted to type ... without overflow": beyond its range, which for an
-    unsigned dtype reaches down to -max (torch wraps those, as two's complement: -1 is 255)."""
+    unsigned dtype reaches down to -max for integers (torch wraps those, as two's complement: -1
+    is 255), not for floats (-0.5 is refused)."""
     info = torch.iinfo(d.torch)
-    lo = -info.max if info.min == 0 else info.min
+    integral = isinstance(low, int) and isinstance(high, int)
+    lo = -info.max if info.min == 0 and integral else info.min
     if not (lo <= low and high <= info.max):
         raise DTypeError(f"{argname}: value cannot be converted to type {d.name} without overflow (torch refuses it "
                          f"too); give values from {lo} to {info.max}, or wrap them yourself with % {info.max + 1 - info.min}")
