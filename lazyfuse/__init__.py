@@ -7,9 +7,9 @@ launches them. ``lf.capture`` records a closure's steady-state launches for repl
 from .errors import (AutogradError, CaptureAllocationError, CaptureError, CompileError, ConfigError,  # noqa: F401
                      DeviceError, DivisionByZeroError, DTypeError, IndexDTypeError, InvalidIndexError,
                      LazyfuseError, ShapeError, UnsupportedOpError)
-from .ir.dtypes import DType, bfloat16, float16, float32, float64, int32, int64  # noqa: F401
+from .ir.dtypes import DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from .ir.dtypes import bool_ as bool  # noqa: F401,A001
-from .ir.dtypes import float16 as half, float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401,A001 (torch's aliases)
+from .ir.dtypes import float16 as half, float32 as float, float64 as double, int16 as short, int32 as int, int64 as long  # noqa: F401,A001 (torch's aliases)
 from .runtime.device import Device, device, get_default_device, set_default_device  # noqa: F401
 from .tensor import Tensor  # noqa: F401
 from .creation import (arange, empty, from_numpy, from_torch, full, full_like, manual_seed, ones, ones_like,  # noqa: F401

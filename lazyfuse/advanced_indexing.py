@@ -10,11 +10,14 @@ rest run as externs through torch's own indexing (lazily where the shape is stat
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 import torch
 
 from . import ops
+from .errors import DTypeError
+from .ir import dtypes as dt
 from .tensor import Tensor   # (tensor.py imports this module at its bottom; every t[key] asks is_advanced)
 
 
@@ -42,6 +45,25 @@ def lazy_key(t, key):
         return key
     from .creation import tensor
     made = tuple(tensor(k, device=t.device) if isinstance(k, _FOREIGN) else k for k in _parts(key))
+    return made if isinstance(key, tuple) else made[0]
+
+
+def byte_masks_as_bool(key, value=None):
+    """``key`` (a lazy one) with each uint8 tensor the bool mask torch reads it as, with torch's
+    deprecation warning (torch's meta kernel refuses a uint8 index, so one is recorded as the mask
+    it is). For ``t[mask] = value`` (``value`` given) torch refuses a uint8 mask with a scalar."""
+    for k in _parts(key):   # (on every t[key]: a loop, not a generator)
+        if isinstance(k, Tensor) and k.dtype is dt.uint8:
+            break
+    else:
+        return key
+    if not isinstance(key, tuple) and value is not None and (ops.is_scalar(value) or
+                                                             isinstance(value, Tensor) and value.ndim == 0):
+        raise DTypeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char (as torch): "
+                         "index with a bool mask (mask.bool()) to write a scalar")
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                  UserWarning, stacklevel=4)   # (the caller of t[key] or t[key] = v)
+    made = tuple(k != 0 if isinstance(k, Tensor) and k.dtype is dt.uint8 else k for k in _parts(key))
     return made if isinstance(key, tuple) else made[0]
 
 

@@ -36,7 +36,10 @@ import warnings
 
 import torch
 
-DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
+from .ir.dtypes import ALL
+
+HELD = tuple(d.torch for d in ALL)   # the torch dtypes lazyfuse holds
+DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool, torch.uint8, torch.int8, torch.int16)
 REFERENCE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
 TOLERANCE = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2), torch.float32: (1.3e-5, 1e-5),
              torch.float64: (1e-7, 1e-7)}
@@ -94,7 +97,7 @@ def _layout(t, mode):
     if mode.endswith("strided") and t.ndim >= 2:
         return t.transpose(0, 1).contiguous(), lambda b: b.transpose(0, 1)
     if mode.endswith("sliced") and t.ndim >= 1:
-        gap = float("nan") if t.is_floating_point() else True if t.dtype == torch.bool else 12345
+        gap = float("nan") if t.is_floating_point() else True if t.dtype == torch.bool else 123   # (fits int8)
         base = torch.full((*t.shape[:-1], 2 * t.shape[-1] + 1), gap, dtype=t.dtype)
         base[..., 1::2] = t
         return base, lambda b: b[..., 1::2]
@@ -109,8 +112,7 @@ def _to_lazy(value, dev, mode, counter):
     def lazy(value):
         if value.layout != torch.strided:
             raise lf.UnsupportedOpError(f"an input of layout {value.layout} (lazyfuse tensors are dense and strided)")
-        if value.is_complex() or value.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64,
-                                                     torch.int32, torch.int64, torch.bool):
+        if value.is_complex() or value.dtype not in HELD:
             raise lf.UnsupportedOpError(f"an input of dtype {value.dtype} (lazyfuse has no such dtype)")
         counter[0] += 1
         laid_out = _layout(value.detach(), mode) if counter[0] == 1 else None
@@ -521,8 +523,7 @@ def _type_name(expected):
 
 def _holdable(value) -> bool:
     """Whether lazyfuse can hold every tensor of an input (strided, cpu, a dtype it has)."""
-    ok = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
-    return all(t.layout == torch.strided and t.device.type == "cpu" and t.dtype in ok for t in _tensors_in(value))
+    return all(t.layout == torch.strided and t.device.type == "cpu" and t.dtype in HELD for t in _tensors_in(value))
 
 
 def _aliased(tensors) -> bool:

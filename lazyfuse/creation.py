@@ -76,6 +76,8 @@ def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Ten
     if not ops.is_scalar(fill_value):
         raise DTypeError(f"fill_value={fill_value!r} must be a Python number")
     dtype = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
+    if dtype.is_int:
+        dt.check_fits(fill_value, fill_value, dtype, f"full: fill_value={fill_value!r}")
     dev = get_device(device)
     value = ops.expand_node(ops.scalar_node(fill_value, dtype), shape)
     return _leaf(result_tensor(dev, Node(Op.CAST, (value,), dtype, shape)), requires_grad)

@@ -399,12 +399,11 @@ def _described(name, r) -> tuple:
                                  "strided (sparse and other layouts are not supported)")
     if r.is_complex():
         raise DTypeError(f"{name}: complex results are not supported by lazyfuse (its dtypes are "
-                         "float16/bfloat16/float32/float64/int32/int64/bool)")
+                         f"{dt.NAMES})")
     try:
         dtype = dt.from_torch(r.dtype)
     except LazyfuseError:
-        raise DTypeError(f"{name}: its result dtype {r.dtype} has no lazyfuse dtype (float16/bfloat16/"
-                         "float32/float64/int32/int64/bool)") from None
+        raise DTypeError(f"{name}: its result dtype {r.dtype} has no lazyfuse dtype ({dt.NAMES})") from None
     if any(not isinstance(s, int) for s in r.shape):
         raise NeedsData("symbolic size")
     return tuple(r.shape), dtype

@@ -3,9 +3,10 @@ an integer tensor on one dim becomes a gather (``index_select``)."""
 from __future__ import annotations
 
 from . import ops
-from .advanced_indexing import getitem as advanced_getitem, is_advanced, lazy_key
+from .advanced_indexing import byte_masks_as_bool, getitem as advanced_getitem, is_advanced, lazy_key
 from .autograd import is_grad_enabled, rules
 from .errors import IndexDTypeError, InvalidIndexError, ShapeError
+from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.view import View
 from .tensor import Tensor, result_tensor   # (tensor.py imports this module at its bottom)
@@ -39,7 +40,7 @@ def _expand_key(t, key) -> list:
 def getitem(t, key):
     if key.__class__ is int and t._view.shape and -t._view.shape[0] <= key < t._view.shape[0]:
         return t._with_view(t._view.select(0, key % t._view.shape[0]))   # t[i], the common case
-    key = lazy_key(t, key)
+    key = byte_masks_as_bool(lazy_key(t, key))
     if is_advanced(key):
         return advanced_getitem(t, key)
     parts = _expand_key(t, key)
@@ -87,9 +88,9 @@ def index_select(t, dim: int, index, wrap: bool = True, name=None):
     refuses an index out of [-size, size) (a negative one counts from the end), or without
     ``wrap`` out of [0, size) (torch's ``index_select`` and ``embedding``), in torch's words for
     op ``name`` (runtime.cpu ``TORCH_INDEX_SENTENCES``; None: ``x[index]``'s)."""
-    if index.dtype.is_float or index.dtype.is_bool:
+    if index.dtype not in (dt.int32, dt.int64):   # (a uint8 index is a mask: advanced_indexing.lazy_key)
         raise IndexDTypeError(f"tensors used as indices must be long, int, byte or bool tensors: tensor indices must "
-                              f"be integers (or a bool mask), got {index.dtype.name}")
+                              f"be integers (or a bool mask), got {index.dtype.name}; call .long() first")
     ops.common_device((t, index))
     flat = index.reshape(-1)
     shape = t.shape[:dim] + (flat.shape[0],) + t.shape[dim + 1:]

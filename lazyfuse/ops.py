@@ -529,6 +529,8 @@ def as_torch_data(data, dtype=None):
             raise DTypeError("complex data is not supported")
         if t.dtype not in (torch.bool, torch.int64, torch.float32, torch.float64):
             t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
+        if dtype is not None and dt.as_dtype(dtype).is_int and t.numel() and t.dtype != torch.bool:
+            dt.check_fits(t.min().item(), t.max().item(), dt.as_dtype(dtype), "data")   # as torch.tensor(data, dtype=)
     if dtype is not None:
         t = t.to(dt.as_dtype(dtype).torch)
     dt.from_torch(t.dtype)

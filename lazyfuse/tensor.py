@@ -593,6 +593,18 @@ class Tensor:
         """``to(lf.bfloat16)``."""
         return self._cast(dt.bfloat16)
 
+    def byte(self, memory_format=None):
+        """``to(lf.uint8)``."""
+        return self._cast(dt.uint8)
+
+    def char(self, memory_format=None):
+        """``to(lf.int8)``."""
+        return self._cast(dt.int8)
+
+    def short(self, memory_format=None):
+        """``to(lf.int16)``."""
+        return self._cast(dt.int16)
+
     def int(self, memory_format=None):
         """``to(lf.int32)`` (as torch's ``int()``)."""
         return self._cast(dt.int32)
@@ -853,7 +865,7 @@ class Tensor:
         self._setitem(key, value)
 
     def _setitem(self, key, value):
-        key = lazy_key(self, key)
+        key = byte_masks_as_bool(lazy_key(self, key), value)
         if writes_through_index(key):
             return setitem(self, key, value)   # self[key] would be a copy: write through torch's indexing
         dest = self[key]
@@ -1089,6 +1101,6 @@ def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # (at the bottom, for the methods that call them: each imports this module's Tensor, and an import
 # in a method runs the import machinery on every call, ~5 us with the caches cold)
-from .advanced_indexing import lazy_key, setitem, writes_through_index  # noqa: E402
+from .advanced_indexing import byte_masks_as_bool, lazy_key, setitem, writes_through_index  # noqa: E402
 from .indexing import getitem  # noqa: E402
 from .nn import functional as F  # noqa: E402

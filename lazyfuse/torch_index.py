@@ -39,8 +39,9 @@ def _arange(n, device):
 
 
 def _check_index(index, name):
-    if index.dtype.is_float or index.dtype.is_bool:
-        raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}")
+    if index.dtype not in (dt.int32, dt.int64):   # (torch refuses the narrow integers too)
+        raise DTypeError(f"{name}: index must be an integer tensor (int64), got {index.dtype.name}; call .long() "
+                         "first")
 
 
 def checked_positions(index, dim, size, wrap, name):
@@ -607,8 +608,8 @@ def _cumext(x, dim, largest: bool, name: str):
     elif x.dtype.is_float:
         fill = -math.inf if largest else math.inf
     else:
-        info = (-(1 << 63), (1 << 63) - 1) if x.dtype.itemsize == 8 else (-(1 << 31), (1 << 31) - 1)
-        fill = info[0] if largest else info[1]
+        info = dt.iinfo(x.dtype)   # (the dtype's own extremes: a wider one would wrap in int8)
+        fill = info.min if largest else info.max
     masked = ops.where(tri, big, fill)
     if x.dtype.is_bool:
         values = masked.any(-1) if largest else masked.all(-1)

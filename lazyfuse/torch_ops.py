@@ -95,13 +95,19 @@ def triu(x, diagonal=0):
 
 # -- reductions --------------------------------------------------------------------------------
 def any(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
-    """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x != 0).sum(_any_all_dims(x, dim, axis), keepdim) > 0
+    """True where any element along ``dim`` is nonzero (NaN counts), as a bool tensor (uint8
+    for a uint8 input: torch's legacy rule)."""
+    return _as_uint8_if(x, (x != 0).sum(_any_all_dims(x, dim, axis), keepdim) > 0)
 
 
 def all(x, dim=None, keepdim=False, *, axis=None):  # noqa: A001 (torch's name)
-    """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor."""
-    return (x == 0).sum(_any_all_dims(x, dim, axis), keepdim) == 0
+    """True where every element along ``dim`` is nonzero (NaN counts), as a bool tensor (uint8
+    for a uint8 input: torch's legacy rule)."""
+    return _as_uint8_if(x, (x == 0).sum(_any_all_dims(x, dim, axis), keepdim) == 0)
+
+
+def _as_uint8_if(x, truth):
+    return truth.to(dt.uint8) if x.dtype is dt.uint8 else truth
 
 
 def _any_all_dims(x, dim, axis):
@@ -622,8 +628,9 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 def one_hot(input, num_classes=-1):  # noqa: A002 (torch's name)
     """int64 one-hot vectors of the class indices ``input`` (a new last dim); ``num_classes=-1``
     reads the largest index (a drain)."""
-    if input.dtype.is_float or input.dtype.is_bool:
-        raise DTypeError(f"one_hot: needs an integer index tensor, got {input.dtype.name} (as in torch)")
+    if input.dtype is not dt.int64:
+        raise DTypeError(f"one_hot: needs an int64 index tensor, got {input.dtype.name} (torch: one_hot is only "
+                         "applicable to index tensor of type LongTensor); call .long() first")
     if num_classes < 0:
         num_classes = int(input.amax().item()) + 1 if input.numel() else 0
     from .torch_index import checked_positions

@@ -49,9 +49,9 @@ from lazyfuse.nn import functional as LFF
 
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INTS = (torch.int32, torch.int64)
+NARROW_INTS = (torch.uint8, torch.int8, torch.int16)   # (drawn by their own tests)
 ALL_DTYPES = FLOATS + INTS + (torch.bool,)
-LF_DTYPE = {torch.float32: lf.float32, torch.float64: lf.float64, torch.float16: lf.float16,
-            torch.bfloat16: lf.bfloat16, torch.int32: lf.int32, torch.int64: lf.int64, torch.bool: lf.bool}
+LF_DTYPE = {d.torch: d for d in lf.ir.dtypes.ALL}
 
 # -- tolerances (see the module docstring) ----------------------------------------------------------
 MULT = 4.0
@@ -425,7 +425,8 @@ def op_clamp(p: Program):
 
 
 CAST_METHODS = {"float": torch.float32, "double": torch.float64, "half": torch.float16,
-                "bfloat16": torch.bfloat16, "int": torch.int32, "long": torch.int64, "bool": torch.bool}
+                "bfloat16": torch.bfloat16, "int": torch.int32, "long": torch.int64, "bool": torch.bool,
+                "byte": torch.uint8, "char": torch.int8, "short": torch.int16}
 
 
 def op_cast(p: Program):

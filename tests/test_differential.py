@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyfuse as lf
-from programs import ALL_DTYPES, COMMON, WEIGHTS, run_program, scaled
+from programs import ALL_DTYPES, COMMON, NARROW_INTS, WEIGHTS, run_program, scaled
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -37,6 +37,12 @@ def test_float64_programs(data):
 @given(st.data())
 def test_integer_and_bool_programs(data):
     run_program(data, (torch.int32, torch.int64, torch.bool))
+
+
+@settings(COMMON, max_examples=scaled(40))
+@given(st.data())
+def test_narrow_integer_programs(data):
+    run_program(data, NARROW_INTS + (torch.int32, torch.bool, torch.float32))
 
 
 @settings(COMMON, max_examples=scaled(100))

@@ -98,7 +98,7 @@ OPS = {
     "mul_(True)": lambda x, ns: x.clone().mul_(True),
     "div_(2)": lambda x, ns: x.clone().div_(2),
 }
-DTYPES = ["int32", "int64", "bool", "float16", "float32"]
+DTYPES = ["uint8", "int8", "int16", "int32", "int64", "bool", "float16", "float32"]
 DATA = [[1, 2, 3, 4], [-1, -3, 2, 5]]
 
 

@@ -218,10 +218,10 @@ def test_misuse_raises_clear_errors():
         lx * torch.randn(3, requires_grad=True)
     with pytest.raises(MixedTensorError, match="plain torch tensor"):
         torch.randn(3).add_(lx)
-    with pytest.raises(lf.DTypeError, match="uint8"):
-        lf.lazy(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(lf.DTypeError, match="uint16"):
+        lf.lazy(torch.zeros(3, dtype=torch.uint16))
     with pytest.raises(lf.DTypeError):
-        lx.to(torch.int16)
+        lx.to(torch.uint16)
     with pytest.raises(lf.CaptureError, match="during capture"):
         lf.capture(DEV, lambda: lx.sum() if (lx * 2).sum().item() else lx.sum())
     # a 0-d plain tensor is a scalar, and a plain CPU tensor is moved in (torch code makes them)

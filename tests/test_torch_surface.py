@@ -182,10 +182,12 @@ def test_refused_ops_name_the_op_and_why():
 
 
 def test_a_torch_dtype_lazyfuse_lacks_is_named_as_a_dtype():
-    # tinygrad's test_arange builds int8 ranges: "lf.int8 (nor has torch)" was wrong, torch has one
-    assert hasattr(torch, "int8") and not hasattr(lf, "int8") and not hasattr(lf, "uint8")
-    with pytest.raises(AttributeError, match=r"lf.int8: torch's torch.int8 is a dtype lazyfuse cannot hold; use one of lf.bool, lf.int32"):
-        lf.arange(128, dtype=lf.int8)
+    # tinygrad's test_arange built int8 ranges before lazyfuse had int8: "lf.int8 (nor has torch)"
+    # was wrong, torch has one; uint16 lazyfuse still lacks
+    assert hasattr(torch, "uint16") and not hasattr(lf, "uint16") and hasattr(lf, "int8")
+    with pytest.raises(AttributeError, match=r"lf.uint16: torch's torch.uint16 is a dtype lazyfuse cannot hold; use one "
+                                             r"of lf.bool, lf.uint8, lf.int8, lf.int16, lf.int32"):
+        lf.arange(128, dtype=lf.uint16)
     with pytest.raises(AttributeError, match=r"nor has torch"):
         lf.not_a_torch_name
 
@@ -458,9 +460,9 @@ def test_nn_modules_with_parameters_point_to_lazy():
 
 
 def test_a_torch_name_that_is_no_function_says_what_torch_has():
-    # lf.uint8 said "nor has torch", which has it (a dtype lazyfuse lacks)
-    with pytest.raises(AttributeError, match="lf.uint8: torch's torch.uint8 is a dtype lazyfuse cannot hold"):
-        lf.uint8
+    # lf.uint8 said "nor has torch", which has it (a dtype lazyfuse lacked; uint32 it still lacks)
+    with pytest.raises(AttributeError, match="lf.uint32: torch's torch.uint32 is a dtype lazyfuse cannot hold"):
+        lf.uint32
     with pytest.raises(AttributeError, match=r"lf.autocast: torch\.autocast is a class"):
         lf.autocast
     with pytest.raises(AttributeError, match=r"lf.no_such_name \(nor has torch\)"):

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ir.dtypes import NARROW_INTS, int32
 from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, render, size_names
@@ -38,11 +39,13 @@ from .printer_base import Printer, infix_rules, invariant_first, loop_invariant,
 from .row_cache import kept_values
 from .scope import Scope
 
-STORAGE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "_Float16",
+STORAGE = {"bool": "uint8_t", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+           "int64": "int64_t", "float16": "_Float16",
            "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
-COMPUTE = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float16": "float",
+COMPUTE = {"bool": "uint8_t", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+           "int64": "int64_t", "float16": "float",
            "bfloat16": "float", "float32": "float", "float64": "double"}
-C_BYTES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
+C_BYTES = {"uint8_t": 1, "int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
 C_BYTES = {name: C_BYTES[c] for name, c in COMPUTE.items()}   # bytes of a value in its compute type
 
 def local_array(ctype: str, name: str, n) -> str:
@@ -334,6 +337,8 @@ class CPrinter(Printer):
         return f"(uint8_t)({x} != 0)"
 
     def float_to_int(self, x: str, dst) -> str:
+        if dst in NARROW_INTS:   # through int32, then truncated: torch's CPU kernels (x86) convert so
+            return f"({COMPUTE[dst.name]}){self.float_to_int(x, int32)}"
         lim = "9223372036854775808.0" if dst.name == "int64" else "2147483648.0"
         lo = "INT64_MIN" if dst.name == "int64" else "INT32_MIN"
         return f"(({x} != {x} || {x} >= {lim} || {x} < -{lim}) ? {lo} : ({COMPUTE[dst.name]}){x})"
@@ -350,8 +355,9 @@ class CPrinter(Printer):
         return "INFINITY" if positive else "-INFINITY"
 
     def int_limit(self, dt, high: bool) -> str:
-        return ("INT64_MAX" if dt.name == "int64" else "INT32_MAX") if high else \
-            ("INT64_MIN" if dt.name == "int64" else "INT32_MIN")
+        if dt.name == "uint8":
+            return "UINT8_MAX" if high else "0"
+        return f"{dt.name.upper()}_MAX" if high else f"{dt.name.upper()}_MIN"   # stdint's INT16_MAX...
 
     # -- structure ----------------------------------------------------------------------------
     def source(self) -> str:

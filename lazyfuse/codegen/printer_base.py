@@ -8,7 +8,7 @@ backend adds and overrides the rest, so the code of one op in one language is on
 """
 from __future__ import annotations
 
-from ..ir.dtypes import float32
+from ..ir.dtypes import NARROW_INTS, float32
 from ..ir.node import Op
 from .kernel import Apply, Scalar
 
@@ -84,6 +84,11 @@ class Printer:
         rule = self.OPS.get(e.op)
         if rule is None:
             raise NotImplementedError(f"{self.LANGUAGE} printer: no rule for {e.op}")
+        if e.dtype in NARROW_INTS:
+            # C computes on int8/uint8/int16 in int (its integer promotion), Triton's integer
+            # literals are int32: each op's result is truncated back to its dtype (modulo 2^bits),
+            # so uint8 200 + 100 is 44 before the next op reads it, as torch computes
+            return self.convert(rule(a, e), e.dtype)
         return rule(a, e)
 
     # -- casts --------------------------------------------------------------------------------

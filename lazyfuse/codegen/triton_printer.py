@@ -47,7 +47,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.dtypes import float32
+from ..ir.dtypes import NARROW_INTS, float32, iinfo, int32
 from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, render, size_names
@@ -56,9 +56,13 @@ from .kernel import (DIVISION_CODE, INDEX_CODE, Acc, Apply, IndexValue, Kernel, 
 from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
 from .scope import Scope
 
-COMPUTE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float32",
+# int8/uint8/int16 compute in int32 (Triton refuses a negative literal with an unsigned block, which
+# the integer helpers use), each value truncated to its dtype where it is made (``convert``), as C's
+COMPUTE = {"bool": "tl.int1", "uint8": "tl.int32", "int8": "tl.int32", "int16": "tl.int32", "int32": "tl.int32",
+           "int64": "tl.int64", "float16": "tl.float32",
            "bfloat16": "tl.float32", "float32": "tl.float32", "float64": "tl.float64"}
-STORAGE = {"bool": "tl.int1", "int32": "tl.int32", "int64": "tl.int64", "float16": "tl.float16",
+STORAGE = {"bool": "tl.int1", "uint8": "tl.uint8", "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32",
+           "int64": "tl.int64", "float16": "tl.float16",
            "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 I32_LIMIT = 2 ** 31 - 2 ** 21   # index values beyond this are computed in int64
 EMPTY = 2 ** 31 - 1             # the argmax position of an empty lane: beyond every real one
@@ -316,18 +320,18 @@ class TritonPrinter(Printer):
             raw = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.broadcast_to(tl.load({ptr}), {scope.shape})"
             if e.dtype.name == "bfloat16":
                 return f"lf_bf16_to_f32({raw})"   # by bits: see ``to_storage``
-            return f"{raw}.to(tl.float32)" if e.dtype.name == "float16" else raw
+            return f"{raw}.to({COMPUTE[e.dtype.name]})" if e.dtype.name == "float16" or e.dtype in NARROW_INTS else raw
         if isinstance(e, IndexValue):
             if not e.index.terms:
                 const = self.index(e.index)   # a literal, or one of the kernel's runtime sizes
                 return f"tl.full({scope.shape}, {e.index.const}, {COMPUTE[e.dtype.name]})" if const == f"({e.index.const})" \
                     else f"tl.broadcast_to({const}.to({COMPUTE[e.dtype.name]}), {scope.shape})"
-            return f"{self.index(e.index)}.to({COMPUTE[e.dtype.name]})"
+            return self.convert(self.index(e.index), e.dtype)
         if isinstance(e, Random):
             seed, off = scope.value(e.seed), scope.value(e.offset)
             fn = "lf_normal" if e.normal else "lf_uniform"
             i = f"({off} + {self.index(e.index)}).to(tl.uint64)"
-            return f"{fn}({seed}.to(tl.uint64), {i}).to({COMPUTE[e.dtype.name]})"
+            return self.convert(f"{fn}({seed}.to(tl.uint64), {i})", e.dtype)
         assert isinstance(e, Apply)
         operands = [scope.value(s) for s in e.srcs]
         if e.op is Op.CHECK_INDEX:
@@ -368,6 +372,8 @@ class TritonPrinter(Printer):
         return f"({x} != 0)"
 
     def float_to_int(self, x: str, dst) -> str:
+        if dst in NARROW_INTS:   # through int32, then truncated, as the C printer (torch's CPU)
+            return self.convert(self.float_to_int(x, int32), dst)
         bits = 63 if dst.name == "int64" else 31
         return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
 
@@ -378,14 +384,15 @@ class TritonPrinter(Printer):
         return f"lf_round_bf16({x})" if dst.name == "bfloat16" else f"{x}.to(tl.float16).to(tl.float32)"
 
     def convert(self, x: str, dst) -> str:
+        if dst in NARROW_INTS:   # truncated to the dtype, in the int32 it computes in
+            return f"{x}.to({STORAGE[dst.name]}).to({COMPUTE[dst.name]})"
         return f"{x}.to({COMPUTE[dst.name]})"
 
     def infinity(self, positive: bool) -> str:
         return 'float("inf")' if positive else 'float("-inf")'
 
     def int_limit(self, dt, high: bool) -> str:
-        bits = 63 if dt.name == "int64" else 31
-        return str(2 ** bits - 1) if high else str(-(2 ** bits))
+        return str(iinfo(dt).max if high else iinfo(dt).min)
 
     def to_storage(self, v: str, e, dt) -> str:
         """Value ``v`` (of expression ``e``) converted for a store into a ``dt`` buffer. bfloat16
@@ -417,7 +424,7 @@ class TritonPrinter(Printer):
             elif dt.is_bool:
                 val = word   # the int64 word: compared with 0 once broadcast (see ``rhs``)
             else:
-                val = f"{word}.to({COMPUTE[dt.name]})"
+                val = self.convert(word, dt)
             lines.append(f"    s{i} = {val}")
         wide = self._wide()
         pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
@@ -562,12 +569,12 @@ class TritonPrinter(Printer):
             lines += self._tile_header("tl.arange(0, BLOCK_R)[None, :]", "    ")
             scope = _Scope(self, "    ", "inner")
             for j, st in enumerate(k.stages):
-                scope.lines += self._one_pass(j, st, scope) + [f"    acc{j} = acc{j}.to({COMPUTE[st.dtype.name]})"]
+                scope.lines += self._one_pass(j, st, scope) + [f"    acc{j} = {self.convert(f'acc{j}', st.dtype)}"]
             stores = self._store(scope, k.inner_stores)   # row-wise: the same tile, already loaded
             lines += scope.lines + stores
         else:
             for j, st in enumerate(k.stages):
-                lines += self._looped(j, st) + [f"    acc{j} = acc{j}.to({COMPUTE[st.dtype.name]})"]
+                lines += self._looped(j, st) + [f"    acc{j} = {self.convert(f'acc{j}', st.dtype)}"]
             if k.inner_stores:
                 lines.append(f"    for rbase in range(0, {self.size(k.inner)}, BLOCK_R):")
                 lines += self._tile_header("rbase + tl.arange(0, BLOCK_R)[None, :]", "        ")

@@ -64,6 +64,9 @@ class DType:
 
 
 bool_ = DType("bool", 1, BOOL, torch.bool, np.dtype(np.bool_))
+uint8 = DType("uint8", 1, INT, torch.uint8, np.dtype(np.uint8))
+int8 = DType("int8", 1, INT, torch.int8, np.dtype(np.int8))
+int16 = DType("int16", 2, INT, torch.int16, np.dtype(np.int16))
 int32 = DType("int32", 4, INT, torch.int32, np.dtype(np.int32))
 int64 = DType("int64", 8, INT, torch.int64, np.dtype(np.int64))
 float16 = DType("float16", 2, FLOAT, torch.float16, np.dtype(np.float16))
@@ -71,8 +74,9 @@ bfloat16 = DType("bfloat16", 2, FLOAT, torch.bfloat16, None)
 float32 = DType("float32", 4, FLOAT, torch.float32, np.dtype(np.float32))
 float64 = DType("float64", 8, FLOAT, torch.float64, np.dtype(np.float64))
 
-ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 DEFAULT_FLOAT = float32
+NAMES = ", ".join(d.name for d in ALL)   # for the messages that list what lazyfuse holds
 _BY_TORCH = {d.torch: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None}
 _BY_NAME = {d.name: d for d in ALL}
@@ -87,7 +91,7 @@ def from_torch(dt: torch.dtype) -> DType:
         return _BY_TORCH[dt]
     except KeyError:
         raise DTypeError(f"torch dtype {dt} is not supported by lazyfuse; convert it to one of "
-                         f"{', '.join(d.name for d in ALL)} first") from None
+                         f"{NAMES} first") from None
 
 
 def from_numpy(dt) -> DType:
@@ -139,6 +143,19 @@ def iinfo(dtype) -> torch.iinfo:
     return torch.iinfo(d.torch)
 
 
+def check_fits(low, high, d: DType, argname: str) -> None:
+    """Refuse Python numbers from ``low`` to ``high`` for integer dtype ``d`` where torch raises
+    "value cannot be converted to type ... without overflow": beyond its range, which for an
+    unsigned dtype reaches down to -max for integers (torch wraps those, as two's complement: -1
+    is 255), not for floats (-0.5 is refused)."""
+    info = torch.iinfo(d.torch)
+    integral = isinstance(low, int) and isinstance(high, int)
+    lo = -info.max if info.min == 0 and integral else info.min
+    if not (lo <= low and high <= info.max):
+        raise DTypeError(f"{argname}: value cannot be converted to type {d.name} without overflow (torch refuses it "
+                         f"too); give values from {lo} to {info.max}, or wrap them yourself with % {info.max + 1 - info.min}")
+
+
 def promote_types(a: DType, b: DType) -> DType:
     """torch.promote_types restricted to lazyfuse's dtypes."""
     if a is b:
@@ -147,7 +164,14 @@ def promote_types(a: DType, b: DType) -> DType:
         return a if a.category > b.category else b
     if a.category == FLOAT and {a.name, b.name} == {"float16", "bfloat16"}:
         return float32
+    if {a.name, b.name} == {"uint8", "int8"}:
+        return int16   # the narrowest type holding both ranges, as torch
     return a if a.itemsize >= b.itemsize else b
+
+
+# the integer dtypes narrower than C's int: the printers compute on them in int (C) or int32
+# (Triton) and truncate each op's result back to the dtype, as torch's results wrap
+NARROW_INTS = frozenset((uint8, int8, int16))
 
 
 def opmath(d: DType) -> DType:

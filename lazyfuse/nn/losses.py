@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..errors import DTypeError, ShapeError
-from ..ir.dtypes import opmath
+from ..ir.dtypes import int8, int16, opmath
 
 
 def _reduce(loss, reduction: str):
@@ -137,8 +137,9 @@ def _as_batch(input, target):
 
 
 def _check_classes(input, target, name):
-    if target.dtype.is_float or target.dtype.is_bool:
-        raise DTypeError(f"{name}: class-index targets must be integers, got {target.dtype.name}")
+    if target.dtype.is_float or target.dtype.is_bool or target.dtype in (int8, int16):
+        raise DTypeError(f"{name}: class-index targets must be integers (int64, int32 or uint8, as torch "
+                         f"takes them), got {target.dtype.name}")
     if target.ndim and input.ndim > 1 and target.shape[0] != input.shape[0]:
         raise ShapeError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}): {name}'s target shape {target.shape} does not match input "

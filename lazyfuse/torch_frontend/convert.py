@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import DTypeError
+from ..ir.dtypes import NAMES
 from ..runtime.device import device as get_device
 from ..tensor import Tensor as LfTensor
 from .tensor import LazyTensor
@@ -23,7 +24,7 @@ def _lazy_tensor(t: torch.Tensor, dev) -> LazyTensor:
         return t
     if t.is_complex() or t.is_quantized or t.layout is not torch.strided:
         raise DTypeError(f"lf.lazy: a {t.dtype} {t.layout} tensor is not supported; lazyfuse holds strided "
-                         "bool, int32, int64, float16, bfloat16, float32 and float64 tensors")
+                         f"tensors of dtype {NAMES}")
     return wrap(t, t.requires_grad, dev)
 
 
