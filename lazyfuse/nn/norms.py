@@ -51,8 +51,13 @@ def _check(x, name, least=2):
 
 def _batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
     """(output, batch mean (C,), batch inverse std (C,)), the statistics None in evaluation mode."""
-    _check(x, "batch_norm")
     out_dtype, w = x.dtype, x.to(opmath(x.dtype))
+    if x.shape == (0,):
+        # (torch reads a 1-d input as having 0 channels: an empty one normalises to an empty result,
+        # with empty statistics; a non-empty one it refuses, as we do below)
+        batch_stats = training or running_mean is None or running_var is None
+        return x.clone(), w if batch_stats else None, w if batch_stats else None
+    _check(x, "batch_norm")
     dims = (0,) + tuple(range(2, x.ndim))
     if training or running_mean is None or running_var is None:   # (no running statistics: the batch's, as torch)
         mean, var = _stats(w, dims)
