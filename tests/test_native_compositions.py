@@ -274,6 +274,18 @@ def test_batch_group_and_layer_norms_match_torch_and_update_running_statistics(d
         torch.testing.assert_close(lrv.torch(), rv, **tol)
 
 
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_batch_norm_of_an_empty_1d_input_is_empty_as_torch(dtype, training):
+    # (op_db's batch_norm sample of shape (0,): torch reads a 1-d input as 0 channels)
+    xt, rm, rv = torch.empty(0, dtype=dtype), torch.zeros(0, dtype=dtype), torch.ones(0, dtype=dtype)
+    got = lf.nn.functional.batch_norm(lf.tensor(xt), lf.tensor(rm), lf.tensor(rv), training=training).torch()
+    want = torch.nn.functional.batch_norm(xt, rm, rv, training=training)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    with pytest.raises(lf.ShapeError, match="at least 2 dims"):   # a non-empty 1-d input: torch refuses it too
+        lf.nn.functional.batch_norm(lf.tensor(torch.ones(3, dtype=dtype)), None, None, training=True)
+
+
 def test_batch_norm_statistics_and_normalization_are_few_kernels():
     xt = _x(8, 4, 16, seed=3)
     x = lf.tensor(xt)
