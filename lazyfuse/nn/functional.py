@@ -66,21 +66,28 @@ def _row_max(x, dim):
     return 0 if x.ndim and not x.shape[dim] else x.detach().amax(dim, keepdim=True)
 
 
-def implicit_dim(name: str, ndim: int) -> int:
-    """torch's deprecated choice of the dim of a softmax called without one (with its warning)."""
+def implicit_dim(name: str, ndim: int, stacklevel: int = 3) -> int:
+    """torch's deprecated choice of the dim of a softmax called without one (with its warning,
+    ``stacklevel``: at the caller's caller)."""
     import warnings
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
-                  "an argument.", UserWarning, stacklevel=3)
+                  "an argument.", UserWarning, stacklevel=stacklevel)
     return 0 if ndim in (0, 1, 3) else 1
+
+
+def _row_op_input(name, input, dim, dtype):
+    """softmax's and log_softmax's input cast to ``dtype`` (torch casts first) and checked, with
+    ``dim`` normalised (None: torch's legacy implicit dim, with its warning)."""
+    if dtype is not None:
+        input = input.to(dtype)
+    _float(input, name)
+    return input, normalize_dim(implicit_dim(name, input.ndim, 4) if dim is None else dim, input.ndim)
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch).
     ``_stacklevel`` is torch's (for its warning) and unused."""
-    if dtype is not None:
-        input = input.to(dtype)
-    _float(input, "softmax")
-    dim = normalize_dim(implicit_dim("softmax", input.ndim) if dim is None else dim, input.ndim)
+    input, dim = _row_op_input("softmax", input, dim, dtype)
     if input.ndim > 64:
         return _as_rows(softmax, input, dim)
     out_dtype, input = input.dtype, input.to(opmath(input.dtype))
@@ -90,10 +97,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along ``dim``: one row-wise kernel, like softmax."""
-    if dtype is not None:
-        input = input.to(dtype)
-    _float(input, "log_softmax")
-    dim = normalize_dim(implicit_dim("log_softmax", input.ndim) if dim is None else dim, input.ndim)
+    input, dim = _row_op_input("log_softmax", input, dim, dtype)
     if input.ndim > 64:
         return _as_rows(log_softmax, input, dim)
     out_dtype, input = input.dtype, input.to(opmath(input.dtype))
