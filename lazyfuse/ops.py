@@ -530,7 +530,14 @@ def as_torch_data(data, dtype=None):
         if t.dtype not in (torch.bool, torch.int64, torch.float32, torch.float64):
             t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
         if dtype is not None and dt.as_dtype(dtype).is_int and t.numel() and t.dtype != torch.bool:
-            dt.check_fits(t.min().item(), t.max().item(), dt.as_dtype(dtype), "data")   # as torch.tensor(data, dtype=)
+            # torch checks each Python number by its own type (an int wraps into an unsigned dtype,
+            # a float does not: [-1, 2.0] is uint8 [255, 2]), which the inferred float tensor no
+            # longer tells: torch converts the data itself, and a refusal is reported with the range
+            try:
+                t = torch.tensor(data, dtype=dt.as_dtype(dtype).torch)
+            except RuntimeError:
+                dt.check_fits(t.min().item(), t.max().item(), dt.as_dtype(dtype), "data")
+                raise   # (check_fits is stricter than torch: not reached)
     if dtype is not None:
         t = t.to(dt.as_dtype(dtype).torch)
     dt.from_torch(t.dtype)

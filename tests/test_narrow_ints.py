@@ -279,8 +279,10 @@ def test_running_extremes_any_and_all(device, dtype):
 @pytest.mark.parametrize("value", [-1, -1.0, -0.5, 127.5, -128.0, -128.5, 255, -255, -256, 255.5, 2.5])
 def test_creation_refuses_exactly_the_values_torch_refuses(dtype, value):
     """An unsigned dtype takes integers down to -max but no negative float (hypothesis found
-    ``full((), -1.5, uint8)``, which torch refuses)."""
-    for make in (lambda ns: ns.full((2,), value, dtype=dtype), lambda ns: ns.tensor([value], dtype=dtype)):
+    ``full((), -1.5, uint8)``, which torch refuses); in a list each number by its own type, so
+    ``[-1, 2.0]`` is uint8 ``[255, 2]``."""
+    for make in (lambda ns: ns.full((2,), value, dtype=dtype), lambda ns: ns.tensor([value], dtype=dtype),
+                 lambda ns: ns.tensor([value, 2.0], dtype=dtype), lambda ns: ns.tensor([[1.5], [value]], dtype=dtype)):
         try:
             want = make(torch)
         except RuntimeError as e:
