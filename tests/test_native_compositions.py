@@ -286,6 +286,21 @@ def test_batch_norm_of_an_empty_1d_input_is_empty_as_torch(dtype, training):
         lf.nn.functional.batch_norm(lf.tensor(torch.ones(3, dtype=dtype)), None, None, training=True)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_native_batch_norm_of_an_empty_input_matches_torch(training):
+    xt, rm, rv = torch.empty(0, 3, 4), torch.zeros(3), torch.ones(3)
+    try:
+        want = torch.native_batch_norm(xt, None, None, rm, rv, training, 0.1, 1e-5)
+    except RuntimeError as e:   # (torch 2.13's CPU kernel: training needs an element)
+        assert "at least one element" in str(e)
+        with pytest.raises(lf.ShapeError, match="at least one element"):
+            lf.native_batch_norm(lf.tensor(xt), None, None, lf.tensor(rm), lf.tensor(rv), training, 0.1, 1e-5)
+        return
+    got = lf.native_batch_norm(lf.tensor(xt), None, None, lf.tensor(rm), lf.tensor(rv), training, 0.1, 1e-5)
+    for g, w in zip(got, want):
+        assert g.torch().dtype == w.dtype and g.shape == w.shape
+
+
 def test_batch_norm_statistics_and_normalization_are_few_kernels():
     xt = _x(8, 4, 16, seed=3)
     x = lf.tensor(xt)

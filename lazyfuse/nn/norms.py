@@ -90,7 +90,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
     """torch's ``native_batch_norm``: (output, saved mean, saved inverse std); the saved statistics
-    are empty in evaluation mode, as torch's."""
+    are empty in evaluation mode, as torch's; an empty CPU input in training mode is refused, as torch."""
+    # (torch's CPU kernel refuses it; its CUDA one is not checked here, so a GPU input keeps the
+    # empty statistics)
+    if training and input.numel() == 0 and input.device.type == "cpu":
+        raise ShapeError(f"native_batch_norm: input must have at least one element in training mode, got shape "
+                         f"{tuple(input.shape)} (torch refuses it too); F.batch_norm takes it and returns it empty")
     out, mean, inv = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if mean is None:
         from ..creation import empty
