@@ -39,7 +39,11 @@ from .. import config
 from ..errors import CompileError
 from .cache import atomic_write, cache_dir
 
-FLAGS = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
+# -fwrapv: torch's integer arithmetic wraps (two's complement) and so must the kernels'; C leaves
+# signed overflow undefined and gcc -O3 folds on it, e.g. `(a + 1) > a` to true for int32 a = INT_MAX
+# (torch: False). Measured on Zen 4 at 2^20 (int and float chains, strided and transposed reads):
+# no difference beyond the run-to-run noise.
+FLAGS = ["-O3", "-fwrapv", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
 
 
 def march() -> str:
