@@ -535,9 +535,9 @@ def as_torch_data(data, dtype=None):
             # longer tells: torch converts the data itself, and a refusal is reported with the range
             try:
                 t = torch.tensor(data, dtype=dt.as_dtype(dtype).torch)
-            except RuntimeError:
-                dt.check_fits(t.min().item(), t.max().item(), dt.as_dtype(dtype), "data")
-                raise   # (check_fits is stricter than torch: not reached)
+            except RuntimeError as e:
+                dt.check_fits(t.min().item(), t.max().item(), dt.as_dtype(dtype), "data")   # names the range
+                raise DTypeError(f"data: {e}") from None   # a refusal check_fits does not know
     if dtype is not None:
         t = t.to(dt.as_dtype(dtype).torch)
     dt.from_torch(t.dtype)
