@@ -971,6 +971,8 @@ class Tensor:
             if value.numel() != 1:
                 raise ShapeError("fill_ takes a scalar or a one-element tensor")
             return self.copy_(value.reshape(()))
+        if self.dtype.is_int and not isinstance(value, bool):
+            dt.check_fits(value, value, self.dtype, f"fill_: value={value!r}")   # as lf.full: torch refuses it
         return self.copy_(value)
 
     def copy_(self, src):

@@ -291,3 +291,15 @@ def test_creation_refuses_exactly_the_values_torch_refuses(dtype, value):
                 make(lf)
         else:
             same(make(lf), want)
+
+
+@pytest.mark.parametrize("value", [-1.5, -1, -255, -256, 255, 256, 300, 2.5, True])
+def test_fill_takes_and_refuses_the_values_torchs_fill_does(value):
+    expected = torch.zeros(2, dtype=torch.uint8)
+    try:
+        expected.fill_(value)
+    except RuntimeError:
+        with pytest.raises(lf.DTypeError, match="fill_"):
+            lf.zeros(2, dtype=lf.uint8).fill_(value)
+        return
+    assert lf.zeros(2, dtype=lf.uint8).fill_(value).tolist() == expected.tolist()
