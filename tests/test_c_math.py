@@ -24,7 +24,8 @@ HEADER = Path(__file__).resolve().parents[1] / "lazyfuse" / "codegen" / "c_math.
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno",
           "-fno-trapping-math", "-fPIC", "-shared"]
 FUNCS = ["exp", "exp2", "expm1", "log", "tanh", "sigmoid", "sin", "cos", "erf", "gelu", "silu", "rsqrt"]
-HARNESS = FUNCS + ["gelu_grad"]   # gelu's derivative: its own accuracy test (an absolute bound)
+HARNESS = FUNCS + ["gelu_grad",   # gelu's derivative: its own accuracy test (an absolute bound)
+                   "sin_near", "cos_near"]   # the fast pass's sin/cos (|x| < 2^23): bit for bit sin/cos there
 
 FLT_MIN = float(np.finfo(np.float32).tiny)
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -40,7 +41,8 @@ GELU_TAIL_BOUNDS = [(-2.0, -1.0, 6.8e-7),     # measured 6.47e-7
 GELU_ZERO_BELOW = -5.6
 
 # Max relative error achieved, plus a few % headroom: log, sin, cos from an
-# exhaustive scan of all float32 inputs (sin/cos: all |x| < 2^50); the others
+# exhaustive scan of all float32 inputs (sin/cos: all |x| < 2^50, and a scan of every 61st
+# bit pattern beyond); the others
 # from a scan of every 67th float32 bit pattern of each sign (see c_math.h).
 # For scale, 2^-24 = 5.96e-8; every bound is under 4 * 2^-24.  gelu's holds for x >= -1; below,
 # GELU_TAIL_BOUNDS.
@@ -68,12 +70,10 @@ def _target_has_fma(extra=()):
     return "#define __FMA__ 1" in proc.stdout
 
 
-# lf_sinf/lf_cosf reduce the argument in double: with FMA a 2-constant split of pi/2 (53 + 53
-# bits), accurate out to 2^50; without it a 24 + 24 + 53-bit split, exact for |x| < 2^29 * pi/2
-# (~8.4e8).  Beyond 2^50 both give 0 (nan at +-inf).
-SINCOS_FMA_LIMIT = 2.0 ** 50
-SINCOS_NOFMA_LIMIT = 8e8
-SINCOS_ACCURATE_LIMIT = SINCOS_FMA_LIMIT if _target_has_fma() else SINCOS_NOFMA_LIMIT
+# lf_sinf/lf_cosf reduce the argument in double: below 2^23 by a split of pi/2 (with FMA 53 + 53
+# bits, without 24 + 24 + 53), from 2^23 on by the bits of 1/pi (Payne-Hanek): the same bound
+# out to FLT_MAX.  lf_sin_nearf/lf_cos_nearf, the first alone, are exact below 2^23.
+SINCOS_NEAR_LIMIT = 2.0 ** 23
 
 
 def _gelu_erfc(t):
@@ -209,15 +209,10 @@ def test_special_values(lib, name):
     x = _specials()
     y = _run(lib, name, x)
     ref64 = _ref(name, x)
-    value_mask = None
-    if name in ("sin", "cos"):
-        value_mask = np.abs(x) < SINCOS_ACCURATE_LIMIT
-        big = np.isfinite(x) & ~value_mask
-        assert np.all(np.abs(y[big]) <= 1.0)
     if name == "gelu":
         _check_gelu(x, y)
         return
-    _check(name, x, y, ref64, BOUNDS[name], value_mask)
+    _check(name, x, y, ref64, BOUNDS[name])
 
 
 def test_special_values_exact(lib):
@@ -297,7 +292,7 @@ def _random_cases(name, rng):
         return [(u(rng, -10, 10), None), (u(rng, -110, 110), None)]
     if name in ("sin", "cos"):
         return [(u(rng, -10, 10), None), (u(rng, -1e4, 1e4), None),
-                (lu(rng, -30, math.log10(SINCOS_ACCURATE_LIMIT)), None)]
+                (lu(rng, -30, 38.5), None)]
     if name == "rsqrt":
         den = rng.integers(1, 1 << 23, RNG_N, dtype=np.uint32).view(np.float32)
         return [(lu(rng, -38, 38, signed=False), None), (u(rng, 0.25, 4.0), None), (den, None)]
@@ -407,19 +402,24 @@ def test_gelu_grad_accuracy(lib):
     assert one(-30.0) == 0 and np.signbit(one(-30.0))
 
 
-def _sincos_inputs(rng, limit):
-    """A dense scan of |x| <= 1e4 (every 61st bit pattern, both signs), log-uniform |x| up to
-    ``limit`` and the specials."""
+def _sincos_inputs(rng):
+    """A dense scan of |x| <= 1e4 (every 61st bit pattern, both signs), every 997th float from
+    2^23 to FLT_MAX (both signs: the far reduction's every exponent), log-uniform |x| and the
+    specials."""
     pos = np.arange(0, np.float32(1e4).view(np.uint32) + 1, 61, dtype=np.uint32).view(np.float32)
-    x = np.concatenate([pos, -pos, _loguniform(rng, -3, math.log10(limit)), _specials()])
-    return x[np.isfinite(x) & (np.abs(x) < limit)]
+    far = np.arange(np.float32(SINCOS_NEAR_LIMIT).view(np.uint32), np.float32(np.inf).view(np.uint32), 997,
+                    dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, -pos, far, -far, _loguniform(rng, -3, 38.5), _specials()])
+    return x[np.isfinite(x)]
 
 
 @pytest.mark.parametrize("name", ["sin", "cos"])
 def test_sincos_no_less_accurate_than_torch_float32(lib, name):
     """lf_sinf/lf_cosf against torch's own float32 sin/cos (Sleef's u10 on AVX-512), both
-    against float64, on the same inputs: our max relative error is no larger than torch's."""
-    x = _sincos_inputs(np.random.default_rng(17), SINCOS_ACCURATE_LIMIT)
+    against float64, on the same inputs (out to FLT_MAX: +-1e20 is in torch's own reference inputs
+    for sin, and each result was 0 beyond 2^50 before the far reduction): our max relative error
+    is no larger than torch's."""
+    x = _sincos_inputs(np.random.default_rng(17))
     ref = _ref(name, x)
     den = np.maximum(np.abs(ref), FLT_MIN)
     ours = (np.abs(_run(lib, name, x).astype(np.float64) - ref) / den).max()
@@ -462,19 +462,55 @@ def test_rsqrt_without_fma(tmp_path):
 
 
 def test_sincos_without_fma(tmp_path):
-    """The no-FMA reduction (x86-64-v2: a 3-constant split of pi/2): the same bound out to
-    8e8, torch's classes (nan at +-inf and nan, sin(-0) = -0), results in [-1, 1] beyond."""
+    """The no-FMA near reduction (x86-64-v2: a 3-constant split of pi/2) and the far one: the
+    same bound out to FLT_MAX, torch's classes (nan at +-inf and nan, sin(-0) = -0)."""
     extra = ["-march=x86-64-v2"]
     assert not _target_has_fma(extra)
     so_file, _, _ = _compile(tmp_path, extra)
     nofma = ctypes.CDLL(str(so_file))
     for name in ("sin", "cos"):
         getattr(nofma, f"apply_{name}").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
-        x = _sincos_inputs(np.random.default_rng(19), SINCOS_NOFMA_LIMIT)
+        x = _sincos_inputs(np.random.default_rng(19))
         _check(name, x, _run(nofma, name, x), _ref(name, x), BOUNDS[name])
-        far = _loguniform(np.random.default_rng(23), math.log10(SINCOS_NOFMA_LIMIT), 38)
-        assert np.all(np.abs(_run(nofma, name, far)) <= 1.0)
         edge = np.float32([np.inf, -np.inf, np.nan, -0.0])
         y = _run(nofma, name, edge)
         assert np.isnan(y[:3]).all()
     assert np.signbit(_run(nofma, "sin", np.float32([-0.0]))[0])
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sincos_near_forms_are_sincos_below_two_to_23(lib, name):
+    """The fast pass's lf_sin_nearf/lf_cos_nearf (a pointwise kernel runs them and flags a far
+    element, CPrinter._pointwise) are bit for bit lf_sinf/lf_cosf wherever they are used, |x| <
+    2^23, so a kernel's values never depend on whether another element sent it to its exact
+    pass: every 257th float below 2^23 of each sign, and the specials."""
+    pos = np.arange(0, np.float32(SINCOS_NEAR_LIMIT).view(np.uint32), 257, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, -pos, np.float32([np.nextafter(np.float32(SINCOS_NEAR_LIMIT), np.float32(0))]),
+                        _specials()])
+    x = x[~(np.abs(x) >= SINCOS_NEAR_LIMIT)]                    # (nan and the near range)
+    near, exact = _run(lib, f"{name}_near", x), _run(lib, name, x)
+    same = (near.view(np.uint32) == exact.view(np.uint32)) | (np.isnan(near) & np.isnan(exact))
+    assert same.all(), x[~same][:8]
+
+
+def _header_table(name):
+    body = re.search(rf"static const double {name}\[105\] = {{[^\n]*\n(.*?)\n}};", HEADER.read_text(), re.S)
+    return [float.fromhex(v) for v in re.findall(r"0x[0-9a-f.]+p[-+]\d+", body.group(1))]
+
+
+def test_far_reduction_tables_are_the_bits_of_one_over_pi():
+    """c_math.h's lf__inv_pi_a/_b/_c: (2^E / pi) mod 2 for E = 0..104 as A + B + C, A and B 28-bit
+    multiples of 2^-27 and 2^-55 (so M A and M B are exact for a 24-bit M), C the rest rounded;
+    recomputed here from 1/pi to 560 bits (mpmath)."""
+    from fractions import Fraction
+
+    import mpmath
+    with mpmath.workprec(600):
+        inv_pi = Fraction(int(mpmath.floor(mpmath.mpf(2) ** 560 / mpmath.pi)), 2 ** 560)
+    a, b, c = (_header_table(f"lf__inv_pi_{k}") for k in "abc")
+    assert len(a) == len(b) == len(c) == 105
+    for e in range(105):
+        f = (inv_pi * 2 ** e) % 2
+        want_a = Fraction(int(f * 2 ** 27), 2 ** 27)
+        want_b = Fraction(int((f - want_a) * 2 ** 55), 2 ** 55)
+        assert (Fraction(a[e]), Fraction(b[e]), c[e]) == (want_a, want_b, float(f - want_a - want_b)), e

@@ -111,6 +111,20 @@ def test_the_fast_pass_of_a_float_remainder_vectorises(tmp_path):
         assert unvectorised_loops(src, tmp_path) == [prelude + second + 1], src
 
 
+def test_sin_and_cos_run_their_near_reduction_first_and_the_far_one_where_flagged(tmp_path):
+    """float sin/cos: the first pass (the near reduction alone, exact below 2^23) flags a larger
+    element; only then the second, whose reduction blends in the far one for every lane (its
+    table gathers cost 2.5-4.5x the first: c_math.h). Both passes vectorise."""
+    xs = np.random.default_rng(2).uniform(-50, 50, 64).astype(np.float32)
+    x = lf.tensor(xs)
+    for fn in ("sin", "cos"):
+        out, sources = kernel_sources(lambda: getattr(lf, fn)(x * 2).numpy())
+        np.testing.assert_allclose(out, getattr(np, fn)(xs * 2), rtol=0, atol=1.2e-7)
+        (src,) = sources
+        assert src.index("lf__sin_far(") < src.index(f"lf_{fn}_nearf(") < src.index(f"lf_{fn}f("), src
+        assert unvectorised_loops(src, tmp_path) == [], src
+
+
 ONE_NODE_OPS = {   # tests/test_one_node_ops.py: compositions that became one node each
     "atan": lambda x, y: lf.atan(x), "atan2": lambda x, y: lf.atan2(x, y), "copysign": lambda x, y: lf.copysign(x, y),
     "sign": lambda x, y: lf.sign(x), "nan_to_num": lambda x, y: lf.nan_to_num(x, 1.0),

@@ -1,6 +1,6 @@
 """The native kernels' formulas that were rewritten for speed (bench/native_ops.py's kernel
 column), bit for bit against torch on cpu and interpreter: a clamp by numbers, negation, the
-float remainder (``fmod``/``remainder``), ``flip``."""
+float remainder (``fmod``/``remainder``), sin and cos, ``flip``."""
 from __future__ import annotations
 
 import numpy as np
@@ -158,6 +158,74 @@ def test_an_in_place_fmod_takes_libms_fmod_alone():
     x = lf.tensor(a)
     x.copy_(lf.fmod(x, lf.tensor(b)))
     assert_same_or_both_nan(x.torch(), exact("fmod", a, b))
+
+
+# the relative error bound of float32 sin/cos against float64: c_math.h's (0.5 ulp and a hair) on
+# cpu; the interpreter's is numpy's float32 sin (1.03e-7 on these inputs, within 1 ulp: 2^-23)
+SINCOS_BOUND = {"cpu": 6.0e-8, "interpreter": 2.0 ** -23}
+
+
+def assert_sincos_accurate(got, x, fn, msg="", bound=SINCOS_BOUND["cpu"]):
+    """``got`` within ``bound`` of float64's sin/cos of the float32 ``x``, NaN exactly where
+    float64's is."""
+    want = getattr(torch, fn)(x.double())
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), msg
+    err = ((got[~nan].double() - want[~nan]).abs() / want[~nan].abs().clamp_min(1.2e-38)).max().item()
+    assert err <= bound, (err, msg)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+def test_sin_and_cos_hold_out_to_the_largest_float(device, fn):
+    # random bit patterns: most |x| are beyond 2^23, where the cpu kernel's fast pass flags them
+    # and its second pass takes the far (Payne-Hanek) reduction; torch's own reference inputs
+    # for sin include +-1e20 (each was 0 beyond 2^50 before it)
+    x = torch.cat([_bit_patterns(1 << 15, 8), torch.tensor([1e20, -1e20, 4988429.2, 3.4e38, 2.0 ** 23])])
+    t, bound = lf.tensor(x, device=device), SINCOS_BOUND[device]
+    assert_sincos_accurate(getattr(lf, fn)(t).torch(), x, fn, "pointwise", bound)
+    assert_sincos_accurate((getattr(lf, fn)(t * 2) + 0).torch(), x * 2, fn, "fused", bound)
+    x2 = x[: 1 << 14].reshape(128, 128)
+    assert_sincos_accurate(getattr(lf, fn)(lf.tensor(x2, device=device).T).torch(), x2.T, fn, "transposed", bound)
+    finite = x[x.isfinite()][: 1 << 12].reshape(64, 64)
+    got = getattr(lf, fn)(lf.tensor(finite, device=device)).sum(dim=1).torch().double()
+    torch.testing.assert_close(got, getattr(torch, fn)(finite.double()).sum(dim=1), rtol=0, atol=1e-5)
+    y = lf.tensor(x, device=device)
+    getattr(y, f"{fn}_")()   # a kernel that writes what it reads: the exact forms alone
+    assert_sincos_accurate(y.torch(), x, fn, "in place", bound)
+
+
+REDUCTIONS_OF = {   # a reduction kernel of each strategy (CPrinter.strategy) over sin/cos values
+    "rows": lambda v: v.sum(dim=1), "split": lambda v: v.sum(), "tile": lambda v: v.amax(dim=0),
+    "scan": lambda v: v.cumsum(dim=1), "row stores": lambda v: v.softmax(dim=1),
+}
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+@pytest.mark.parametrize("far", [False, True])
+def test_sin_and_cos_in_every_reduction_kernel(fn, far):
+    # reduction kernels take the fast pass too (it flags a far element for the exact pass):
+    # their values with and without far elements, against float64
+    rng = np.random.default_rng(10)
+    x = torch.from_numpy(rng.uniform(-300, 300, (96, 80)).astype(np.float32))
+    if far:
+        x[::7, ::5] = torch.from_numpy(rng.choice([-1, 1], x[::7, ::5].shape) * 10.0 ** rng.uniform(7, 38, x[::7, ::5].shape)).float()
+    t = lf.tensor(x)
+    for name, reduce in REDUCTIONS_OF.items():
+        got = reduce(getattr(lf, fn)(t)).torch().double()
+        want = reduce(getattr(torch, fn)(x.double()))
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4, msg=f"{fn} {name}")
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+def test_a_far_element_leaves_the_near_ones_bit_for_bit(fn):
+    # the exact pass (run because one element is beyond 2^23) gives the near elements the
+    # values the fast pass alone gives them: no result depends on its neighbours
+    near = torch.from_numpy(np.random.default_rng(9).uniform(-1e4, 1e4, 4096).astype(np.float32))
+    alone = getattr(lf, fn)(lf.tensor(near)).torch()
+    with_far = getattr(lf, fn)(lf.tensor(torch.cat([near, torch.tensor([1e20])]))).torch()
+    assert torch.equal(alone.view(torch.int32), with_far[:-1].view(torch.int32))
+    assert_sincos_accurate(alone, near, fn)
 
 
 def test_fmod_gradients_match_torch():

@@ -29,11 +29,11 @@
  *       (1.0f / sqrtf, two roundings: 8.94e-8, 1.49 ulp on every 7th);
  *       without FMA it is 1.0f / sqrtf
  *   lf_sinf 5.961e-8, lf_cosf 5.961e-8 (2^-24 = 5.960e-8: one rounding of
- *       a double result) for |x| < 2^50 with FMA (exhaustive scan);
- *       torch's float32 sin/cos (Sleef u10) on the same scan: 6.50e-8 on
- *       |x| < 1e4, 6.30e-8 beyond.  Without FMA the same bound for |x| < 8e8
- *       (dense scan and random inputs; its 3-part pi/2 split is exact for
- *       |k| < 2^29), beyond which results stay in [-1, 1].  0 beyond 2^50.
+ *       a double result) for |x| < 2^23 with FMA (exhaustive scan), 5.960e-8
+ *       from 2^23 to FLT_MAX (the far reduction: 40M random bit patterns, and
+ *       against mpmath); torch's float32 sin/cos (Sleef u10) on the same scan:
+ *       6.50e-8 on |x| < 1e4, 6.30e-8 beyond.  Without FMA the same bounds
+ *       (dense scan and random inputs).
  *   lf_erff 7.91e-8 relative (1.08 ulp), 6.41e-8 absolute (every float of [1e-4, 4.5], both
  *       signs; the scan: 7.65e-8, 6.18e-8).  torch's float32 erf (Sleef-style, this machine):
  *       6.26e-8 relative, 5.96e-8 absolute: 0.55 ulp but for 1 ulp where erf rounds to 1.
@@ -493,35 +493,169 @@ static inline float lf_gelu_gradf(float x)
 /* ------------------------------------------------------------------ */
 /* sin, cos                                                            */
 /* ------------------------------------------------------------------ */
-/* sin(x) = (-1)^n sin(r) for r = x - m*pi/2, m = 2n the even integer nearest
- * 2x/pi, and cos(x) = cos(r + (2n-1) pi/2) = (-1)^n sin(r) for m = 2n - 1 the
- * odd one: one polynomial (sin on |r| <= pi/2) serves both, so no lane
- * computes a second one to blend away.  All of it is in double, so the float
- * result is rounded once from a value within 2^-35 of sin(r): 0.5 ulp plus a
- * hair, where a float evaluation (even with a hi + lo r) costs ~0.9 ulp.
- * tm = 2x/pi's half (sin: x/pi; cos: x/pi + 1/2) plus LF__RND52 holds n in its
- * low bits (n's parity is the sign flip); m is 2n or 2n - 1 as a double.
- * Beyond |x| = 2^50 (where tm stops being exact) the result is 0 (nan at
- * +-inf and nan). */
-static inline float lf__sin_reduced(float x, double m, double tm)
+/* sin(x) = (-1)^n sin(r) for r = x - n pi, n the integer nearest x/pi, and
+ * cos(x) = sin(x + pi/2) = (-1)^n sin(r) for r = x - (n - 1/2) pi, n the
+ * integer nearest x/pi + 1/2: one polynomial (sin on |r| <= pi/2) serves both,
+ * so no lane computes a second one to blend away.  All of it is in double, so
+ * the float result is rounded once from a value within 2^-35 of sin(r): 0.5
+ * ulp plus a hair, where a float evaluation (even with a hi + lo r) costs ~0.9
+ * ulp.  r comes from one of two reductions, both computed and blended (gcc
+ * never branches on a mask inside a vectorised per-element function): below
+ * 2^23 a Cody-Waite split of pi/2 (lf__near_r), from 2^23 on a Payne-Hanek
+ * reduction by the bits of 1/pi (lf__far_r), which holds out to FLT_MAX as
+ * torch's sin does (+-1e20 is among torch's own reference inputs for sin).
+ * Both take the turn t = x/pi (sin) or x/pi + 1/2 (cos) as t = x/pi + half,
+ * return r and leave n + LF__RND52 in *tn (n in its low bits, the lowest the
+ * sign flip). */
+
+/* t + half, half a constant 0 (sin) or 1/2 (cos) once inlined: t + 0.0 is not
+ * t for t = -0, so gcc keeps that addition unless it is tested away. */
+static inline double lf__plus_half(double t, double half) { return half != 0.0 ? t + half : t; }
+
+/* Cody-Waite, |x| < 2^23: n from tm = t + LF__RND52 (exact while |t| < 2^51),
+ * r = x - m pi/2 for m = 2n - 2 half, exactly an integer. */
+static inline double lf__near_r(float x, double half, double *tn)
 {
     double xd = (double)x;
+    double tm = lf__plus_half(xd * 0.3183098861837907, half) + LF__RND52;
+    double m = (2.0 * tm - 2.0 * LF__RND52) - 2.0 * half;   /* 2n - 2 half, exactly */
+    *tn = tm;
 #ifdef __FMA__
     /* pi/2 = P1 + P2 + 1.5e-33 (53 + 53 bits).  x - m*P1 in one fused
      * multiply-add is exact where |r| < 1 (m*P1's bits start at 2^-52), and
      * rounded by 2^-53 relative above; the second term costs one rounding;
-     * 1.5e-33 * |m| < 2e-18 for |x| < 2^50. */
+     * 1.5e-33 * |m| < 2e-18 (this split holds out to 2^50). */
     double r = fma(-m, 1.5707963267948966, xd);
-    r = fma(-m, 6.123233995736766e-17, r);
+    return fma(-m, 6.123233995736766e-17, r);
 #else
     /* without FMA: 24 + 24 + 53 bits, m*P1 and m*P2 exact for |m| < 2^29
-     * (|x| < 8e8); beyond, r degrades (about |x| * 2^-54), |r| stays near
-     * pi/2 and the result in [-1, 1].  Every part is positive (pi/2 cut
-     * down): -0 - m*P stays -0 only while m*P is +0. */
+     * (|x| < 8e8).  Every part is positive (pi/2 cut down): -0 - m*P stays
+     * -0 only while m*P is +0. */
     double r = xd - m * 1.570796251296997;
     r = r - m * 7.549789415861596e-08;
-    r = r - m * 5.390302858158119e-15;
+    return r - m * 5.390302858158119e-15;
 #endif
+}
+
+/* (2^E / pi) mod 2 for E = 0..104 as A + B + C: A a multiple of 2^-27 below 2
+ * and B one of 2^-55 below 2^-27 (28 bits each), C the rest rounded to double
+ * (below 2^-55), in three tables (gcc gathers from a one-dimensional
+ * table, not from rows of a two-dimensional one).  Computed from 1/pi to 560 bits (tests/test_c_math.py
+ * recomputes it). */
+static const double lf__inv_pi_a[105] = {   /* A */
+    0x1.45f3068p-2, 0x1.45f306cp-1, 0x1.45f306cp+0, 0x1.17cc1b4p-1,
+    0x1.17cc1b6p+0, 0x1.7cc1b7p-3, 0x1.7cc1b7p-2, 0x1.7cc1b7p-1,
+    0x1.7cc1b72p+0, 0x1.f306dc8p-1, 0x1.f306dc8p+0, 0x1.e60db92p+0,
+    0x1.cc1b726p+0, 0x1.9836e4ep+0, 0x1.306dc9cp+0, 0x1.836e4ep-2,
+    0x1.836e4e4p-1, 0x1.836e4e4p+0, 0x1.06dc9c8p+0, 0x1.b7272p-5,
+    0x1.b72722p-4, 0x1.b72722p-3, 0x1.b72722p-2, 0x1.b72722p-1,
+    0x1.b72722p+0, 0x1.6e4e44p+0, 0x1.b939104p-1, 0x1.b939104p+0,
+    0x1.727220ap+0, 0x1.c9c8828p-1, 0x1.c9c882ap+0, 0x1.9391054p+0,
+    0x1.27220a8p+0, 0x1.3910548p-2, 0x1.3910548p-1, 0x1.391054ap+0,
+    0x1.c882a5p-2, 0x1.c882a5p-1, 0x1.c882a52p+0, 0x1.91054a6p+0,
+    0x1.220a94ep+0, 0x1.1054a78p-2, 0x1.1054a7cp-1, 0x1.1054a7ep+0,
+    0x1.054a7fp-3, 0x1.054a7fp-2, 0x1.054a7fp-1, 0x1.054a7fp+0,
+    0x1.529fcp-5, 0x1.529fc2p-4, 0x1.529fc2p-3, 0x1.529fc2p-2,
+    0x1.529fc24p-1, 0x1.529fc26p+0, 0x1.4a7f09cp-1, 0x1.4a7f09cp+0,
+    0x1.29fc274p-1, 0x1.29fc274p+0, 0x1.4fe13a8p-2, 0x1.4fe13a8p-1,
+    0x1.4fe13aap+0, 0x1.3f84eacp-1, 0x1.3f84eaep+0, 0x1.fc27578p-2,
+    0x1.fc2757cp-1, 0x1.fc2757cp+0, 0x1.f84eafap+0, 0x1.f09d5f4p+0,
+    0x1.e13abe8p+0, 0x1.c2757dp+0, 0x1.84eafa2p+0, 0x1.09d5f46p+0,
+    0x1.3abe8ep-4, 0x1.3abe8fp-3, 0x1.3abe8f8p-2, 0x1.3abe8f8p-1,
+    0x1.3abe8fap+0, 0x1.d5f47dp-2, 0x1.d5f47d4p-1, 0x1.d5f47d4p+0,
+    0x1.abe8fa8p+0, 0x1.57d1f52p+0, 0x1.5f47d4cp-1, 0x1.5f47d4cp+0,
+    0x1.7d1f534p-1, 0x1.7d1f534p+0, 0x1.f47d4dp-1, 0x1.f47d4d2p+0,
+    0x1.e8fa9a6p+0, 0x1.d1f534cp+0, 0x1.a3ea69ap+0, 0x1.47d4d36p+0,
+    0x1.1f534dcp-1, 0x1.1f534dcp+0, 0x1.f534ddp-3, 0x1.f534dd8p-2,
+    0x1.f534ddcp-1, 0x1.f534ddcp+0, 0x1.ea69bb8p+0, 0x1.d4d377p+0,
+    0x1.a9a6eep+0, 0x1.534ddcp+0, 0x1.4d377p-1, 0x1.4d37702p+0,
+    0x1.34ddc0cp-1,
+};
+static const double lf__inv_pi_b[105] = {   /* B */
+    0x1.727220ap-28, 0x1.c9c8828p-29, 0x1.c9c882ap-28, 0x1.9391054p-28,
+    0x1.27220a8p-28, 0x1.3910548p-30, 0x1.3910548p-29, 0x1.391054ap-28,
+    0x1.c882a5p-30, 0x1.c882a5p-29, 0x1.c882a52p-28, 0x1.91054a6p-28,
+    0x1.220a94ep-28, 0x1.1054a78p-30, 0x1.1054a7cp-29, 0x1.1054a7ep-28,
+    0x1.054a7fp-31, 0x1.054a7fp-30, 0x1.054a7fp-29, 0x1.054a7fp-28,
+    0x1.529fcp-33, 0x1.529fc2p-32, 0x1.529fc2p-31, 0x1.529fc2p-30,
+    0x1.529fc24p-29, 0x1.529fc26p-28, 0x1.4a7f09cp-29, 0x1.4a7f09cp-28,
+    0x1.29fc274p-29, 0x1.29fc274p-28, 0x1.4fe13a8p-30, 0x1.4fe13a8p-29,
+    0x1.4fe13aap-28, 0x1.3f84eacp-29, 0x1.3f84eaep-28, 0x1.fc27578p-30,
+    0x1.fc2757cp-29, 0x1.fc2757cp-28, 0x1.f84eafap-28, 0x1.f09d5f4p-28,
+    0x1.e13abe8p-28, 0x1.c2757dp-28, 0x1.84eafa2p-28, 0x1.09d5f46p-28,
+    0x1.3abe8ep-32, 0x1.3abe8fp-31, 0x1.3abe8f8p-30, 0x1.3abe8f8p-29,
+    0x1.3abe8fap-28, 0x1.d5f47dp-30, 0x1.d5f47d4p-29, 0x1.d5f47d4p-28,
+    0x1.abe8fa8p-28, 0x1.57d1f52p-28, 0x1.5f47d4cp-29, 0x1.5f47d4cp-28,
+    0x1.7d1f534p-29, 0x1.7d1f534p-28, 0x1.f47d4dp-29, 0x1.f47d4d2p-28,
+    0x1.e8fa9a6p-28, 0x1.d1f534cp-28, 0x1.a3ea69ap-28, 0x1.47d4d36p-28,
+    0x1.1f534dcp-29, 0x1.1f534dcp-28, 0x1.f534ddp-31, 0x1.f534dd8p-30,
+    0x1.f534ddcp-29, 0x1.f534ddcp-28, 0x1.ea69bb8p-28, 0x1.d4d377p-28,
+    0x1.a9a6eep-28, 0x1.534ddcp-28, 0x1.4d377p-29, 0x1.4d37702p-28,
+    0x1.34ddc0cp-29, 0x1.34ddc0cp-28, 0x1.a6ee068p-30, 0x1.a6ee06cp-29,
+    0x1.a6ee06cp-28, 0x1.4ddc0dap-28, 0x1.377036cp-29, 0x1.377036cp-28,
+    0x1.bb81b68p-30, 0x1.bb81b6cp-29, 0x1.bb81b6cp-28, 0x1.77036d8p-28,
+    0x1.dc0db6p-29, 0x1.dc0db62p-28, 0x1.b81b6c4p-28, 0x1.7036d8ap-28,
+    0x1.c0db628p-29, 0x1.c0db628p-28, 0x1.81b6c52p-28, 0x1.036d8a4p-28,
+    0x1.b6c528p-34, 0x1.b6c528p-33, 0x1.b6c52ap-32, 0x1.b6c52bp-31,
+    0x1.b6c52bp-30, 0x1.b6c52bp-29, 0x1.b6c52b2p-28, 0x1.6d8a566p-28,
+    0x1.b629598p-29,
+};
+static const double lf__inv_pi_c[105] = {   /* C */
+    0x1.29fc2757d1f53p-57, 0x1.29fc2757d1f53p-56, 0x1.4fe13abe8fa9ap-58, 0x1.4fe13abe8fa9ap-57,
+    0x1.4fe13abe8fa9ap-56, 0x1.3f84eafa3ea6ap-57, 0x1.3f84eafa3ea6ap-56, 0x1.fc2757d1f534ep-58,
+    0x1.fc2757d1f534ep-57, 0x1.fc2757d1f534ep-56, 0x1.f84eafa3ea69cp-56, 0x1.f09d5f47d4d37p-56,
+    0x1.e13abe8fa9a6fp-56, 0x1.c2757d1f534dep-56, 0x1.84eafa3ea69bcp-56, 0x1.09d5f47d4d377p-56,
+    0x1.3abe8fa9a6eep-60, 0x1.3abe8fa9a6eep-59, 0x1.3abe8fa9a6eep-58, 0x1.3abe8fa9a6eep-57,
+    0x1.3abe8fa9a6eep-56, 0x1.d5f47d4d37703p-58, 0x1.d5f47d4d37703p-57, 0x1.d5f47d4d37703p-56,
+    0x1.abe8fa9a6ee07p-56, 0x1.57d1f534ddc0ep-56, 0x1.5f47d4d377037p-57, 0x1.5f47d4d377037p-56,
+    0x1.7d1f534ddc0dbp-57, 0x1.7d1f534ddc0dbp-56, 0x1.f47d4d377036ep-57, 0x1.f47d4d377036ep-56,
+    0x1.e8fa9a6ee06dbp-56, 0x1.d1f534ddc0db6p-56, 0x1.a3ea69bb81b6cp-56, 0x1.47d4d377036d9p-56,
+    0x1.1f534ddc0db63p-57, 0x1.1f534ddc0db63p-56, 0x1.f534ddc0db629p-59, 0x1.f534ddc0db629p-58,
+    0x1.f534ddc0db629p-57, 0x1.f534ddc0db629p-56, 0x1.ea69bb81b6c53p-56, 0x1.d4d377036d8a5p-56,
+    0x1.a9a6ee06db14bp-56, 0x1.534ddc0db6296p-56, 0x1.4d377036d8a56p-57, 0x1.4d377036d8a56p-56,
+    0x1.34ddc0db6295ap-57, 0x1.34ddc0db6295ap-56, 0x1.a6ee06db14acdp-58, 0x1.a6ee06db14acdp-57,
+    0x1.a6ee06db14acdp-56, 0x1.4ddc0db629599p-56, 0x1.377036d8a5665p-57, 0x1.377036d8a5665p-56,
+    0x1.bb81b6c52b328p-58, 0x1.bb81b6c52b328p-57, 0x1.bb81b6c52b328p-56, 0x1.77036d8a5664fp-56,
+    0x1.dc0db6295993cp-57, 0x1.dc0db6295993cp-56, 0x1.b81b6c52b3279p-56, 0x1.7036d8a5664f1p-56,
+    0x1.c0db6295993c4p-57, 0x1.c0db6295993c4p-56, 0x1.81b6c52b32788p-56, 0x1.036d8a5664f11p-56,
+    0x1.b6c52b3278872p-62, 0x1.b6c52b3278872p-61, 0x1.b6c52b3278872p-60, 0x1.b6c52b3278872p-59,
+    0x1.b6c52b3278872p-58, 0x1.b6c52b3278872p-57, 0x1.b6c52b3278872p-56, 0x1.6d8a5664f10e4p-56,
+    0x1.b6295993c439p-57, 0x1.b6295993c439p-56, 0x1.6c52b32788721p-56, 0x1.b14acc9e21c82p-57,
+    0x1.b14acc9e21c82p-56, 0x1.6295993c43904p-56, 0x1.8a5664f10e41p-57, 0x1.8a5664f10e41p-56,
+    0x1.14acc9e21c821p-56, 0x1.4acc9e21c821p-59, 0x1.4acc9e21c821p-58, 0x1.4acc9e21c821p-57,
+    0x1.4acc9e21c821p-56, 0x1.2b3278872084p-57, 0x1.2b3278872084p-56, 0x1.5993c439041fep-58,
+    0x1.5993c439041fep-57, 0x1.5993c439041fep-56, 0x1.664f10e4107f9p-57, 0x1.664f10e4107f9p-56,
+    0x1.993c439041fe5p-57, 0x1.993c439041fe5p-56, 0x1.3278872083fcap-56, 0x1.93c439041fe51p-58,
+    0x1.93c439041fe51p-57, 0x1.93c439041fe51p-56, 0x1.278872083fca3p-56, 0x1.3c439041fe516p-58,
+    0x1.3c439041fe516p-57,
+};
+
+/* Payne-Hanek, |x| >= 2^23: x = M 2^E for an integer M (24 bits, with x's
+ * sign) and E = 0..104, so x/pi = M 2^E/pi = M (A + B + C) mod 2 (M times an
+ * even integer drops out).  M A and M B are exact (52 bits each); M A is
+ * reduced mod 2 exactly (a, a multiple of 2^-27 in [-1, 1]).  f = (a + half -
+ * n) + M B is exact wherever |f| < 1/4 (a multiple of 2^-55 below 2^-2 has 53
+ * bits) and within 2^-54 above; M C adds an error below 2^-83.  Float32
+ * inputs come no closer than about 2^-31 to a multiple of pi/2 in turns, so
+ * r = f pi is within ~2^-51 relative.  Lanes below 2^23 (E clamped to 0) and
+ * inf/nan compute garbage here that the blend and the final select discard. */
+static inline double lf__far_r(float x, double half, double *tn)
+{
+    int32_t e = ((lf__f2i(x) >> 23) & 0xff) - 150;
+    e = e < 0 ? 0 : (e > 104 ? 104 : e);
+    double m = (double)x * lf__f64((int64_t)(1023 - e) << 52);      /* M: x 2^-E, exactly */
+    double ma = m * lf__inv_pi_a[e];
+    double a = lf__plus_half(ma - 2.0 * ((ma * 0.5 + LF__RND52) - LF__RND52), half);
+    double mb = m * lf__inv_pi_b[e];
+    double tm = (a + mb) + LF__RND52;
+    double f = ((a - (tm - LF__RND52)) + mb) + m * lf__inv_pi_c[e];
+    *tn = tm;
+    return f * 3.141592653589793;
+}
+
+/* (-1)^n sin(r), n from tm's lowest bit; nan at +-inf and nan */
+static inline float lf__sin_signed(float x, double r, double tm)
+{
     /* sin(r) = r (1 + z P(z)), z = r^2: P a degree-4 fit on |r| <= 1.5712
      * (2.4e-11 relative); r * (...) keeps sin(-0) = -0 */
     double z = r * r;
@@ -530,20 +664,30 @@ static inline float lf__sin_reduced(float x, double m, double tm)
     double s = r * (p * z + 1.0);
     s = lf__f64(lf__i64(s) ^ (lf__i64(tm) << 63));   /* (-1)^n */
     float v = (float)s;
-    return fabsf(x) <= 0x1p50f ? v : x - x;           /* 0 beyond 2^50; inf, nan -> nan */
+    return fabsf(x) < INFINITY ? v : x - x;           /* inf, nan -> nan */
 }
 
-static inline float lf_sinf(float x)
+static inline float lf__sin_turn(float x, double half)
 {
-    double tm = (double)x * 0.3183098861837907 + LF__RND52;   /* x/pi */
-    return lf__sin_reduced(x, 2.0 * tm - 2.0 * LF__RND52, tm);    /* 2n, exactly */
+    double tn_near, tn_far;
+    double r_near = lf__near_r(x, half, &tn_near);
+    double r_far = lf__far_r(x, half, &tn_far);
+    int far = fabsf(x) >= 0x1p23f;
+    return lf__sin_signed(x, far ? r_far : r_near, far ? tn_far : tn_near);
 }
 
-static inline float lf_cosf(float x)
-{
-    double tm = ((double)x * 0.3183098861837907 + 0.5) + LF__RND52;
-    return lf__sin_reduced(x, (2.0 * tm - 2.0 * LF__RND52) - 1.0, tm);
-}
+/* sin and cos of any float */
+static inline float lf_sinf(float x) { return lf__sin_turn(x, 0.0); }
+static inline float lf_cosf(float x) { return lf__sin_turn(x, 0.5); }
+
+/* The near reduction alone, for |x| < 2^23: the blend above costs 2.5-4.5x
+ * these (the far reduction's integer work and its three gathers run in every
+ * lane).  A pointwise kernel runs these and flags a far element
+ * (lf__sin_far) to run all of its loops again with lf_sinf/lf_cosf
+ * (CPrinter._pointwise); inf and nan give nan here too. */
+static inline int lf__sin_far(float x) { float a = fabsf(x); return a >= 0x1p23f && a < INFINITY; }
+static inline float lf_sin_nearf(float x) { double tn, r = lf__near_r(x, 0.0, &tn); return lf__sin_signed(x, r, tn); }
+static inline float lf_cos_nearf(float x) { double tn, r = lf__near_r(x, 0.5, &tn); return lf__sin_signed(x, r, tn); }
 
 /* ------------------------------------------------------------------ */
 /* expm1                                                               */

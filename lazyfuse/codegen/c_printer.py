@@ -93,7 +93,7 @@ static inline float lf_uniform(uint64_t seed, uint64_t i) { return (float)(lf_mi
 static inline float lf_normal(uint64_t seed, uint64_t i) {
     float u1 = ((float)(lf_mix(seed, 2 * i) >> 40) + 1.0f) * 0x1p-24f;
     float u2 = (float)(lf_mix(seed, 2 * i + 1) >> 40) * 0x1p-24f;
-    return sqrtf(-2.0f * lf_logf(u1)) * lf_cosf(6.283185307179586f * u2);
+    return sqrtf(-2.0f * lf_logf(u1)) * lf_cos_nearf(6.283185307179586f * u2);   /* 2 pi u2 < 2^23 */
 }
 static inline int64_t lf_floordiv_i(int64_t a, int64_t b) {
     if (b == 0 || (b == -1 && a == INT64_MIN)) return b == 0 ? 0 : a;
@@ -283,7 +283,7 @@ class CPrinter(Printer):
         return self.apply(e, args)
 
     tile_buffers = {}   # (arg, index) -> its read from a tile's buffer (_tiled_pointwise_loops)
-    fast_fmod = False   # the fast pass of a pointwise kernel's float remainders (_pointwise)
+    fast_pass = False   # the fast pass of a pointwise kernel's flagged forms (_fast_form, _pointwise)
     generic_pow = False  # a pointwise kernel's loops where no scalar exponent is a shortcut (_pointwise)
 
     def apply(self, e: Apply, a: list) -> str:
@@ -291,6 +291,8 @@ class CPrinter(Printer):
             return self.index_check(e, a)
         if e.op in (Op.FMOD, Op.MOD) and _f32(e):
             return self.float_remainder(e, a)
+        if self.fast_pass and e.op in NEAR_SINCOS and _f32(e):
+            return f"({{ float lf_s = {a[0]}; lf_large |= lf__sin_far(lf_s); {NEAR_SINCOS[e.op]}(lf_s); }})"
         if self.generic_pow and _scalar_pow_f32(e):
             return f"lf_vpowf({a[0]}, {a[1]})"
         if e.op is Op.DIV and self.k.inner_stores and isinstance(e.srcs[1], Acc) and _f32(e):
@@ -313,7 +315,7 @@ class CPrinter(Printer):
     def float_remainder(self, e: Apply, a: list) -> str:
         """fmod (``FMOD``) or torch's remainder (``MOD``) of float32 values: in the fast pass the
         vectorisable form, which flags a quotient it cannot take in ``lf_large``; else libm's."""
-        if self.fast_fmod:
+        if self.fast_pass:
             m = (f"({{ double lf_q = lf__fmod_quotient({a[0]}, {a[1]}); lf_large |= lf__fmod_large(lf_q); "
                  f"lf__fmodf_q({a[0]}, {a[1]}, lf_q); }})")
         else:
@@ -388,7 +390,8 @@ class CPrinter(Printer):
             lines += self._pointwise(par)
         else:
             strategy = self.strategy()
-            lines += {"rows": self._rows, "split": self._split, "tile": self._tile, "scan": self._scan}[strategy](par)
+            emit = {"rows": self._rows, "split": self._split, "tile": self._tile, "scan": self._scan}[strategy]
+            lines += self._with_fast_pass(lambda: emit(par))
         lines.append("}")
         return "\n".join(lines)
 
@@ -474,19 +477,26 @@ class CPrinter(Printer):
             scope = _Scope(self, "    ")
             st = self._store(scope)
             return scope.lines + st
-        alias = self._fast_fmod_alias_test()
+        return self._with_fast_pass(lambda: self._pointwise_pow_split(par) or self._pointwise_loops(par))
+
+    def _with_fast_pass(self, emit):
+        """The kernel's loops, ``emit()``; where they compute a fast form (a float remainder,
+        sin/cos's near reduction: ``_fast_pass_alias_test``), first with the fast forms, which
+        flag an element beyond their reach in ``lf_large`` (each loop pragma reduces it), then,
+        only where one was flagged, all of them again with the exact forms (libm's fmod,
+        lf_sinf). The second pass recomputes what the first did only if no output is an input: a
+        kernel that writes a buffer it reads (an in-place fmod_, a result planned into its
+        input's buffer) runs the exact forms alone. (Every pass initialises its accumulators and
+        only stores its outputs, so a second one overwrites the first's.)"""
+        alias = self._fast_pass_alias_test()
         if alias is None:
-            return self._pointwise_pow_split(par) or self._pointwise_loops(par)
-        # the loops with the fast float remainder, which flags a quotient beyond its reach; then,
-        # only where one was flagged, all of them again with libm's. The second pass recomputes
-        # what the first did only if no output is an input: a kernel that writes a buffer it
-        # reads (an in-place fmod_, a result planned into its input's buffer) runs libm's alone
-        self.fast_fmod = True
-        fast = self._pointwise_loops(par, " reduction(|:lf_large)")
-        self.fast_fmod = False
-        return (["    int lf_large = 1;   /* run libm's pass unless the fast one runs and flags nothing */",
+            return emit()
+        self.fast_pass = True
+        fast = [f"{ln} reduction(|:lf_large)" if ln.lstrip().startswith("#pragma omp") else ln for ln in emit()]
+        self.fast_pass = False
+        return (["    int lf_large = 1;   /* run the exact pass unless the fast one runs and flags nothing */",
                  f"    if (!({alias})) {{", "    lf_large = 0;"] + fast +
-                ["    }", "    if (lf_large) {"] + self._pointwise_loops(par) + ["    }"])
+                ["    }", "    if (lf_large) {"] + emit() + ["    }"])
 
     def _pointwise_pow_split(self, par):
         """For a pointwise kernel with float32 ``x ** s``, s a Python number: the loops with
@@ -510,12 +520,12 @@ class CPrinter(Printer):
             return f"s{e.slot}"
         return self.cast(self._invariant(e.srcs[0]), e.srcs[0].dtype, e.dtype)
 
-    def _fast_fmod_alias_test(self):
-        """For a pointwise kernel with a float remainder: the C test that an output buffer is an
-        input's (``0``: none can be), or None where there is no float remainder or an argument
-        is both read and written."""
-        values = [st.value for st in self.k.stores]
-        if not any(isinstance(e, Apply) and e.op in (Op.FMOD, Op.MOD) and _f32(e) for e in walk(values)):
+    def _fast_pass_alias_test(self):
+        """For a kernel with a fast form (a float remainder, a float sin or cos) in a stored or a
+        reduced value: the C test that an output buffer is an input's (``0``: none can be), or
+        None where there is no fast form or an argument is both read and written."""
+        values = [st.value for st in self.k.stores] + [st.value for st in self.k.stages]
+        if not any(isinstance(e, Apply) and e.op in (Op.FMOD, Op.MOD, *NEAR_SINCOS) and _f32(e) for e in walk(values)):
             return None
         read = sorted({e.arg for e in walk(values) if isinstance(e, Load)})
         written = sorted({st.arg for st in self.k.stores})
@@ -523,25 +533,23 @@ class CPrinter(Printer):
             return None
         return " || ".join(f"(char *)a{w} == (char *)a{r}" for w in written for r in read) or "0"
 
-    def _pointwise_loops(self, par, clause: str = ""):
+    def _pointwise_loops(self, par):
         k = self.k
         tiles = transpose_tiles(k)
         if tiles is not None:
-            return self._tiled_pointwise_loops(par, clause, *tiles)
+            return self._tiled_pointwise_loops(par, *tiles)
         n = len(k.outer)
         if par is None:
-            pragma = f"#pragma omp simd{clause}" if n == 1 else None
+            pragma = "#pragma omp simd" if n == 1 else None
         else:
-            pragma = f"#pragma omp parallel for simd schedule(static){par}{clause}" if n == 1 else \
-                f"#pragma omp parallel for collapse({n - 1}) schedule(static){par}{clause}"
+            pragma = f"#pragma omp parallel for simd schedule(static){par}" if n == 1 else \
+                f"#pragma omp parallel for collapse({n - 1}) schedule(static){par}"
         loops, indent = self._loops(k.outer, "    ", pragma, simd_inner=n > 1)
-        if clause and n > 1:
-            loops = [ln.replace("#pragma omp simd", f"#pragma omp simd{clause}") for ln in loops]
         scope = _Scope(self, indent)
         st = self._store(scope)
         return loops + scope.lines + st + ["    }" for _ in k.outer]
 
-    def _tiled_pointwise_loops(self, par, clause: str, a, b, across):
+    def _tiled_pointwise_loops(self, par, a, b, across):
         """A pointwise kernel's loops with ``a`` and ``b`` (``transpose_tiles``) walked in square
         tiles of ``transpose_tile`` elements a side (fewer at the ragged edges); the other outer
         vars outermost, and the threads share the tiles. A tile first copies each load of
@@ -550,7 +558,7 @@ class CPrinter(Printer):
         output's rows contiguously."""
         k, T = self.k, self.cfg.transpose_tile
         others = [v for v in k.outer if v not in (a, b)]
-        lines = [f"    #pragma omp parallel for collapse({len(others) + 2}) schedule(static){par}{clause}"] \
+        lines = [f"    #pragma omp parallel for collapse({len(others) + 2}) schedule(static){par}"] \
             if par is not None else []
         indent = "    "
         for v in others:
@@ -578,7 +586,7 @@ class CPrinter(Printer):
             lines += [f"{indent}    }}", f"{indent}}}"]
         lines.append(f"{indent}for (int64_t {a.name} = {a.name}_t; {a.name} < {a.name}_e; {a.name}++) {{")
         indent += "    "
-        lines += [f"{indent}#pragma omp simd{clause}",
+        lines += [f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t {b.name} = {b.name}_t; {b.name} < {b.name}_e; {b.name}++) {{"]
         self.tile_buffers = buffers
         scope = _Scope(self, indent + "    ")
@@ -994,6 +1002,11 @@ def _to_storage(v: str, dt) -> str:
     if dt.name == "bfloat16":
         return f"lf_f2bf({v})"
     return f"({STORAGE[dt.name]})({v})"
+
+
+# float sin and cos by their near reduction alone (c_math.h: |x| < 2^23), the fast pass's forms;
+# lf_sinf/lf_cosf (any x) elsewhere
+NEAR_SINCOS = {Op.SIN: "lf_sin_nearf", Op.COS: "lf_cos_nearf"}
 
 
 def _f32(e) -> bool:
