@@ -20,7 +20,7 @@ from .functions import cat, matmul, maximum, minimum, reset_stats, stack, stats,
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: F401
                        no_grad, set_grad_enabled)
 from . import nn, optim, testing  # noqa: F401
-from . import cuda, fft, linalg, special  # noqa: F401
+from . import cuda, fft, linalg, signal, special  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .ir.dtypes import DType as dtype, finfo, iinfo  # noqa: F401 (torch's names)
 from torch import Size  # noqa: F401 (lazyfuse's shapes are plain tuples, equal to torch.Size)

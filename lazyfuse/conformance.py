@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import sys
 import warnings
 
@@ -43,7 +44,8 @@ DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool, torch.uint8, to
 REFERENCE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
 TOLERANCE = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2), torch.float32: (1.3e-5, 1e-5),
              torch.float64: (1e-7, 1e-7)}
-MIRRORED_NAMESPACES = ("linalg", "special", "fft")   # lf.linalg, lf.special, lf.fft mirror torch's
+# lf.linalg, lf.special, lf.fft, lf.signal.windows mirror torch's
+MIRRORED_NAMESPACES = ("linalg", "special", "fft", "signal.windows")
 NAMESPACED = ("linalg.", "special.", "fft.", "signal.", "masked.", "sparse.", "_refs.", "torch.")
 # entries whose values are random draws: torch's and lazyfuse's generators differ, so only the
 # result's dtype and shape are compared (and that the draw ran)
@@ -144,11 +146,11 @@ def lazy_callable(op):
         # (a lambda seeding torch's generator for an op not compared by shape alone — dropout in
         # sdpa, fractional pooling — needs torch's random stream: it stays torch's, as an extern)
         return "lambda", _on_lazyfuse(op.op)
-    namespace, _, short = name.partition(".")
-    if namespace in MIRRORED_NAMESPACES and "." not in short and \
-            getattr(getattr(torch, namespace), short, None) is op.op:
+    namespace, _, short = name.rpartition(".")
+    if namespace in MIRRORED_NAMESPACES and \
+            getattr(functools.reduce(getattr, namespace.split("."), torch), short, None) is op.op:
         # (lf.linalg.vector_norm, lf.special.ndtr...: lazyfuse's own where it has one, else its extern)
-        home = getattr(lf, namespace)
+        home = functools.reduce(getattr, namespace.split("."), lf)
         return "function", lambda x, *a, **k: getattr(home, short)(x, *a, **k)
     if name.startswith(NAMESPACED) or getattr(op.op, "__name__", "") == "<lambda>" or \
             name.startswith("_") and not name.startswith("__") or \

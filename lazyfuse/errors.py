@@ -28,8 +28,10 @@ class DivisionByZeroError(LazyfuseError, RuntimeError, ZeroDivisionError):
     also Python's ``ZeroDivisionError``."""
 
 
-class DTypeError(LazyfuseError, TypeError, RuntimeError):
-    """A dtype an op does not accept, or data lazyfuse cannot represent."""
+class DTypeError(LazyfuseError, TypeError, ValueError, RuntimeError):
+    """A dtype an op does not accept, or data lazyfuse cannot represent. Also a ``ValueError``:
+    torch raises that for a dtype some functions refuse (``torch.signal.windows.hann(4,
+    dtype=torch.int64)``: ``expects float32 or float64 dtypes``), a ``TypeError`` elsewhere."""
 
 
 class IndexDTypeError(DTypeError, IndexError):

@@ -241,7 +241,7 @@ def namespace_function(namespace, qualified_prefix: str, name: str):
     def call(*args, **kwargs):
         _, tensors = flatten(args, kwargs)
         if not tensors:
-            return _factory(fn, args, kwargs)
+            return _factory(fn, qualified_prefix + name, args, kwargs)
         if conv is not None:
             _check_conv_arguments(conv, args, kwargs)
         return extern(fn, *args, **kwargs)
@@ -306,16 +306,17 @@ def _copy_of(method: str, qualified: str):
     return call
 
 
-def _factory(fn, args, kwargs):
-    """A torch factory with no lazyfuse Tensor argument (``eye``, ``linspace``, ``randint``): run
-    now on the host (its randomness from lazyfuse's generator) and uploaded to ``device=``."""
+def _factory(fn, qualified: str, args, kwargs):
+    """A torch factory with no lazyfuse Tensor argument (``eye``, ``linspace``, ``randint``), whose
+    lazyfuse name is ``qualified``: run now on the host (its randomness from lazyfuse's generator)
+    and uploaded to ``device=``."""
     from .creation import generator_for, tensor
     from .extern import _mix
     from .runtime.device import device as get_device
     kwargs = dict(kwargs)
     dev = get_device(kwargs.pop("device", None))
     requires_grad = kwargs.pop("requires_grad", False)
-    generator = generator_for(dev, kwargs.pop("generator", None), f"lf.{getattr(fn, '__name__', fn)}")
+    generator = generator_for(dev, kwargs.pop("generator", None), qualified)
     if isinstance(kwargs.get("dtype"), dt.DType):
         kwargs["dtype"] = kwargs["dtype"].torch
     with torch.random.fork_rng(devices=[]):
@@ -323,7 +324,7 @@ def _factory(fn, args, kwargs):
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 (torch's refusal, e.g. eye(-1), bitwise_and(2, 3): as one naming the op)
-            raise torch_refusal(f"lf.{getattr(fn, '__name__', fn)}", e) from None
+            raise torch_refusal(qualified, e) from None
     if not isinstance(result, torch.Tensor):
         return result
     return tensor(result, device=dev, requires_grad=requires_grad)
