@@ -64,7 +64,24 @@ def _in_place_operator(op: Op, name: str):
     return method
 
 
-class Tensor:
+class _TensorType(type):
+    """``lf.Tensor``'s type: a torch method lazyfuse resolves per tensor (``Tensor.__getattr__``)
+    is an attribute of the class too, as every method of ``torch.Tensor`` is, so torch's unbound
+    style works (``lf.Tensor.cauchy_(x, 0, 1)``, ``map(lf.Tensor.clone, xs)``, OpInfo's
+    ``wrapper_set_seed(torch.Tensor.uniform_, x)``)."""
+
+    def __getattr__(cls, name):
+        if name.startswith("_") or not callable(getattr(torch.Tensor, name, None)):
+            raise AttributeError(f"type object 'Tensor' has no attribute {name!r}")
+
+        def method(self, *args, **kwargs):
+            return getattr(self, name)(*args, **kwargs)
+        method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+        method.__doc__ = f"torch's Tensor.{name} on lazyfuse tensors (``Tensor.__getattr__``)."
+        return method
+
+
+class Tensor(metaclass=_TensorType):
     """A lazy, strided view of a device storage: ops record IR and return at once; a host read
     (``.numpy()``, ``.item()``...) or ``lf.sync`` drains. Shares memory with torch and numpy
     through DLPack (``torch.from_dlpack(t)``, ``lf.from_dlpack(x)``)."""

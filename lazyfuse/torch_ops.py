@@ -852,9 +852,9 @@ TENSOR_METHODS = {
 
 def _more_methods() -> dict:
     """The compositions kept in modules of their own (elementwise math; gathers, scans, matmul aliases)."""
-    from . import torch_index, torch_math
-    return {**torch_math.METHODS, **torch_index.METHODS, "rsub": rsub, "floor_divide": floor_divide,
-            "ravel": ravel}
+    from . import random_draws, torch_index, torch_math
+    return {**torch_math.METHODS, **torch_index.METHODS, **random_draws.METHODS, "rsub": rsub,
+            "floor_divide": floor_divide, "ravel": ravel}
 
 
 def _stacking_functions() -> dict:
@@ -883,7 +883,8 @@ TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENS
 
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
 _METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
-                "masked_fill_"}
+                "masked_fill_", "uniform_", "normal_", "bernoulli_", "exponential_", "cauchy_", "log_normal_",
+                "geometric_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["einsum"] = einsum
 FUNCTIONS.update(_native_norm_forms())
