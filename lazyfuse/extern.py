@@ -56,8 +56,10 @@ RANDOM_NAMES = frozenset({
 # torch functions whose saved statistics (every result after the first) torch's meta kernels type
 # float32 for a float16/bfloat16 input — what its CUDA kernels return — where its CPU kernels keep
 # the input's dtype: on a device whose buffers torch computes on the CPU, they take the input's
+# (the float ones: _batch_norm_with_update's reserve is uint8 on both)
 CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
-                                      "_native_batch_norm_legit_no_training"})
+                                      "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
+                                      "_batch_norm_with_update_functional", "_batch_norm_no_update"})
 # torch losses whose CPU kernels give one sample's unreduced loss (``reduction="none"``) 0-d where
 # their meta kernels give it shape (1,): name -> (the argument that says it is one sample, its
 # position, the most dims it then has). multi_margin_loss: a 0-d target (a 1-d one of size 1 gives
@@ -359,7 +361,7 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
     fname = getattr(fn, "__name__", "")
     if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
         if inputs[0][1].name in ("float16", "bfloat16"):
-            outs[1:] = [(shape, inputs[0][1]) for shape, _ in outs[1:]]
+            outs[1:] = [(shape, inputs[0][1] if dtype.is_float else dtype) for shape, dtype in outs[1:]]
         if _cpu_stats_empty(fname, args, kwargs):
             outs[1:] = [((0,), dtype) for _, dtype in outs[1:]]
     if device_kind != "cuda" and fname in CPU_ONE_SAMPLE_LOSS and _one_sample(fname, args, kwargs):
@@ -381,7 +383,7 @@ def _one_sample(fname, args, kwargs) -> bool:
 def _cpu_stats_empty(fname, args, kwargs) -> bool:
     """Whether torch's CPU batch norm returns empty (0,) saved statistics for this call, where
     its meta kernel says (C,): in eval mode (``training=False``), which saves nothing."""
-    if fname == "_native_batch_norm_legit_no_training":
+    if fname in ("_native_batch_norm_legit_no_training", "_batch_norm_no_update"):
         return True
     if fname not in ("native_batch_norm", "_native_batch_norm_legit"):
         return False

@@ -347,6 +347,23 @@ def test_batch_norm_externs_in_eval_mode_give_torch_cpus_empty_statistics(fn, ha
         assert got[1].shape == (0,) and got[2].shape == (0,)
 
 
+@pytest.mark.parametrize("name", ["_batch_norm_with_update", "_batch_norm_with_update_functional",
+                                  "_batch_norm_no_update"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_aten_batch_norm_externs_take_torch_cpus_statistics_dtypes_and_shapes(name, dtype):
+    # torch's meta kernels type the saved statistics float32 for a half input (CUDA's), its CPU
+    # kernels the input's dtype (the uint8 reserve stays uint8); _batch_norm_no_update saves
+    # nothing on the CPU, (0,): OpInfo's _batch_norm_with_update was a float16 dtype mismatch
+    fn = getattr(torch.ops.aten, name)
+    xt, w, b, rm, rv = (t.to(dtype) for t in (_x(3, 2, 4), _x(2, seed=1), _x(2, seed=2), _x(2, seed=3),
+                                              _x(2, seed=4).abs()))
+    want = fn(xt, w, b, rm.clone(), rv.clone(), 0.1, 1e-5)
+    got = lf.extern(fn, lf.tensor(xt), *[lf.tensor(t) for t in (w, b, rm, rv)], 0.1, 1e-5)
+    assert [(g.dtype.torch, g.shape) for g in got] == [(t.dtype, tuple(t.shape)) for t in want]
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g.torch(), t)
+
+
 def test_calls_that_differ_only_by_an_int_a_float_or_a_bool_are_not_one_signature():
     # 2 == 2.0 == True in Python: a signature keyed on the values alone took torch.pow(x, 2.0)
     # for torch.pow(x, 2) (an int64 result where torch's is float32), at the top level and nested
