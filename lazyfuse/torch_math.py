@@ -213,6 +213,12 @@ def deg2rad(x):
 
 
 @_float_unary
+def angle(x):
+    """The argument of a real number: pi where ``x < 0``, else 0 (-0 included), NaN where NaN."""
+    return ops.where(x.isnan(), x, (x < 0) * math.pi)
+
+
+@_float_unary
 def rad2deg(x):
     """Radians to degrees."""
     return x * (180.0 / math.pi)
@@ -421,7 +427,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
 
 
 METHODS = {f.__name__: f for f in (
-    atan, asin, acos, atan2, tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, logit, signbit,
+    atan, asin, acos, atan2, tan, sinh, cosh, asinh, acosh, atanh, expm1, log1p, exp2, erfc, sinc, deg2rad, rad2deg, angle, logit, signbit,
     xlogy, hypot, logaddexp, logaddexp2, fmax, fmin, heaviside, float_power, ldexp, fmod, copysign, isclose,
     isin, isreal, equal, allclose, bucketize, searchsorted)}
 METHODS.update({"arcsinh": asinh, "arccosh": acosh, "arctanh": atanh, "arctan": atan, "arcsin": asin,

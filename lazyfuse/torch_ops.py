@@ -879,14 +879,51 @@ def ravel(x):
     return x.reshape(-1)
 
 
+def sum_to_size(x, *size):
+    """``x`` summed down to ``size``, which must expand to ``x``'s shape (torch's
+    ``Tensor.sum_to_size``: the leading dims and each dim ``size`` has as 1 are summed); ``x``
+    itself where ``size`` is its shape."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size   # (torch.Size is a tuple)
+    lead = x.ndim - len(size)
+    if lead < 0 or builtins.any(s not in (1, n) for s, n in zip(size, x.shape[lead:])):
+        raise ShapeError(f"sum_to_size: size {list(size)} is not expandable to size {list(x.shape)}: pass a "
+                         "size whose dims are 1 or x's, aligned at the right")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and x.shape[lead + i] != 1)
+    return x.sum(dim=dims, keepdim=True).reshape(size) if dims else x
+
+
+def narrow_copy(x, dim, start, length):
+    """A copy of ``x.narrow(dim, start, length)``."""
+    return x.narrow(dim, start, length).clone()
+
+
+def constant_pad_nd(x, pad, value=0):
+    """torch's ``constant_pad_nd``: ``F.pad(x, pad, value=value)`` (a negative pad crops)."""
+    from .nn import functional as F
+    return F.pad(x, pad, value=value)
+
+
+def dist(x, other, p=2):
+    """The ``p``-norm of ``x - other`` (broadcast), 0-d."""
+    from .linalg import vector_norm
+    return vector_norm(x - other, p)
+
+
 TENSOR_METHODS.update({k: v for k, v in _more_methods().items() if k not in TENSOR_METHODS})
+TENSOR_METHODS.update({"sum_to_size": sum_to_size, "narrow_copy": narrow_copy, "dist": dist, **{
+    name: _documented(name, fn, doc) for name, fn, doc in (
+        ("bitwise_and", lambda x, o: x & o, "``x & other``."), ("bitwise_or", lambda x, o: x | o, "``x | other``."),
+        ("bitwise_xor", lambda x, o: x ^ o, "``x ^ other``."), ("bitwise_not", lambda x: ~x, "``~x``."),
+        ("unsafe_chunk", lambda x, chunks, dim=0: x.chunk(chunks, dim), "``x.chunk(chunks, dim)``."),
+        ("unsafe_split", lambda x, split_size, dim=0: x.split(split_size, dim), "``x.split(split_size, dim)``."))}})
 
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
-_METHOD_ONLY = {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
+_METHOD_ONLY = {"sum_to_size", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
                 "masked_fill_", "uniform_", "normal_", "bernoulli_", "exponential_", "cauchy_", "log_normal_",
                 "geometric_"}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["einsum"] = einsum
+FUNCTIONS["constant_pad_nd"] = constant_pad_nd
 FUNCTIONS.update(_native_norm_forms())
 FUNCTIONS.update({"var_mean": var_mean, "std_mean": std_mean})
 FUNCTIONS.update(_stacking_functions())
