@@ -329,14 +329,23 @@ def _elementwise_types(op: Op, signature: tuple, out_dtype, compute_dtype) -> tu
     return ct, shape, out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
 
 
+def check_integer_exponent(base, exponent) -> None:
+    """Refuse what torch refuses at the call for an integer or bool tensor ``base`` to a Python
+    int ``exponent`` (DTypeError): a negative one, and one beyond the result dtype's range (torch
+    converts the exponent to it, checked: int8 ** 128 is refused, uint8 ** 255 taken). A tensor
+    exponent follows torch's rule for one (1 -> 1, -1 -> +-1, else 0)."""
+    if isinstance(base, _t.Tensor) and not base.dtype.is_float and isinstance(exponent, numbers.Integral):
+        if exponent < 0:
+            raise DTypeError(f"{base.dtype.name} tensor ** {exponent}: integers to negative integer powers are not "
+                             "allowed (as in torch); use a float exponent or .float() first")
+        ct = dt.result_type(*operand_dtypes((base, exponent)))
+        if not ct.is_bool:   # (bool ** True stays bool: nothing to overflow)
+            dt.check_fits(int(exponent), int(exponent), ct, f"{base.dtype.name} tensor ** {exponent}")
+
+
 def power(base, exponent):
-    """``base ** exponent`` with torch's promotion. An integer or bool tensor to a negative Python
-    int raises DTypeError, as in torch (it sees the scalar at the call); a tensor exponent
-    follows torch's rule for one (1 -> 1, -1 -> +-1, else 0)."""
-    if isinstance(base, _t.Tensor) and not base.dtype.is_float and isinstance(exponent, numbers.Integral) \
-            and exponent < 0:
-        raise DTypeError(f"{base.dtype.name} tensor ** {exponent}: integers to negative integer powers are not "
-                         "allowed (as in torch); use a float exponent or .float() first")
+    """``base ** exponent`` with torch's promotion (``check_integer_exponent`` says what is refused)."""
+    check_integer_exponent(base, exponent)
     return elementwise(Op.POW, base, exponent)
 
 

@@ -221,3 +221,116 @@ def test_a_zero_number_divisor_raises_at_the_call(device, dtype):
     # a float quotient has no zero to refuse: torch's inf and nan
     for fn in (lambda x: x // 0.0, lambda x: x.float() // 0, lambda x: x % 0.0, lambda x: x.double().fmod(0)):
         torch.testing.assert_close(fn(lf.tensor(tx, device=device)).torch(), fn(tx), rtol=0, atol=0, equal_nan=True)
+
+
+# -- shifts -----------------------------------------------------------------------------------------
+def _ilshift(x, y):
+    x <<= y
+    return x
+
+
+def _irshift(x, y):
+    x >>= y
+    return x
+
+
+SHIFTS = {
+    "<<": lambda x, y: x << y, ">>": lambda x, y: x >> y,
+    "bitwise_left_shift": lambda x, y: x.bitwise_left_shift(y),
+    "bitwise_right_shift": lambda x, y: x.bitwise_right_shift(y),
+    "<<=": _ilshift, ">>=": _irshift,
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(COMMON, max_examples=scaled(40))
+@given(data=st.data())
+def test_shifts_by_any_count_are_torchs(device, data):
+    """Counts at and beyond the width, and negative (C leaves both undefined, and gcc folds a
+    constant count differently from what the hardware does with a runtime one): by a Python
+    number, a tensor, and reflected (``5 << t``); torch's CPU values."""
+    dtype = data.draw(st.sampled_from(INTS), "dtype")
+    info = torch.iinfo(dtype)
+    name = data.draw(st.sampled_from(sorted(SHIFTS)), "op")
+    tx = torch.tensor(data.draw(ints(dtype), "x"), dtype=dtype)
+    counts = st.one_of(st.sampled_from([0, 1, info.bits - 1, info.bits, info.bits + 1, 31, 32, 63, 64, 65, -1, -8]),
+                       st.integers(-70, 70)).filter(lambda c: info.min <= c <= info.max)
+    fn = SHIFTS[name]
+    c = data.draw(counts, "count")
+    same(fn(lf.tensor(tx, device=device), c), fn(tx.clone(), c))
+    tc = torch.tensor(data.draw(st.lists(counts, min_size=tx.numel(), max_size=tx.numel()), "counts"), dtype=dtype)
+    same(fn(lf.tensor(tx, device=device) + 0, lf.tensor(tc, device=device)) * 1, fn(tx.clone() + 0, tc) * 1)
+    if name in ("<<", ">>"):
+        base = data.draw(st.sampled_from([1, 5, -3, info.max]), "base")
+        same(fn(base, lf.tensor(tc, device=device)), fn(base, tc))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_in_place_shift_writes_through_views(device):
+    """``x <<= s`` shifts x in place, as torch's (Python's fallback would rebind x to a new tensor,
+    and a view of x would keep the old values)."""
+    t = torch.tensor([1, -3, 7, 100], dtype=torch.int32)
+    for fn in (_ilshift, _irshift):
+        x = lf.tensor(t, device=device)
+        view, want = x[1:], t.clone()
+        tview = want[1:]
+        assert fn(x, 3) is x
+        fn(want, 3)
+        same(view, tview)
+        same(x, want)
+
+
+# -- pow --------------------------------------------------------------------------------------------
+def _ipow(x, y):
+    x **= y
+    return x
+
+
+POWERS = {"**": lambda x, y: x ** y, "pow": lambda x, y: x.pow(y), "pow_": lambda x, y: x.pow_(y), "**=": _ipow}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(COMMON, max_examples=scaled(40))
+@given(data=st.data())
+def test_integer_pow_wraps_as_torchs(device, data):
+    """Powers that overflow wrap in the dtype (int8 3 ** 5 is -13), 0 ** 0 is 1, a tensor's
+    negative exponents follow torch's rule (1 -> 1, -1 -> +-1, else 0)."""
+    dtype = data.draw(st.sampled_from(INTS), "dtype")
+    info = torch.iinfo(dtype)
+    name = data.draw(st.sampled_from(sorted(POWERS)), "op")
+    tx = torch.tensor(data.draw(ints(dtype), "x"), dtype=dtype)
+    exponents = st.one_of(st.sampled_from([0, 1, 2, 3, 7, 31, 32, 63, 64, 65]),
+                          st.integers(0, min(info.max, 200))).filter(lambda e: e <= info.max)
+    fn = POWERS[name]
+    e = data.draw(exponents, "exponent")
+    same(fn(lf.tensor(tx, device=device), e), fn(tx.clone(), e))
+    negative = st.sampled_from([v for v in (-1, -2, info.min) if v >= info.min])
+    te = torch.tensor(data.draw(st.lists(st.one_of(exponents, negative),
+                                         min_size=tx.numel(), max_size=tx.numel()), "exponents"), dtype=dtype)
+    same(fn(lf.tensor(tx, device=device) * 1, lf.tensor(te, device=device)) + 1, fn(tx.clone() * 1, te) + 1)
+    base = data.draw(st.sampled_from([0, 1, -1, 2, 3, 300, -7]), "base")
+    same(base ** lf.tensor(te, device=device), base ** te)
+
+
+@pytest.mark.parametrize("dtype", INTS + [torch.bool], ids=str)
+@pytest.mark.parametrize("name", sorted(POWERS))
+def test_integer_pow_refuses_the_exponents_torch_refuses(dtype, name):
+    """A Python-int exponent that is negative, or beyond the result dtype's range (torch converts
+    it checked: int8 ** 128 is refused, uint8 ** 255 taken, bool ** 2**40 is int64), raises
+    DTypeError where torch raises, with the tensor left as it was; the others give its values."""
+    fn = POWERS[name]
+    t = torch.tensor([0, 1, 2, 3], dtype=dtype)
+    for e in (-1, -129, 0, 127, 128, 255, 256, 2 ** 15, 2 ** 31 - 1, 2 ** 31, 2 ** 40, 2 ** 63 - 1):
+        x = lf.tensor(t)
+        try:
+            want = fn(t.clone(), e)
+        except RuntimeError as refusal:
+            words = str(refusal)
+            # (bool.pow_(2): the int64 result cannot be written back, refused as torch refuses it)
+            match = "negative integer powers" if "negative" in words else "without overflow" if "overflow" in words \
+                else "in place|can't be cast"
+            with pytest.raises(lf.DTypeError, match=match):
+                fn(x, e)
+            same(x, t)
+        else:
+            same(fn(x, e), want)
