@@ -6,6 +6,8 @@ float -> int casts of NaN, inf and out-of-range values, and integer reductions t
 Values are drawn at the limits, where C's undefined behaviour shows."""
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -334,3 +336,68 @@ def test_integer_pow_refuses_the_exponents_torch_refuses(dtype, name):
             same(x, t)
         else:
             same(fn(x, e), want)
+
+
+# -- abs, neg, sign ---------------------------------------------------------------------------------
+UNARY = {"neg": lambda x: -x, "abs": lambda x: x.abs(), "sign": lambda x: x.sign(), "sgn": lambda x: x.sgn(),
+         "neg_": lambda x: x.neg_(), "abs_": lambda x: x.abs_()}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_abs_neg_and_sign_of_the_minimum(device, dtype, name):
+    """-INT_MIN and abs(INT_MIN) wrap to INT_MIN, uint8 -x is 256 - x, alone and fused."""
+    fn = UNARY[name]
+    tx = torch.tensor(edges(dtype) * 5, dtype=dtype)   # (long enough for the vector loops and their tail)
+    same(fn(lf.tensor(tx, device=device)), fn(tx.clone()))
+    same(fn(lf.tensor(tx, device=device) * 1) + 1, fn(tx.clone() * 1) + 1)
+    same(fn(lf.tensor(tx, device=device)).sum(), fn(tx.clone()).sum())
+    same(fn(lf.tensor(tx, device=device)) >= 0, fn(tx.clone()) >= 0)   # (the compare gcc may fold)
+
+
+# -- float -> int casts -----------------------------------------------------------------------------
+SPECIAL_FLOATS = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, -0.7, 2.5, -1.5, 127.9, 128.0, -129.0, 255.5,
+                  256.0, 300.0, 65535.0, 65536.0 + 7, 2.0 ** 31 - 128, 2.0 ** 31, -2.0 ** 31, -2.0 ** 31 - 1,
+                  2.0 ** 31 + 7, 2.0 ** 32 + 5, -2.0 ** 32 - 5, 1e10, -1e10, 2.0 ** 63, -2.0 ** 63, 1e19, -1e19, 1e300]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dst", INTS + [torch.bool], ids=str)
+def test_float_to_int_casts_of_nan_inf_and_out_of_range_values(device, src, dst):
+    """C leaves these conversions undefined (gcc's vector and scalar code may differ): a cast alone,
+    fused after another op, and feeding a reduction give one value, torch's x86 CPU value: through
+    int32 (NaN, inf, beyond it: INT32_MIN, truncated), int64 for int64 and for uint8 (c10 casts to
+    uint8 through int64_t: float64 2**32 + 5 is 5 there), ``!= 0`` for bool."""
+    t = torch.tensor(SPECIAL_FLOATS, dtype=torch.float64).to(src).repeat_interleave(19)   # vector loops and tails
+    x = lf.tensor(t, device=device)
+    alone = x.to(dst).torch()
+    fused = ((x * 1).to(dst) | False if dst == torch.bool else (x * 1).to(dst) * 1).torch()
+    assert torch.equal(alone, fused)
+    assert torch.equal((x + 0).to(dst).reshape(-1, 19).sum(1).torch(), alone.reshape(-1, 19).sum(1))
+    if platform.machine() in ("x86_64", "AMD64"):   # (torch's own values differ by platform)
+        assert torch.equal(alone, t.to(dst)), [(v, a, w) for v, a, w in zip(t.tolist(), alone.tolist(),
+                                                                             t.to(dst).tolist()) if a != w]
+
+
+# -- reductions -------------------------------------------------------------------------------------
+REDUCTIONS = {
+    "sum": lambda x: x.sum(), "prod": lambda x: x.prod(), "cumsum": lambda x: x.cumsum(0),
+    "cumprod": lambda x: x.cumprod(0), "sum(dtype)": lambda x: x.sum(dtype=x.dtype),
+    "prod(dtype)": lambda x: x.prod(dtype=x.dtype), "cumsum(dtype)": lambda x: x.cumsum(0, dtype=x.dtype),
+    "sum(0) of a product": lambda x: (x * x).reshape(-1, 1).expand(-1, 3).sum(0),
+    "sum(1)": lambda x: x.reshape(-1, 1).expand(-1, 5).sum(1),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(COMMON, max_examples=scaled(40))
+@given(data=st.data())
+def test_integer_reductions_overflow_as_torchs(device, data):
+    """Sums and products of values at the limits wrap in int64 (torch's accumulator for every
+    integer dtype) or in the ``dtype=`` asked for."""
+    dtype = data.draw(st.sampled_from(INTS), "dtype")
+    name = data.draw(st.sampled_from(sorted(REDUCTIONS)), "op")
+    tx = torch.tensor(data.draw(ints(dtype, min_size=1), "x") * data.draw(st.integers(1, 40), "copies"), dtype=dtype)
+    same(REDUCTIONS[name](lf.tensor(tx, device=device)), REDUCTIONS[name](tx))
