@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from . import config
-from .errors import DeviceError, DTypeError, InvalidIndexError, ShapeError
+from .codegen.kernel import INTEGER_DIVISIONS
+from .errors import DeviceError, DivisionByZeroError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
@@ -76,6 +77,17 @@ def scalar_node(value, dtype: dt.DType) -> Node:
     return Node(Op.SCALAR, (), dtype, (), scalar_value(value, dtype))
 
 
+def refuse_zero_divisor(op: Op, divisor, ct: dt.DType) -> None:
+    """Raise ``DivisionByZeroError`` now for an integer ``//``, ``%`` or ``fmod`` (compute dtype
+    ``ct``) by a Python number that is 0 in ``ct``: 0, False, or a multiple of 2^bits (2**32 is 0
+    in int32, as torch wraps the number). torch raises at the call, leaving an in-place operand
+    as it was; a tensor divisor's zeros are only known to the kernel (its error flag, at the drain)."""
+    if op in INTEGER_DIVISIONS and not ct.is_float and int(divisor) % (1 << 8 * ct.itemsize) == 0:
+        raise DivisionByZeroError(f"ZeroDivisionError: integer {op.label} by the number {divisor!r}, which is 0 in "
+                                  f"{ct.name} (torch raises RuntimeError: ZeroDivisionError too); divide by a "
+                                  "non-zero number")
+
+
 def common_device(args, default=None):
     Tensor = _t.Tensor
     dev = None
@@ -127,6 +139,7 @@ def binary_method(op: Op, reflected: bool = False):
     out_bool = op in COMPARE
     rounds = op in SCALAR_ROUNDED_OPS   # (a number meeting a half-type tensor: rounded_scalar)
     fast_dtypes = frozenset(d for d in dt.ALL if not (d.is_bool or (op is Op.DIV and not d.is_float)))
+    divides = op in INTEGER_DIVISIONS and not reflected   # (a number divisor: refuse_zero_divisor)
 
     def method(a, b):
         st = a._storage
@@ -136,6 +149,8 @@ def binary_method(op: Op, reflected: bool = False):
             shape = a._view.shape
             x = st.current if a._view is st.view else a._read()
             if tb is float and ct.is_float or tb is int and -_I64 <= b < _I64:   # else: refused below
+                if divides:
+                    refuse_zero_divisor(op, b, ct)
                 value = (rounded_scalar(b, ct) if rounds and ct in _HALF_TYPES else float(b)) if ct.is_float else b
                 other = Node(SCALAR, (), ct, (), value)   # broadcasts as is
             elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct:
@@ -251,6 +266,8 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
     ct, shape, odt = _elementwise_types(op, tuple([_operand_signature(a) for a in args]), out_dtype, compute_dtype)
     if op in SCALAR_ROUNDED_OPS and ct in _HALF_TYPES:
         args = tuple([rounded_scalar(a, ct) if is_scalar(a) else a for a in args])
+    if op in INTEGER_DIVISIONS and is_scalar(args[1]):
+        refuse_zero_divisor(op, args[1], ct)
     srcs = tuple([operand_node(engine, a, ct, shape) for a in args])
     out = _t.result_tensor(dev, Node(op, srcs, odt, shape))
     if autograd.recording(*args):
@@ -312,14 +329,23 @@ def _elementwise_types(op: Op, signature: tuple, out_dtype, compute_dtype) -> tu
     return ct, shape, out_dtype or (dt.bool_ if op in COMPARE or op is Op.ISNAN else ct)
 
 
+def check_integer_exponent(base, exponent) -> None:
+    """Refuse what torch refuses at the call for an integer or bool tensor ``base`` to a Python
+    int ``exponent`` (DTypeError): a negative one, and one beyond the result dtype's range (torch
+    converts the exponent to it, checked: int8 ** 128 is refused, uint8 ** 255 taken). A tensor
+    exponent follows torch's rule for one (1 -> 1, -1 -> +-1, else 0)."""
+    if isinstance(base, _t.Tensor) and not base.dtype.is_float and isinstance(exponent, numbers.Integral):
+        if exponent < 0:
+            raise DTypeError(f"{base.dtype.name} tensor ** {exponent}: integers to negative integer powers are not "
+                             "allowed (as in torch); use a float exponent or .float() first")
+        ct = dt.result_type(*operand_dtypes((base, exponent)))
+        if not ct.is_bool:   # (bool ** True stays bool: nothing to overflow)
+            dt.check_fits(int(exponent), int(exponent), ct, f"{base.dtype.name} tensor ** {exponent}")
+
+
 def power(base, exponent):
-    """``base ** exponent`` with torch's promotion. An integer or bool tensor to a negative Python
-    int raises DTypeError, as in torch (it sees the scalar at the call); a tensor exponent
-    follows torch's rule for one (1 -> 1, -1 -> +-1, else 0)."""
-    if isinstance(base, _t.Tensor) and not base.dtype.is_float and isinstance(exponent, numbers.Integral) \
-            and exponent < 0:
-        raise DTypeError(f"{base.dtype.name} tensor ** {exponent}: integers to negative integer powers are not "
-                         "allowed (as in torch); use a float exponent or .float() first")
+    """``base ** exponent`` with torch's promotion (``check_integer_exponent`` says what is refused)."""
+    check_integer_exponent(base, exponent)
     return elementwise(Op.POW, base, exponent)
 
 

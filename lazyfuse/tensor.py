@@ -929,6 +929,8 @@ class Tensor(metaclass=_TensorType):
         ct = dt.result_type(dims, zeros, scalars)
         if op is Op.DIV and not ct.is_float:
             ct = dt.DEFAULT_FLOAT
+        if op is Op.POW:   # (``x **= -1`` is refused as ``x ** -1`` is)
+            ops.check_integer_exponent(self, other)
         if ct.category > self.dtype.category:
             raise DTypeError(f"result type {ct.torch_scalar_name} can't be cast to the desired output type "
                              f"{self.dtype.torch_scalar_name}: the result type {ct.name} of {op.label}_ can't be "
@@ -1042,6 +1044,13 @@ class Tensor(metaclass=_TensorType):
     __iand__ = _in_place_operator(Op.AND, "__iand__")
     __ior__ = _in_place_operator(Op.OR, "__ior__")
     __ixor__ = _in_place_operator(Op.XOR, "__ixor__")
+
+    # (shifts: torch's in-place shift, an extern as the out-of-place one)
+    def __ilshift__(self, other):
+        return self.bitwise_left_shift_(other)
+
+    def __irshift__(self, other):
+        return self.bitwise_right_shift_(other)
 
     # -- torch's in-place view ops: this tensor object reads another view of its storage --------------
     def _view_in_place(self, out):

@@ -421,9 +421,13 @@ def div(x, other, *, rounding_mode=None):
         with autograd.no_grad():
             q = trunc(x / other)
         return _zero_gradient(q, x, other, name="div") if grad else q
-    inexact = (q * other) != x
-    negative = (x < 0) != (other < 0)
-    return ops.where(inexact & negative, q + 1, q)
+    # The floor quotient is one below the truncated one where the floor remainder is not 0 and its
+    # sign differs from x's. The remainder is computed in the result dtype, where the divisor is as
+    # the kernel sees it: a Python -1 meeting a uint8 tensor is 255 there (7 // 255 is 0, truncated
+    # too), so ``other < 0`` on the number itself would be wrong. INT_MIN / -1 wraps to INT_MIN, as
+    # its floor quotient does (torch's own CPU kernel traps on it with SIGFPE for int32/int64).
+    r = x - q * other
+    return ops.where((r != 0) & ((r < 0) != (x < 0)), q + 1, q)
 
 
 def rsub(x, other, *, alpha=1):

@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.dtypes import NARROW_INTS, int32
+from ..ir.dtypes import NARROW_INTS
 from ..ir.node import BASE_FACTOR, Op
 from . import c_parallel
 from .index import SHAPE_GENERIC, Affine, render, size_names
 from .kernel import (DIVISION_CODE, INDEX_CODE, Acc, Apply, IndexValue, Kernel, Load, Random, Scalar, is_python_scalar,
                      walk)
-from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, narrow_int_route, src_dtype
 from .row_cache import kept_values
 from .scope import Scope
 
@@ -338,9 +338,9 @@ class CPrinter(Printer):
     def to_bool(self, x: str) -> str:
         return f"(uint8_t)({x} != 0)"
 
-    def float_to_int(self, x: str, dst) -> str:
-        if dst in NARROW_INTS:   # through int32, then truncated: torch's CPU kernels (x86) convert so
-            return f"({COMPUTE[dst.name]}){self.float_to_int(x, int32)}"
+    def float_to_int(self, x: str, src, dst) -> str:
+        if dst in NARROW_INTS:   # through a wider int, then truncated, as torch's CPU converts
+            return f"({COMPUTE[dst.name]}){self.float_to_int(x, src, narrow_int_route(src, dst))}"
         lim = "9223372036854775808.0" if dst.name == "int64" else "2147483648.0"
         lo = "INT64_MIN" if dst.name == "int64" else "INT32_MIN"
         return f"(({x} != {x} || {x} >= {lim} || {x} < -{lim}) ? {lo} : ({COMPUTE[dst.name]}){x})"

@@ -8,7 +8,7 @@ backend adds and overrides the rest, so the code of one op in one language is on
 """
 from __future__ import annotations
 
-from ..ir.dtypes import NARROW_INTS, float32
+from ..ir.dtypes import NARROW_INTS, float32, float64, int32, int64, uint8
 from ..ir.node import Op
 from .kernel import Apply, Scalar
 
@@ -29,6 +29,16 @@ def infix_rules() -> dict:
 def src_dtype(e):
     """The dtype of an Apply's first operand (what most rules dispatch on), else its own."""
     return e.srcs[0].dtype if e.srcs else e.dtype
+
+
+def narrow_int_route(src, dst):
+    """The int a ``src`` float converts to before it is truncated to the narrow int ``dst``, as
+    torch's CPU converts: int32 (x86's 32-bit conversion: out of its range, NaN and inf give
+    INT32_MIN, so 0), but int64 for float64 to uint8, where c10's cast goes through int64_t on
+    purpose (a negative float to an unsigned type is undefined in C): 2**32 + 5 is 5 in uint8 and
+    -2**31 - 1 is 255. (float32 and the half types beyond int32's range are multiples of 256, so
+    either route gives their byte, 0: they keep the int32 one, which vectorises wider.)"""
+    return int64 if dst is uint8 and src is float64 else int32
 
 
 def loop_invariant(e) -> bool:
@@ -99,7 +109,7 @@ class Printer:
         if dst.is_bool:
             return self.to_bool(x)
         if src.is_float and dst.is_int:
-            return self.float_to_int(x, dst)
+            return self.float_to_int(x, src, dst)
         if dst.name in ("float16", "bfloat16") and src is not dst:
             return self.to_half(x, src, dst)
         return self.convert(x, dst)
@@ -107,7 +117,7 @@ class Printer:
     def to_bool(self, x: str) -> str:
         raise NotImplementedError
 
-    def float_to_int(self, x: str, dst) -> str:
+    def float_to_int(self, x: str, src, dst) -> str:
         raise NotImplementedError
 
     def to_half(self, x: str, src, dst) -> str:

@@ -47,13 +47,13 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.dtypes import NARROW_INTS, float32, iinfo, int32
+from ..ir.dtypes import NARROW_INTS, float32, iinfo
 from ..ir.node import BASE_FACTOR, Op
 from . import index as ix
 from .index import SHAPE_GENERIC, Affine, Var, render, size_names
 from .kernel import (DIVISION_CODE, INDEX_CODE, Acc, Apply, IndexValue, Kernel, Load, MatmulValue, Random, Scalar,
                      affines, divides_integers, is_python_scalar)
-from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, src_dtype
+from .printer_base import Printer, infix_rules, invariant_first, loop_invariant, narrow_int_route, src_dtype
 from .scope import Scope
 
 # int8/uint8/int16 compute in int32 (Triton refuses a negative literal with an unsigned block, which
@@ -371,9 +371,9 @@ class TritonPrinter(Printer):
     def to_bool(self, x: str) -> str:
         return f"({x} != 0)"
 
-    def float_to_int(self, x: str, dst) -> str:
-        if dst in NARROW_INTS:   # through int32, then truncated, as the C printer (torch's CPU)
-            return self.convert(self.float_to_int(x, int32), dst)
+    def float_to_int(self, x: str, src, dst) -> str:
+        if dst in NARROW_INTS:   # through a wider int, then truncated, as the C printer
+            return self.convert(self.float_to_int(x, src, narrow_int_route(src, dst)), dst)
         bits = 63 if dst.name == "int64" else 31
         return f"lf_f2i({x}, {float(2 ** bits)!r}, {-(2 ** bits)}, {COMPUTE[dst.name]})"
 
