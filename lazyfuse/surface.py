@@ -155,6 +155,45 @@ def _check_conv_arguments(conv, args, kwargs) -> None:
                              f"{dims} ints, one per spatial dim")
 
 
+# torch's namespaces (as ``torch.overrides.resolve_name`` spells a function's) -> lazyfuse's
+_TORCH_HOMES = {"torch.nn.functional.": "lazyfuse.nn.functional", "torch.linalg.": "lazyfuse.linalg",
+                "torch.special.": "lazyfuse.special", "torch.fft.": "lazyfuse.fft",
+                "torch.signal.windows.": "lazyfuse.signal.windows", "torch.functional.": "lazyfuse",
+                "torch.": "lazyfuse"}
+
+
+def torch_function(func, args: tuple, kwargs: dict):
+    """``Tensor.__torch_function__``: torch's ``func`` called on lazyfuse tensors (``torch.sin(x)``,
+    ``F.relu(x)``, ``torch.Tensor.add(x, y)``) is lazyfuse's function or method of that name, which
+    records lazily (native, or an extern), so torch code runs on lazyfuse tensors unchanged; a name
+    lazyfuse lacks is torch's ``func`` as an extern."""
+    import importlib
+
+    from torch.overrides import resolve_name
+
+    from .tensor import Tensor
+    dev = next(a.device for a in flatten(args, kwargs)[1] if isinstance(a, Tensor))
+
+    def ours(v):   # a plain torch tensor beside lazyfuse ones: uploaded to their device, as torch mixes CPU tensors
+        if isinstance(v, torch.Tensor):
+            from .creation import tensor
+            return tensor(v, device=dev)
+        return type(v)(ours(e) for e in v) if isinstance(v, (list, tuple)) and not hasattr(v, "_fields") else v
+    args, kwargs = tuple(ours(a) for a in args), {k: ours(v) for k, v in kwargs.items()}
+    name = resolve_name(func) or ""
+    if name.startswith("torch.Tensor."):
+        method = name[len("torch.Tensor."):]
+        if isinstance(args[0], Tensor) and "." not in method:
+            return getattr(args[0], method)(*args[1:], **kwargs)
+    for prefix, home in _TORCH_HOMES.items():
+        if name.startswith(prefix) and "." not in name[len(prefix):]:
+            same = getattr(importlib.import_module(home), name[len(prefix):], None)
+            if same is not None and same is not func:
+                return same(*args, **kwargs)
+            break
+    return extern(func, *args, **kwargs)
+
+
 def tensor_attribute(t, name: str):
     """``t.<name>`` for a name lazyfuse's Tensor does not define (see the module docstring)."""
     if name.startswith("_"):

@@ -867,6 +867,13 @@ class Tensor(metaclass=_TensorType):
         """``expand(other.shape)``."""
         return self.expand(other.shape)
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's functions on lazyfuse tensors (``torch.sin(x)``, ``F.softmax(x, -1)``,
+        ``torch.cat([x, y])``): lazyfuse's of that name, recorded lazily (``surface.torch_function``)."""
+        from .surface import torch_function
+        return torch_function(func, args, kwargs or {})
+
     def __getattr__(self, name):
         """A torch Tensor method lazyfuse does not define natively: an extern (``lazyfuse.surface``)."""
         from .surface import tensor_attribute

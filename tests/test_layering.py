@@ -20,12 +20,13 @@ BASE = {"lazyfuse.errors", "lazyfuse.config", "lazyfuse.version"}
 API = {"lazyfuse." + m for m in ("tensor", "ops", "creation", "functions", "indexing", "interop", "autograd",
                                  "nn", "optim", "explain", "testing", "distributed", "torch_frontend", "extern", "surface",
                                  "torch_ops", "torch_math", "torch_index", "advanced_indexing", "linalg", "special",
-                                 "fft", "cuda", "serialization")}
+                                 "fft", "cuda", "serialization", "random_draws", "signal")}
 TOP = {"lazyfuse", "lazyfuse.__main__", "lazyfuse.demo", "lazyfuse.conformance"}
 LAYERS = ["base", "ir", "codegen", "runtime", "api", "graph", "top"]
 DECLARED_UPWARD: dict = {   # (importer, imported) -> why
-    ("lazyfuse.surface", "lazyfuse"): "classify() answers what `lf.<name>` resolves to, so it reads the package's "
-                                      "own namespace (inside the function, once the package is whole)",
+    ("lazyfuse.surface", "lazyfuse"): "classify() answers what `lf.<name>` resolves to, and torch_function() calls "
+                                      "it, so they read the package's own namespace (inside the function, once the "
+                                      "package is whole)",
     ("lazyfuse.special", "lazyfuse"): "lf.special.erf is lf.erf (native or its extern): it reads the package's "
                                       "namespace (inside the function, once the package is whole)",
 }
