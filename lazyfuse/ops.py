@@ -148,8 +148,8 @@ def binary_method(op: Op, reflected: bool = False):
                     x, other = expand_node(x, shape), expand_node(other, shape)
             else:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)
-            if not (a._view.is_row_major() and (tb is not _t.Tensor or b._view.is_row_major())) and \
-                    result_layout((a, b), shape) is not None:
+            if not (a._view.is_row_major() and (tb is not _t.Tensor or b._view.is_row_major()) and
+                    0 not in shape) and result_layout((a, b), shape) is not None:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)   # (which lays it out)
             out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
                                                   dt.bool_ if out_bool else ct, shape))
@@ -287,14 +287,15 @@ def in_result_layout(record, args, shape, numbers_are_operands=True):
 
 def result_layout(args, shape, numbers_are_operands=True):
     """The layout (``ir/layout.elementwise_layout``) of an elementwise result of ``shape`` over
-    ``args``, or None for row-major: always so when every operand is row-major, and inside a
-    ``row_major`` composite."""
+    ``args``, or None for row-major: always so when every operand is row-major (and the result
+    not empty), and inside a ``row_major`` composite."""
     Tensor = _t.Tensor
     for a in args:
         if isinstance(a, Tensor) and not a._view.is_row_major():
             break
     else:
-        return None
+        if 0 not in shape:   # (an empty result of row-major operands may not be: torch breaks a
+            return None      # size-1/size-0 stride tie by size, and its strides after a 0 are 0)
     if getattr(_composite, "depth", 0):
         return None
     return elementwise_layout(shape, tuple([(a._view.shape, a._view.strides) if isinstance(a, Tensor)
