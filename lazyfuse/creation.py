@@ -93,40 +93,59 @@ def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(_shape_args(shape), 1, dtype=dtype or dt.float32, device=device, requires_grad=requires_grad)
 
 
+def _like(t: Tensor, memory_format, requires_grad: bool, make) -> Tensor:
+    """``make(shape)`` (a new tensor) shaped like ``t`` and laid out as torch's ``*_like`` lay it
+    out (``ops.copy_layout``: made in that memory order, viewed back). The layout is visible in
+    ``stride()``, and in which element a random fill draws first."""
+    v = t._view
+    layout = ops.copy_layout(v, memory_format)
+    if layout is None:
+        return _leaf(make(v.shape), requires_grad)
+    order, strides = layout
+    out = make(tuple([v.shape[d] for d in order]))
+    return _leaf(Tensor(out._storage, View(v.shape, strides, 0), out.device), requires_grad)
+
+
 def zeros_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
-    """Zeros with ``t``'s shape, dtype and device (unless given)."""
-    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    """Zeros with ``t``'s shape, dtype, device (unless given) and layout (``_like``)."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: zeros(shape, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def ones_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:
-    """Ones with ``t``'s shape, dtype and device (unless given)."""
-    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    """Ones with ``t``'s shape, dtype, device (unless given) and layout (``_like``)."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: ones(shape, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def full_like(t: Tensor, fill_value, dtype=None, *, device=None, requires_grad=False, memory_format=None,
               layout=None) -> Tensor:
-    """``fill_value`` with ``t``'s shape, dtype and device (unless given)."""
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    """``fill_value`` with ``t``'s shape, dtype, device (unless given) and layout (``_like``)."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: full(shape, fill_value, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def empty_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None,
                layout=None) -> Tensor:
-    """Uninitialised memory with ``t``'s shape, dtype and device (unless given)."""
-    return empty(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+    """Uninitialised memory with ``t``'s shape, dtype, device (unless given) and layout (``_like``)."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: empty(shape, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def rand_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None,
               generator=None) -> Tensor:
-    """Uniform [0, 1) values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
-    return rand(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device,
-                requires_grad=requires_grad)
+    """Uniform [0, 1) values with ``t``'s shape, dtype, device (unless given) and layout (``_like``),
+    from lazyfuse's generator."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: rand(shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def randn_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None,
                generator=None) -> Tensor:
-    """Standard normal values with ``t``'s shape, dtype and device (unless given), from lazyfuse's generator."""
-    return randn(t.shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device,
-                 requires_grad=requires_grad)
+    """Standard normal values with ``t``'s shape, dtype, device (unless given) and layout (``_like``),
+    from lazyfuse's generator."""
+    return _like(t, memory_format, requires_grad,
+                 lambda shape: randn(shape, generator=generator, dtype=dtype or t.dtype, device=device or t.device))
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import threading
 
 import numpy as np
 import torch
@@ -17,6 +18,7 @@ from . import config
 from .codegen.kernel import INTEGER_DIVISIONS
 from .errors import DeviceError, DivisionByZeroError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
+from .ir.layout import elementwise_layout, preserved_layout
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
 from .ir.view import View, contiguous_view
@@ -161,6 +163,9 @@ def binary_method(op: Op, reflected: bool = False):
                     x, other = expand_node(x, shape), expand_node(other, shape)
             else:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)
+            if not (a._view.is_row_major() and (tb is not _t.Tensor or b._view.is_row_major()) and
+                    0 not in shape) and result_layout((a, b), shape) is not None:
+                return elementwise(op, b, a) if reflected else elementwise(op, a, b)   # (which lays it out)
             out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
                                                   dt.bool_ if out_bool else ct, shape))
             if (a._ag is not None or tb is _t.Tensor and b._ag is not None) and autograd.is_grad_enabled():
@@ -202,7 +207,7 @@ def unary_method(op: Op):
 
     def method(a):
         st = a._storage
-        if st.dtype in keeps:
+        if st.dtype in keeps and (a._view is st.view or result_layout((a,), a._view.shape) is None):
             x = st.current if a._view is st.view else a._read()
             out = _t.result_tensor(a.device, Node(op, (x,), st.dtype, a._view.shape))
             if a._ag is not None and autograd.is_grad_enabled():
@@ -268,11 +273,98 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
         args = tuple([rounded_scalar(a, ct) if is_scalar(a) else a for a in args])
     if op in INTEGER_DIVISIONS and is_scalar(args[1]):
         refuse_zero_divisor(op, args[1], ct)
-    srcs = tuple([operand_node(engine, a, ct, shape) for a in args])
-    out = _t.result_tensor(dev, Node(op, srcs, odt, shape))
-    if autograd.recording(*args):
-        autograd.rules.record_elementwise(op, args, out)
-    return out
+
+    def record(args, shape):
+        out = _t.result_tensor(dev, Node(op, tuple([operand_node(engine, a, ct, shape) for a in args]), odt, shape))
+        if autograd.recording(*args):
+            autograd.rules.record_elementwise(op, args, out)
+        return out
+    return in_result_layout(record, args, shape, numbers_are_operands=op not in NUMBER_PARAMETER_OPS)
+
+
+# torch's kernels for these take a Python number as a parameter of a unary op (``pow(Tensor,
+# Scalar)``, ``clamp(Tensor, Scalar, Scalar)``; a number reaches MAXIMUM/MINIMUM only from clamp's
+# one bound): to the layout rule it is no operand
+NUMBER_PARAMETER_OPS = frozenset({Op.POW, Op.CLAMP, Op.MAXIMUM, Op.MINIMUM})
+_SCALAR_OPERAND = ((), ())   # a Python number, to the layout rule: torch wraps it as a 0-d tensor
+
+
+def in_result_layout(record, args, shape, numbers_are_operands=True):
+    """``record(args, shape)`` (an elementwise op's recording over its operands ``args``, tensors
+    and numbers, broadcast to ``shape``) with the result laid out as torch lays it out
+    (``ir/layout.py``): when that is not row-major, the op is recorded over the operands
+    broadcast and permuted into the result's memory order, so that the kernel reads and writes
+    in that order (``x.t() + 1`` streams as ``x + 1`` does), and its result is viewed back with
+    torch's strides. Row-major operands (the common case) are recorded as they are.
+    ``numbers_are_operands``: False where torch's kernel takes a number as a parameter rather
+    than as a 0-d operand (``NUMBER_PARAMETER_OPS``: then a unary op's fast setup applies)."""
+    layout = result_layout(args, shape, numbers_are_operands)
+    return record(args, shape) if layout is None else laid_out(layout, record, args, shape)
+
+
+def result_layout(args, shape, numbers_are_operands=True):
+    """The layout (``ir/layout.elementwise_layout``) of an elementwise result of ``shape`` over
+    ``args``, or None for row-major: always so when every operand is row-major (and the result
+    not empty), and inside a ``row_major`` composite."""
+    Tensor = _t.Tensor
+    for a in args:
+        if isinstance(a, Tensor) and not a._view.is_row_major():
+            break
+    else:
+        if 0 not in shape:   # (an empty result of row-major operands may not be: torch breaks a
+            return None      # size-1/size-0 stride tie by size, and its strides after a 0 are 0)
+    if getattr(_composite, "depth", 0):
+        return None
+    return elementwise_layout(shape, tuple([(a._view.shape, a._view.strides) if isinstance(a, Tensor)
+                                            else _SCALAR_OPERAND for a in args
+                                            if numbers_are_operands or isinstance(a, Tensor)]))
+
+
+def copy_layout(view: View, memory_format):
+    """The layout of a new copy of ``view`` (``clone``, ``.to``, ``*_like``), or None for row-major:
+    ``torch.preserve_format`` (their default, also ``None``) keeps a dense view's strides or a
+    strided one's order of dims (``ir/layout.preserved_layout``); ``torch.contiguous_format`` is
+    row-major, and so is every copy inside a ``row_major`` composite."""
+    if view.is_row_major() or memory_format is torch.contiguous_format or getattr(_composite, "depth", 0):
+        return None
+    return preserved_layout(view.shape, view.strides)
+
+
+_composite = threading.local()   # .depth: how many ``row_major`` composites this thread is inside
+
+
+def row_major(composite):
+    """``composite`` records its elementwise results row-major, whatever its inputs' layout. For
+    the composites whose fused kernels read their intermediates in row-major order (a row-wise
+    softmax or layer_norm: one kernel, its reductions taking their elementwise prologue and
+    epilogue; an intermediate laid out as a transposed input would split it into four) and
+    whose torch kernel makes a contiguous result anyway."""
+    @functools.wraps(composite)
+    def recorded_row_major(*args, **kwargs):
+        depth = getattr(_composite, "depth", 0)
+        _composite.depth = depth + 1
+        try:
+            return composite(*args, **kwargs)
+        finally:
+            _composite.depth = depth
+    return recorded_row_major
+
+
+def laid_out(layout, record, args, shape):
+    """``record`` over ``args`` in ``layout``'s memory order (see ``in_result_layout``), its
+    result viewed back as ``shape`` with the layout's strides. The operands are reordered
+    with Tensor views, so autograd carries the gradients back through them."""
+    Tensor = _t.Tensor
+    order, strides = layout
+    permuted = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._view.shape != shape:
+                a = a._with_view(a._view.expand(shape))
+            a = a._with_view(a._view.permute(order))
+        permuted.append(a)
+    out = record(tuple(permuted), tuple([shape[d] for d in order]))
+    return out._with_view(View(shape, strides, 0))
 
 
 _HOST_ARRAYS = (torch.Tensor, np.ndarray)
@@ -368,10 +460,14 @@ def where(cond, a, b):
     dims, zeros, scalars = operand_dtypes((a, b))
     ct = dt.result_type(dims, zeros, scalars)
     shape = broadcast_shapes(*(x.shape for x in (cond, a, b) if isinstance(x, Tensor)))
-    c = operand_node(engine, cond, dt.bool_, shape)
-    out = result_tensor(dev, Node(Op.WHERE, (c, operand_node(engine, a, ct, shape), operand_node(engine, b, ct, shape)),
-                                  ct, shape))
-    return autograd.rules.record_where(cond, a, b, out) if autograd.recording(a, b) else out
+
+    def record(args, shape):
+        cond, a, b = args
+        c = operand_node(engine, cond, dt.bool_, shape)
+        out = result_tensor(dev, Node(Op.WHERE, (c, operand_node(engine, a, ct, shape),
+                                                 operand_node(engine, b, ct, shape)), ct, shape))
+        return autograd.rules.record_where(cond, a, b, out) if autograd.recording(a, b) else out
+    return in_result_layout(record, (cond, a, b), shape)
 
 
 # torch's reductions over given dims keep the dims in a 64-bit mask: over a tensor of more than 64

@@ -226,11 +226,13 @@ def in_place_source(t, *others):
 
 
 def _in_place(t, name):
+    from . import ops
     from .tensor import Tensor
     if classify(name[:-1], "Tensor") == "native":
         # x.exp_(): lazyfuse's own exp written back, so it fuses like x.copy_(x.exp())
         native = getattr(Tensor, name[:-1])
 
+        @ops.row_major   # (the value is written through t's view: its own layout would only split the kernel)
         def method(*args, **kwargs):
             value = native(in_place_source(t, *args, *kwargs.values()), *args, **kwargs)
             if not torch.can_cast(value.dtype.torch, t.dtype.torch):

@@ -531,6 +531,7 @@ class Tensor(metaclass=_TensorType):
         """The square root of ``var`` (same ``dim``, ``unbiased``, ``keepdim`` and ``correction``)."""
         return self._opmath_var(dim, keepdim, correction, unbiased, "std", axis).to(self.dtype)
 
+    @ops.row_major
     def _opmath_var(self, dim, keepdim, correction, unbiased, name, axis=None):
         """The variance (``name`` "var") or standard deviation ("std") in the opmath dtype (float32
         for float16/bfloat16: torch's var and std compute there and round once), its gradient
@@ -584,61 +585,85 @@ class Tensor(metaclass=_TensorType):
             return tensor(self.torch(), dtype=dtype, device=device)
         dtype = self.dtype if dtype is None else dtype
         if copy and dtype is self.dtype:
-            return self.clone()
-        return self._cast(dtype)
+            return self.clone(memory_format=kwargs.get("memory_format"))
+        return self._cast(dtype, kwargs.get("memory_format"))
 
-    def _cast(self, dtype):
+    def _cast(self, dtype, memory_format=None):
         dtype = dt.as_dtype(dtype)
         if dtype is self.dtype:
             return self
-        out = result_tensor(self.device, Node(Op.CAST, (self._read(),), dtype, self.shape))
-        return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
+        return self._copied(dtype, memory_format)
+
+    def _copied(self, dtype, memory_format) -> "Tensor":
+        """A new storage holding this view's values as ``dtype``, laid out as torch's copies are
+        (``clone``, ``.to``): ``ops.copy_layout`` for ``torch.preserve_format`` (their default,
+        also ``None``) and ``torch.contiguous_format``; a channels-last format keeps the channels
+        innermost."""
+        rank = _CHANNELS_LAST_RANK.get(memory_format)
+        if rank is not None:
+            if self.ndim != rank:
+                raise ShapeError(f"required rank {rank} tensor to use {memory_format} format (this one has "
+                                 f"{self.ndim} dims)")
+            order = (0, *range(2, rank), 1)
+            inverse = (0, rank - 1, *range(1, rank - 1))
+            return self.permute(order)._copied(dtype, torch.contiguous_format).permute(inverse)
+        if memory_format not in (None, torch.preserve_format, torch.contiguous_format):
+            raise DTypeError(f"memory_format={memory_format!r} is not one of torch.preserve_format, "
+                             "torch.contiguous_format, torch.channels_last, torch.channels_last_3d")
+
+        def record(args, shape):
+            (x,) = args
+            out = result_tensor(x.device, Node(Op.CAST, (x._read(),), dtype, shape))
+            return autograd.rules.record_cast(x, out) if x._ag is not None and autograd.is_grad_enabled() else out
+        layout = ops.copy_layout(self._view, memory_format)
+        return record((self,), self.shape) if layout is None else ops.laid_out(layout, record, (self,), self.shape)
 
     def float(self, memory_format=None):
         """``to(lf.float32)``."""
-        return self._cast(dt.float32)
+        return self._cast(dt.float32, memory_format)
 
     def double(self, memory_format=None):
         """``to(lf.float64)``."""
-        return self._cast(dt.float64)
+        return self._cast(dt.float64, memory_format)
 
     def half(self, memory_format=None):
         """``to(lf.float16)``."""
-        return self._cast(dt.float16)
+        return self._cast(dt.float16, memory_format)
 
     def bfloat16(self, memory_format=None):
         """``to(lf.bfloat16)``."""
-        return self._cast(dt.bfloat16)
+        return self._cast(dt.bfloat16, memory_format)
 
     def byte(self, memory_format=None):
         """``to(lf.uint8)``."""
-        return self._cast(dt.uint8)
+        return self._cast(dt.uint8, memory_format)
 
     def char(self, memory_format=None):
         """``to(lf.int8)``."""
-        return self._cast(dt.int8)
+        return self._cast(dt.int8, memory_format)
 
     def short(self, memory_format=None):
         """``to(lf.int16)``."""
-        return self._cast(dt.int16)
+        return self._cast(dt.int16, memory_format)
 
     def int(self, memory_format=None):
         """``to(lf.int32)`` (as torch's ``int()``)."""
-        return self._cast(dt.int32)
+        return self._cast(dt.int32, memory_format)
 
     def long(self, memory_format=None):
         """``to(lf.int64)``."""
-        return self._cast(dt.int64)
+        return self._cast(dt.int64, memory_format)
 
     def bool(self, memory_format=None):
         """``to(lf.bool)``: True where the value is nonzero."""
-        return self._cast(dt.bool_)
+        return self._cast(dt.bool_, memory_format)
 
     def clone(self, *, memory_format=None):
-        """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse
-        (``memory_format`` accepted, as by the casts: lazyfuse lays out its results itself)."""
-        out = result_tensor(self.device, Node(Op.CAST, (self._read(),), self.dtype, self.shape))
-        return autograd.rules.record_cast(self, out) if self._ag is not None and autograd.is_grad_enabled() else out
+        """A copy in a new storage: later in-place writes to ``self`` don't reach it, nor the reverse.
+        Laid out as torch's: by default (``torch.preserve_format``) a dense view's strides, or a
+        strided one's order of dims; ``torch.contiguous_format`` row-major; ``torch.channels_last``
+        (``_3d``) with the channels innermost."""
+        return self._copied(self.dtype, memory_format)
 
     def contiguous(self, memory_format=None):
         """``self`` when already contiguous (it keeps aliasing its base, as in torch), else a
@@ -651,7 +676,7 @@ class Tensor(metaclass=_TensorType):
             if memory_format is torch.preserve_format:
                 raise ShapeError("preserve memory format is unsupported by the contiguous operator (lazyfuse: "
                                  "call contiguous() for a row-major copy)")
-            return self.clone()
+            return self.clone(memory_format=torch.contiguous_format)
         rank = _CHANNELS_LAST_RANK.get(memory_format)
         if rank is None:
             raise DTypeError(f"contiguous(): memory_format={memory_format!r} is not one of torch.contiguous_format, "
@@ -662,7 +687,7 @@ class Tensor(metaclass=_TensorType):
         order = (0, *range(2, rank), 1)
         nhwc = self.permute(order)
         inverse = (0, rank - 1, *range(1, rank - 1))
-        return self if nhwc.is_contiguous() else nhwc.clone().permute(inverse)
+        return self if nhwc.is_contiguous() else nhwc.clone(memory_format=torch.contiguous_format).permute(inverse)
 
     def detach(self):
         """The same storage and view (so it aliases ``self``), cut from the autograd graph."""
@@ -751,7 +776,7 @@ class Tensor(metaclass=_TensorType):
         v = self._view.reshape(shape)
         if v is not None:
             return self._with_view(v)
-        return self.clone()._with_view(View.contiguous(shape))
+        return self.clone(memory_format=torch.contiguous_format)._with_view(View.contiguous(shape))
 
     def view(self, *shape):
         """As ``reshape`` but always a view of the same storage: ShapeError when strides don't allow one."""
@@ -954,6 +979,7 @@ class Tensor(metaclass=_TensorType):
                 else other * alpha
         return ops.elementwise(op, self, other, compute_dtype=ct)
 
+    @ops.row_major   # (the value is written through this view: its own layout would only split the kernel)
     def _apply_in_place(self, other, op: Op, alpha=1) -> "Tensor":
         """``self = self <op> alpha * other``, atomic: see ``copy_``."""
         with self.device.engine.lock:

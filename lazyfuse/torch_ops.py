@@ -118,6 +118,7 @@ def _any_all_dims(x, dim, axis):
     return tuple(range(x.ndim)) if dims is None and x.ndim > 64 else dims
 
 
+@ops.row_major   # (a reduction: its result has no layout to follow, and its shift fuses so)
 def logsumexp(x, dim, keepdim=False):
     """``log(sum(exp(x)))`` along ``dim``, max-shifted (float16/bfloat16 in float32, rounded once)."""
     out_dtype = x.dtype if x.dtype.is_float else dt.float32

@@ -113,11 +113,17 @@ def test_strides_and_offsets_are_part_of_the_key():
     a = data(6, 6, seed=5)
     x = lf.tensor(a)
     plain, d1 = drained(lambda: (x + 1.0).numpy())
-    transposed, d2 = drained(lambda: (x.T + 1.0).numpy())     # same shape and dtype, other strides
+    corner, d0 = drained(lambda: (x[:3, :3] + 1.0).numpy())
+    strided, d2 = drained(lambda: (x[::2, ::2] + 1.0).numpy())   # same shape and dtype, other strides
     head, d3 = drained(lambda: (x[:-1] + 1.0).numpy())
     tail, d4 = drained(lambda: (x[1:] + 1.0).numpy())          # same shape and strides, other offset
-    assert [d.fusion_cache_misses for d in (d2, d3, d4)] == [1, 1, 1]
+    assert [d.fusion_cache_misses for d in (d0, d2, d3, d4)] == [1, 1, 1, 1]
+    # laid out as x (torch's layout), x.T + 1 is x + 1 in memory order: the same plan
+    transposed, d5 = drained(lambda: (x.T + 1.0).numpy())
+    assert hit_miss(d5) == (1, 0)
     np.testing.assert_allclose(plain, a + 1, rtol=1e-6)
+    np.testing.assert_allclose(corner, a[:3, :3] + 1, rtol=1e-6)
+    np.testing.assert_allclose(strided, a[::2, ::2] + 1, rtol=1e-6)
     np.testing.assert_allclose(transposed, a.T + 1, rtol=1e-6)
     np.testing.assert_allclose(head, a[:-1] + 1, rtol=1e-6)
     np.testing.assert_allclose(tail, a[1:] + 1, rtol=1e-6)

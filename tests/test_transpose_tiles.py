@@ -1,5 +1,6 @@
 """Pointwise C kernels over transposed / permuted inputs walk their two dims in square tiles
-(``c_printer.transpose_tiles``): differential tests against torch eager at sizes that are no
+(``c_printer.transpose_tiles``; an op whose result follows its input's layout, ``x.t() + 1``,
+reads and writes in memory order instead, so these cases make a row-major result): differential tests against torch eager at sizes that are no
 multiple of any tile, views with offsets and negative strides, mixed dtypes, the float remainder's
 and the power's two-pass loops, every tile candidate (``LAZYFUSE_AUTOTUNE_FORCE``), serial and
 parallel; and the planner's kernels stay what they were (softmax of a transposed input: 1)."""
@@ -27,29 +28,37 @@ def _rand(shape, dtype, seed):
 # name -> (f(x, y) on torch or lazyfuse tensors, x's shape and dtype, y's shape and dtype, tiled);
 # ``d`` grows each shape so that every forced candidate plans anew (a cached plan keeps its config)
 CASES = {
-    "x.t() + 1": (lambda x, y: x.t() + 1, lambda d: (67 + d, 259), torch.float32, None, None, True),
+    "x.t() + 1, contiguous": (lambda x, y: (x.t() + 1).contiguous(), lambda d: (67 + d, 259), torch.float32, None,
+                              None, True),
     "x + x.t()": (lambda x, y: x + x.t(), lambda d: (129 + d, 129 + d), torch.float32, None, None, True),
     "offset view, contiguous": (lambda x, y: x[3:, 5:-2].t().contiguous(), lambda d: (140 + d, 150), torch.float32,
                                 None, None, True),
-    "permute(0, 2, 1) * 2": (lambda x, y: x.permute(0, 2, 1) * 2, lambda d: (2, 130 + d, 131), torch.float32,
-                             None, None, True),
-    "permute(2, 0, 1)": (lambda x, y: x.permute(2, 0, 1) - 0.5, lambda d: (6, 130 + d, 130), torch.float64,
-                         None, None, True),
+    "permute(0, 2, 1) * 2, contiguous": (lambda x, y: (x.permute(0, 2, 1) * 2).contiguous(),
+                                         lambda d: (2, 130 + d, 131), torch.float32, None, None, True),
+    "permute(2, 0, 1)": (lambda x, y: (x.permute(2, 0, 1) - 0.5).contiguous(), lambda d: (6, 130 + d, 130),
+                         torch.float64, None, None, True),
     "float16 transpose + float32": (lambda x, y: x.transpose(-1, -2) + y, lambda d: (2, 129 + d, 133),
                                     torch.float16, lambda d: (2, 133, 129 + d), torch.float32, True),
     "bfloat16 t() * int64": (lambda x, y: x.t() * y, lambda d: (150 + d, 131), torch.bfloat16,
                              lambda d: (131, 150 + d), torch.int64, True),
-    "int64 t() // 3": (lambda x, y: x.t() // 3, lambda d: (130 + d, 140), torch.int64, None, None, True),
-    "two transposed inputs": (lambda x, y: x.t() * y.t(), lambda d: (131 + d, 130), torch.float32,
+    "int64 t() // 3": (lambda x, y: (x.t() // 3).contiguous(), lambda d: (130 + d, 140), torch.int64, None, None,
+                       True),
+    "two transposed inputs": (lambda x, y: (x.t() * y.t()).contiguous(), lambda d: (131 + d, 130), torch.float32,
                               lambda d: (131 + d, 130), torch.float32, True),
-    "flipped, transposed": (lambda x, y: x.flip(1).t() + 1, lambda d: (133 + d, 130), torch.float32, None, None, True),
-    "fmod (two passes)": (lambda x, y: torch_or_lf(x).fmod(x.t(), 0.7), lambda d: (129 + d, 131), torch.float32,
-                          None, None, True),
-    "pow by a number (two loops)": (lambda x, y: x.t().abs() ** 2.5, lambda d: (129 + d, 131), torch.float32,
-                                    None, None, True),
-    "size-1 dim": (lambda x, y: x.permute(2, 1, 0) + 1, lambda d: (130 + d, 1, 140), torch.float32, None, None, True),
+    "flipped, transposed": (lambda x, y: (x.flip(1).t() + 1).contiguous(), lambda d: (133 + d, 130), torch.float32,
+                            None, None, True),
+    "fmod (two passes)": (lambda x, y: torch_or_lf(x).fmod(x.t(), 0.7).contiguous(), lambda d: (129 + d, 131),
+                          torch.float32, None, None, True),
+    "pow by a number (two loops)": (lambda x, y: (x.t().abs() ** 2.5).contiguous(), lambda d: (129 + d, 131),
+                                    torch.float32, None, None, True),
+    "size-1 dim": (lambda x, y: (x.permute(2, 1, 0) + 1).contiguous(), lambda d: (130 + d, 1, 140), torch.float32,
+                   None, None, True),
     "in place through a transposed view": (lambda x, y: x.t().mul_(2), lambda d: (129 + d, 140), torch.float32,
                                            None, None, True),
+    # an op that follows its transposed input's layout (as torch's) reads and writes in memory order
+    "x.t() + 1, streamed": (lambda x, y: x.t() + 1, lambda d: (67 + d, 259), torch.float32, None, None, False),
+    "two transposed inputs, streamed": (lambda x, y: x.t() * y.t(), lambda d: (131 + d, 130), torch.float32,
+                                        lambda d: (131 + d, 130), torch.float32, False),
     "zero-size dim": (lambda x, y: x.t() + 1, lambda d: (0, 300 + d), torch.float32, None, None, False),
     "one row": (lambda x, y: x.t() + 1, lambda d: (20000 + d, 1), torch.float32, None, None, False),
     "strided, no unit stride": (lambda x, y: x[:, ::2].t() + 1, lambda d: (300 + d, 260), torch.float32,

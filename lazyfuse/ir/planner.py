@@ -428,15 +428,16 @@ def _aligned_write_hazards(g: DrainGraph, grp: Group, old_versions: set) -> set:
     out_node = nodes[grp.output]
     store_view = out_node.arg if out_node.kind is Kind.WRITE else View.contiguous(out_node.shape)
     full = out_node.kind is not Kind.WRITE
-    # a view over a value computed in this kernel moves indices; a 0-d value that reads no old
-    # version (a step-dependent scalar broadcast into an optimizer update) moves none
+    # a view over a value computed in this kernel from an old version reads that version at
+    # another index; over a value that reads none (a step-dependent scalar broadcast into an
+    # optimizer update, an elementwise result laid out as its transposed input: ``p - m.T * 0.1``)
+    # it moves no read of one
     tainted = set()
     for m in sorted(grp.members):   # node indices are topological
         if any(pos[id(s)] in old_versions or pos[id(s)] in tainted for s in nodes[m].srcs):
             tainted.add(m)
     fused_views = any(nodes[m].kind is Kind.VIEW and pos[id(nodes[m].srcs[0])] in grp.members
-                      and nodes[m].srcs[0].is_pending
-                      and (nodes[m].srcs[0].shape != () or pos[id(nodes[m].srcs[0])] in tainted)
+                      and nodes[m].srcs[0].is_pending and pos[id(nodes[m].srcs[0])] in tainted
                       for m in grp.members)
     bad = set()
     for m in grp.members:

@@ -16,7 +16,7 @@ from .shapes import contiguous_strides, prod
 class View:
     """Immutable; hashed once (views are part of every plan key, so hashing must be cheap)."""
 
-    __slots__ = ("shape", "strides", "offset", "_hash", "_contiguous")
+    __slots__ = ("shape", "strides", "offset", "_hash", "_contiguous", "_row_major")
 
     def __init__(self, shape: tuple, strides: tuple, offset: int = 0):
         self.shape = shape
@@ -24,6 +24,7 @@ class View:
         self.offset = offset
         self._hash = hash((shape, strides, offset))
         self._contiguous = None   # is_contiguous(), computed on first use
+        self._row_major = None    # is_row_major(), likewise
 
     def __hash__(self) -> int:
         return self._hash
@@ -44,12 +45,22 @@ class View:
         return prod(self.shape)
 
     def is_contiguous(self) -> bool:
-        """True when the view reads a dense, row-major block starting at its offset."""
+        """True when the view reads a dense, row-major block starting at its offset (an empty view
+        always, as torch's: it reads nothing)."""
         c = self._contiguous
         if c is None:
-            c = self._contiguous = all(st == cs for st, cs, s in zip(self.strides, contiguous_strides(self.shape),
-                                                                     self.shape) if s != 1)
+            c = self._contiguous = 0 in self.shape or all(
+                st == cs for st, cs, s in zip(self.strides, contiguous_strides(self.shape), self.shape) if s != 1)
         return c
+
+    def is_row_major(self) -> bool:
+        """True when the strides are exactly the row-major ones (size-1 dims too, unlike
+        ``is_contiguous``): a new result's layout follows an operand's only when one is not
+        (``ir/layout.py``)."""
+        r = self._row_major
+        if r is None:
+            r = self._row_major = self.strides == contiguous_strides(self.shape)
+        return r
 
     def covers(self, numel: int) -> bool:
         """True when the view is exactly the whole storage of ``numel`` elements, in order."""

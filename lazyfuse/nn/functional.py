@@ -9,6 +9,7 @@ from ..ir.dtypes import bfloat16, bool_, float16, float32, opmath
 from ..ir.shapes import normalize_dim, prod
 
 
+@ops.row_major   # (the value is written through x's view: its own layout would only split the kernel)
 def _written_back(x, op):
     """``op(x)`` written into ``x``, which is returned (an ``inplace=True`` form), computed from
     ``surface.in_place_source(x)`` so that ``op``'s gradient keeps the value it read."""
@@ -84,6 +85,7 @@ def _row_op_input(name, input, dim, dtype):
     return input, normalize_dim(implicit_dim(name, input.ndim, 4) if dim is None else dim, input.ndim)
 
 
+@ops.row_major
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Numerically stable: exp(x - max) / sum (float16/bfloat16 in float32, rounded once, as torch).
     ``_stacklevel`` is torch's (for its warning) and unused."""
@@ -95,6 +97,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     return (e / e.sum(dim, keepdim=True)).to(out_dtype)
 
 
+@ops.row_major
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along ``dim``: one row-wise kernel, like softmax."""
     input, dim = _row_op_input("log_softmax", input, dim, dtype)
@@ -105,6 +108,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
 
 
+@ops.row_major
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
     (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
@@ -143,6 +147,7 @@ def _layer_norm_as_rows(x, normalized_shape, weight, bias, eps):
     return layer_norm(x.reshape(x.numel() // n if n else 0, n), (n,), *flat, eps).reshape(x.shape)
 
 
+@ops.row_major
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch's rms_norm: one row-wise kernel. float16/bfloat16 compute in float32, weight
     included, rounded once, and ``eps`` defaults to the machine epsilon of that compute dtype,

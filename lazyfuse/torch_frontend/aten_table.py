@@ -487,7 +487,8 @@ def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_block
         return NotImplemented   # leaving lazyfuse: the fallback hands back a plain copy
     out = x.to(dtype) if dtype is not None else x
     if memory_format is not None and memory_format is not torch.preserve_format:
-        return _in_layout_of(out, memory_format, lambda y: y.clone())   # .to(memory_format=channels_last)
+        # .to(memory_format=channels_last)
+        return _in_layout_of(out, memory_format, lambda y: y.clone(memory_format=torch.contiguous_format))
     return out.clone() if out is x else out
 
 
@@ -545,7 +546,7 @@ def _in_layout_of(x, memory_format, make):
 
 @native("clone")
 def _clone(x, memory_format=None):
-    return _in_layout_of(x, memory_format, lambda y: y.clone())
+    return _in_layout_of(x, memory_format, lambda y: y.clone(memory_format=torch.contiguous_format))
 
 
 @native("fill")

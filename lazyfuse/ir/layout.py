@@ -1,0 +1,168 @@
+"""The memory layout torch gives a new elementwise result: the strides it allocates it with.
+
+torch does not make an elementwise result contiguous: it follows its operands' layout, so that
+``x.t() + 1`` is ``x + 1`` read and written in memory order (TensorIterator's fast setup and
+``reorder_dimensions``), and ``clone``/``*_like``/``.to(dtype)`` with ``preserve_format`` (their
+default) keep a dense input's strides or the order of a strided one (``infer_dense_strides``).
+Users see it through ``.stride()``, ``is_contiguous()`` and ``.view()`` after an op. These rules
+are torch's, step for step (their comments say which part of torch each step is); they only
+compute strides from shapes and strides (no device, no values).
+
+A layout is ``(order, strides)``: ``order`` lists the dims outermost first (the result's storage
+is contiguous in the permuted shape), ``strides`` are torch's exact strides for the result (they
+can differ from the permuted storage's only in dims of size 0 or 1, which address no other
+element). ``None`` means row-major: the common case, which callers leave as it was.
+"""
+from __future__ import annotations
+
+import functools
+
+from .shapes import contiguous_strides
+
+
+def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
+    """torch's ``is_non_overlapping_and_dense``: the elements fill a block with no gaps and no
+    element twice, in some order of the dims (dims of size 0 or 1 do not count; an empty tensor
+    is, whatever its strides)."""
+    if 0 in shape:
+        return True
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    required = 1
+    for d in dims:
+        if strides[d] != required:
+            return False
+        required *= shape[d]
+    return True
+
+
+def _is_channels_last(shape: tuple, strides: tuple) -> bool:
+    """torch's ``is_contiguous(memory_format=torch.channels_last)`` of a 4-d tensor (NHWC order)."""
+    if len(shape) != 4:
+        return False
+    expected = 1
+    for d in (1, 3, 2, 0):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
+def _channels_last_strides(shape: tuple) -> tuple:
+    """torch's ``get_channels_last_strides_2d`` (no clamping of size-0 dims, as torch's)."""
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+
+
+def _sorted_dims(shape: tuple, operand_strides: tuple, ties_by_size_then_next: bool) -> list:
+    """The dims fastest first, as torch's insertion sort with ambiguous comparisons orders them.
+
+    Each dim pair asks the operands in order: the first one with a nonzero stride in both dims
+    and unequal strides decides (the smaller stride is faster); a zero stride (a broadcast dim)
+    abstains. Equal strides: the larger dim goes after the smaller (else the next operand is
+    asked, in TensorIterator; ``infer_dense_strides`` stops there). Nobody decides: the dims keep
+    their row-major order, which is what keeps size-1 dims and ties in place."""
+    def should_swap(dim0: int, dim1: int) -> int:
+        for strides in operand_strides:
+            s0, s1 = strides[dim0], strides[dim1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[dim0] > shape[dim1]:
+                return 1
+            if not ties_by_size_then_next:
+                return 0
+        return 0
+
+    ndim = len(shape)
+    perm = list(range(ndim - 1, -1, -1))
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    return perm
+
+
+def _layout(order: tuple, strides: tuple, shape: tuple):
+    """``None`` for torch's row-major strides, else the layout (see the module's docstring)."""
+    if strides == contiguous_strides(shape):
+        return None
+    return order, strides
+
+
+def _order_of(shape: tuple, strides: tuple) -> tuple:
+    """The dims outermost first for a dense ``strides`` (ties, size-1 dims: row-major order)."""
+    return tuple(sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 0, d)))
+
+
+@functools.lru_cache(maxsize=4096)
+def elementwise_layout(shape: tuple, operands: tuple):
+    """The layout of an elementwise op's result of ``shape`` (the broadcast shape) from its
+    operands in torch's order, each ``(shape, strides)`` (a Python number is ``((), ())``, a 0-d
+    tensor, as torch wraps it). TensorIterator's rule (``compute_fast_setup_type``,
+    ``compute_strides``, ``reorder_dimensions``, ``allocate_or_resize_outputs``)."""
+    ndim = len(shape)
+    if ndim <= 1:
+        return None
+    if all(s == shape for s, _ in operands):   # the fast setup: operands of one shape
+        if all(_contiguous_up_to_ones(s, st) for s, st in operands):
+            return None
+        if all(_is_channels_last(s, st) for s, st in operands):
+            strides = _channels_last_strides(shape)
+            return _layout((0, 2, 3, 1), strides, shape)
+        first = operands[-1][1]   # (torch compares from the last operand back)
+        if all(st == first for _, st in operands) and non_overlapping_and_dense(shape, first):
+            return _layout(_order_of(shape, first), first, shape)
+    # each operand's strides over the broadcast shape; a broadcast dim (and a missing one) is 0
+    broadcast = []
+    for s, st in operands:
+        lead = ndim - len(s)
+        broadcast.append((0,) * lead + tuple(0 if size == 1 and shape[lead + i] != 1 else st[i]
+                                             for i, size in enumerate(s)))
+    perm = _sorted_dims(shape, tuple(broadcast), True)
+    if perm == list(range(ndim - 1, -1, -1)):
+        return None   # torch allocates a plain contiguous result
+    strides = [0] * ndim
+    step = 1
+    for d in perm:   # torch's compatible_stride: a size-0 dim makes the slower strides 0
+        strides[d] = step
+        step *= shape[d]
+    return _layout(tuple(reversed(perm)), tuple(strides), shape)
+
+
+def _contiguous_up_to_ones(shape: tuple, strides: tuple) -> bool:
+    """torch's ``is_contiguous()``: row-major, ignoring the strides of size-1 dims (all of them for
+    an empty tensor)."""
+    if 0 in shape:
+        return True
+    return all(st == cs for st, cs, s in zip(strides, contiguous_strides(shape), shape) if s != 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def preserved_layout(shape: tuple, strides: tuple):
+    """The layout ``clone``/``*_like``/``.to`` give with ``memory_format=torch.preserve_format``:
+    a non-overlapping dense tensor's own strides, else strides that keep its dims' order
+    (torch's ``infer_dense_strides``)."""
+    if non_overlapping_and_dense(shape, strides):
+        return _layout(_order_of(shape, strides), strides, shape)
+    ndim = len(shape)
+    if ndim <= 1:
+        return None
+    perm = _sorted_dims(shape, (strides,), False)
+    out = [0] * ndim
+    step = 1
+    for d in perm:   # (a size-0 dim counts as 1 here, unlike TensorIterator's)
+        out[d] = step
+        if shape[d] > 1:
+            step *= shape[d]
+    return _layout(tuple(reversed(perm)), tuple(out), shape)
