@@ -676,6 +676,10 @@ def mv(x, vec):
 def dot(x, other):
     """The inner product of two 1-d tensors (as ``sum(x * other)``)."""
     _dims("dot", input=(x, 1), tensor=(other, 1))
+    if x.shape != other.shape:   # (x * other would broadcast a 1-element vector)
+        raise ShapeError(f"dot: inconsistent tensor size, expected tensor {list(x.shape)} and src {list(other.shape)} "
+                         f"to have the same number of elements, but got {x.shape[0]} and {other.shape[0]} elements "
+                         "respectively (as torch)")
     if x.dtype is not other.dtype:
         raise DTypeError(f"dot: expected both vectors to have the same dtype, got {x.dtype.name} and "
                          f"{other.dtype.name}")
