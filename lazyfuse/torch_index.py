@@ -757,12 +757,13 @@ def addr(x, vec1, vec2, *, beta=1, alpha=1):
     return _scaled_sum(x, vec1, vec2, beta, alpha, outer)
 
 
-METHODS = {f.__name__: f for f in (
+# (a plain torch tensor argument, an index or an operand, is uploaded as elementwise ops upload one)
+METHODS = {f.__name__: ops.uploading(f) for f in (
     index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
     flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
     trace, kron, cross,
     cumsum, cumprod, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
-METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
+METHODS.update({"vdot": METHODS["dot"], "ger": METHODS["outer"], "matmul": ops.uploading(_matmul)})
 FUNCTIONS = {f.__name__: f for f in (hstack, vstack, dstack, column_stack)}
 FUNCTIONS["row_stack"] = vstack
 
