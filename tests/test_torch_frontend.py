@@ -764,3 +764,26 @@ def test_nll_loss_takes_a_one_element_target_for_a_vector_input_as_torch():
         got = lf.nn.functional.nll_loss(lf.tensor(x), lf.tensor(t), reduction=reduction)
         assert got.shape == tuple(want.shape)
         torch.testing.assert_close(got.torch(), want)
+
+
+@pytest.mark.parametrize("program", [lambda t: t ** -2, lambda t: (t > 0) ** -1, lambda t: t.__ipow__(-1)])
+def test_a_refusal_under_a_python_operator_reaches_the_caller_with_its_message(program):
+    # torch's ** turned lazyfuse's DTypeError (a TypeError) into NotImplemented: "unsupported operand type(s)"
+    x = torch.tensor([-2, 0, 2], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        program(x.clone())
+    with pytest.raises(lf.DTypeError, match="negative integer powers"):
+        program(lf.lazy(x))
+
+
+@pytest.mark.parametrize("program", [lambda t: 2 ** t, lambda t: 7 // (t + 3), lambda t: 1 - t, lambda t: 7 % (t + 3),
+                                     lambda t: 1 << (t + 2), lambda t: 1 / (t + 3), lambda t: torch.ones(3) @ t.float(),
+                                     lambda t: t.float() ** 2, lambda t: t // 2])
+def test_torchs_reflected_operators_on_frontend_tensors_match_torch(program):
+    x = torch.tensor([-2, 0, 2], dtype=torch.int32)
+    close(program(lf.lazy(x)), program(x))
+    w = torch.randn(3, requires_grad=True)
+    lw = lf.lazy(w.detach()).requires_grad_()
+    (2 ** w - 1 / (w + 3)).sum().backward()
+    (2 ** lw - 1 / (lw + 3)).sum().backward()
+    close(lw.grad, w.grad)
