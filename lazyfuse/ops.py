@@ -382,6 +382,21 @@ def uploaded_operands(args) -> tuple:
     return tuple([tensor(a, device=dev) if isinstance(a, _HOST_ARRAYS) else a for a in args])
 
 
+def uploading(fn):
+    """``fn`` with its torch tensor and numpy array arguments (an index made with ``torch.tensor``)
+    made lazyfuse Tensors as ``uploaded_operands`` makes them: for the compositions that read their
+    tensor arguments' lazyfuse internals (``x.gather(0, torch_index)`` was an AttributeError)."""
+    def call(*args, **kwargs):
+        values = (*args, *kwargs.values())
+        if not any(isinstance(a, _HOST_ARRAYS) for a in values):
+            return fn(*args, **kwargs)
+        values = uploaded_operands(values)
+        return fn(*values[:len(args)], **dict(zip(kwargs, values[len(args):])))
+    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    call.__wrapped__ = fn
+    return call
+
+
 def _operand_signature(a) -> tuple:
     """What promotion and broadcasting read of an operand: (dtype, shape), shape None for a scalar."""
     if isinstance(a, _t.Tensor):

@@ -432,7 +432,7 @@ class Tensor(metaclass=_TensorType):
         """Elementwise ``minimum(maximum(x, min), max)``; either bound (a Tensor or number) may be
         omitted, not both (ShapeError). ``clip`` is the same method."""
         if min is None and max is None:
-            raise ShapeError("clamp needs min or max")
+            raise ShapeError("clamp: min and max are both None; give min or max, at least one bound (torch refuses it too)")
         if min is not None and max is not None:
             return ops.elementwise(Op.CLAMP, self, min, max)   # (one node: Op.CLAMP)
         out = self

@@ -676,6 +676,10 @@ def mv(x, vec):
 def dot(x, other):
     """The inner product of two 1-d tensors (as ``sum(x * other)``)."""
     _dims("dot", input=(x, 1), tensor=(other, 1))
+    if x.shape != other.shape:   # (x * other would broadcast a 1-element vector)
+        raise ShapeError(f"dot: inconsistent tensor size, expected tensor {list(x.shape)} and src {list(other.shape)} "
+                         f"to have the same number of elements, but got {x.shape[0]} and {other.shape[0]} elements "
+                         "respectively (as torch)")
     if x.dtype is not other.dtype:
         raise DTypeError(f"dot: expected both vectors to have the same dtype, got {x.dtype.name} and "
                          f"{other.dtype.name}")
@@ -753,12 +757,13 @@ def addr(x, vec1, vec2, *, beta=1, alpha=1):
     return _scaled_sum(x, vec1, vec2, beta, alpha, outer)
 
 
-METHODS = {f.__name__: f for f in (
+# (a plain torch tensor argument, an index or an operand, is uploaded as elementwise ops upload one)
+METHODS = {f.__name__: ops.uploading(f) for f in (
     index_select, take, gather, take_along_dim, index_fill, index_copy, index_add, scatter_add,
     flip, fliplr, flipud, rot90, diag_embed, diag, diff, select_scatter, slice_scatter, diagonal_scatter,
     trace, kron, cross,
     cumsum, cumprod, cummax, cummin, logcumsumexp, mm, bmm, mv, dot, outer, inner, addmm, addmv, baddbmm, addbmm, addr)}
-METHODS.update({"vdot": dot, "ger": outer, "matmul": _matmul})
+METHODS.update({"vdot": METHODS["dot"], "ger": METHODS["outer"], "matmul": ops.uploading(_matmul)})
 FUNCTIONS = {f.__name__: f for f in (hstack, vstack, dstack, column_stack)}
 FUNCTIONS["row_stack"] = vstack
 

@@ -428,3 +428,36 @@ def test_contiguous_takes_a_memory_format_as_torchs():
         x.transpose(1, 3).contiguous(memory_format=torch.preserve_format)
     with pytest.raises(lf.ShapeError, match="^preserve memory format is unsupported by the contiguous operator"):
         lazy.transpose(1, 3).contiguous(memory_format=torch.preserve_format)
+
+
+# -- found by running tinygrad's test_ops.py torch lambdas on lazyfuse tensors (the fourteenth session) --
+PLAIN_INDEX_CALLS = {
+    "gather": lambda x, i: x.gather(0, i), "gather_kw": lambda x, i: x.gather(dim=1, index=i),
+    "lf.gather": lambda x, i: (lf.gather if isinstance(x, lf.Tensor) else torch.gather)(x, 0, i),
+    "take_along_dim": lambda x, i: (lf.take_along_dim if isinstance(x, lf.Tensor) else torch.take_along_dim)(x, i, 0),
+    "index_select": lambda x, i: x.index_select(1, i[0]),
+    "index_add": lambda x, i: x.index_add(0, i[:, 0], x[: i.shape[0]] * 2),
+    "mm": lambda x, i: x.mm(i.T.float()),
+}
+
+
+@pytest.mark.parametrize("name", PLAIN_INDEX_CALLS)
+def test_a_plain_torch_tensor_argument_of_a_gather_or_matmul_is_uploaded(name):
+    # (the compositions read their tensor arguments' lazyfuse internals: an AttributeError)
+    gen = torch.Generator().manual_seed(1)
+    xt, it = torch.randn(4, 5, generator=gen), torch.randint(0, 4, (3, 5), generator=gen)
+    got = PLAIN_INDEX_CALLS[name](lf.tensor(xt), it)
+    torch.testing.assert_close(got.torch(), PLAIN_INDEX_CALLS[name](xt, it))
+
+
+@pytest.mark.parametrize("shapes", [((1,), (4,)), ((4,), (1,)), ((3,), (2,))])
+def test_dot_of_vectors_of_different_lengths_is_refused_as_torchs(shapes):
+    a, b = (torch.randn(s) for s in shapes)
+    with pytest.raises(RuntimeError, match="inconsistent tensor size"):
+        torch.dot(a, b)
+    for call in (lambda x, y: lf.dot(x, y), lambda x, y: x.vdot(y)):
+        with pytest.raises(lf.ShapeError, match="inconsistent tensor size"):
+            call(lf.tensor(a), lf.tensor(b))
+    with pytest.raises(lf.ShapeError):
+        lf.tensor(a) @ lf.tensor(b)
+    torch.testing.assert_close(lf.dot(lf.tensor(a[:1]), lf.tensor(b[:1])).torch(), torch.dot(a[:1], b[:1]))

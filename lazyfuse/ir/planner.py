@@ -721,20 +721,24 @@ def _merge_extern_siblings(g: DrainGraph, groups: list) -> list:
     """The results of one torch call (``sort``'s values and indices: EXTERN nodes of one family
     on the same sources, ``lazyfuse.extern``) are stored by one step, so torch runs once for
     all of them. Siblings read the same materialized inputs and none reads another, so the
-    merged step can run where the first would: no cycle, no hazard."""
+    merged step can run where the first would: no cycle, no hazard. Two calls of one family on the
+    same sources that take the same element (``x.flip(0)`` recorded twice) are not siblings: the step
+    stores each element once, so the second would keep its buffer's garbage; they stay two steps."""
     nodes = g.nodes
-    lead = {}
+    lead = {}   # (family, sources) -> [the group merged into, the elements it takes]
     out = []
     for grp in groups:
         n = nodes[grp.output]
         if n.op is Op.EXTERN and not grp.extra:
             key = (n.arg.family, tuple([id(s) for s in n.srcs]))
             first = lead.get(key)
-            if first is not None:
-                first.extra.append(grp.output)
-                first.members |= grp.members
+            if first is not None and n.arg.index not in first[1]:
+                first[0].extra.append(grp.output)
+                first[0].members |= grp.members
+                first[1].add(n.arg.index)
                 continue
-            lead[key] = grp
+            if first is None:
+                lead[key] = [grp, {n.arg.index}]
         out.append(grp)
     if len(out) == len(groups):
         return groups

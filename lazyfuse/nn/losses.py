@@ -128,11 +128,11 @@ def _counted(target, n_classes, ignore_index):
 
 
 def _as_batch(input, target):
-    """A (C,) input with a 0-d target is a batch of one."""
+    """A (C,) input with a 0-d target (or, as torch takes it, a (1,) one) is a batch of one."""
     if input.ndim == 1:
-        if target.ndim != 0 and not target.dtype.is_float:
-            raise ShapeError(f"a 1-d input of {input.shape[0]} classes needs a 0-d target, got {target.shape}")
-        return input.unsqueeze(0), target.unsqueeze(0), True
+        if target.ndim != 0 and target.shape != (1,) and not target.dtype.is_float:
+            raise ShapeError(f"a 1-d input of {input.shape[0]} classes needs a 0-d or (1,) target, got {target.shape}")
+        return input.unsqueeze(0), target if target.ndim else target.unsqueeze(0), True
     return input, target, False
 
 

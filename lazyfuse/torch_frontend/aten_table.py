@@ -23,17 +23,20 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.utils._pytree import tree_map
 
 from .. import ops as lf_ops
 from ..creation import arange, empty, full, rand
-from ..errors import DeviceError, DTypeError, LazyfuseError, ShapeError
+from ..errors import DeviceError, DTypeError, LazyfuseError, ShapeError, torch_refusal
 from ..functions import cat, stack, where
 from ..indexing import index_select
 from ..ir import dtypes as dt
 from ..ir.node import Op
 from ..ir.view import View
 from ..nn import functional as F
+from ..nn import losses
 from ..tensor import Tensor as LfTensor
+from ..torch_index import dot
 from . import drains
 from . import fallback
 from . import templates
@@ -148,12 +151,44 @@ def _resolve(func):
     decomp = torch._decomp.decomposition_table.get(func)
     if decomp is not None:
         label = str(func)
+        checked = name in CHECKED_ON_META
+        float_only = name in DECOMPOSED_FOR_FLOATS
 
         def run_decomposed(func, args, kwargs):
+            if float_only and not args[0].dtype.is_floating_point:
+                return _fallback(func, args, kwargs)
+            if checked:
+                _check_on_meta(func, args, kwargs)
             drains.counters.decomposed[label] += 1
             return decomp(*args, **kwargs)
         return run_decomposed
     return _fallback
+
+
+# Decomposed ops whose decomposition skips the argument checks of torch's kernel (a reflection pad
+# of at least the input's size read out of range; max_pool2d took a padding of three numbers):
+# torch's meta kernel makes those checks, so each call runs it first.
+CHECKED_ON_META = {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
+                   "replication_pad1d", "replication_pad2d", "replication_pad3d",
+                   "max_pool2d_with_indices", "max_pool3d_with_indices"}
+# Decomposed ops whose decomposition equals torch's kernel only in floating point: torch interpolates
+# a uint8 image with its own fixed-point weights, the decomposition in float rounded once (17% of a
+# uint8 bilinear resize off by one). Other dtypes run torch's kernel, as an extern.
+DECOMPOSED_FOR_FLOATS = {"upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d"}
+
+
+def _check_on_meta(func, args, kwargs):
+    """Run ``func`` on meta tensors of the arguments' shapes, strides and dtypes: torch's argument checks."""
+    def meta(a):
+        if isinstance(a, torch.Tensor):
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+        return a
+    try:
+        func(*tree_map(meta, args), **tree_map(meta, kwargs))
+    except NotImplementedError:
+        pass   # (no meta kernel: nothing to check against)
+    except Exception as e:  # noqa: BLE001 (torch's own validation of the arguments)
+        raise torch_refusal(str(func), e) from None
 
 
 LazyTensor._resolve = staticmethod(_resolve)   # (installed here: this module imports LazyTensor)
@@ -459,9 +494,7 @@ def _pow(x, exponent):
     return x ** exponent
 
 
-@native("clamp")
-def _clamp(x, min=None, max=None):
-    return x if min is None and max is None else x.clamp(min, max)
+native("clamp")(lambda x, min=None, max=None: x.clamp(min, max))   # (both None: refused, as torch's)
 
 
 @native("masked_fill")
@@ -656,7 +689,7 @@ def _var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 # -- matmul -------------------------------------------------------------------------------------------
 native("mm", "bmm", "matmul")(lambda a, b: a @ b)
-native("dot")(lambda a, b: (a * b).sum())
+native("dot")(dot)
 native("mv")(lambda a, b: (a @ b.unsqueeze(1)).squeeze(1))
 
 
@@ -734,6 +767,19 @@ def _as_strided(x, size, stride, storage_offset=None):
     return x._with_view(View(tuple(size), tuple(stride), offset))
 
 
+@raw("squeeze_", "unsqueeze_", "transpose_", "t_", "as_strided_")
+def _inplace_view(func, args, kwargs):
+    """An in-place view op changes the target's own shape and strides (torch's ``matmul`` of a vector
+    ends with ``squeeze_``), so it cannot be its functional op copied into the target: the target takes
+    the functional op's view of its storage, and the wrapper's metadata is set to match."""
+    target = args[0]
+    view = getattr(aten, _name(func)[:-1])(*args, **kwargs)
+    target._lf = view._lf
+    with torch._C._DisableTorchDispatch():   # torch's own as_strided_ on the wrapper: metadata only
+        aten.as_strided_(target, view.shape, view.stride(), view.storage_offset())
+    return target
+
+
 @native("cat")
 def _cat(tensors, dim=0):
     tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]   # torch skips legacy empty 1-d
@@ -754,6 +800,8 @@ def _index(x, indices):
 
 
 # -- nn ops and their backward formulas ----------------------------------------------------------------
+# (torch's decomposition of constant_pad_nd fills a plain tensor it makes and writes the input into it)
+native("constant_pad_nd")(lambda x, pad, value=0: F.pad(x, pad, "constant", value))
 native("_softmax")(lambda x, dim, half_to_float: F.softmax(x, dim))
 native("_log_softmax")(lambda x, dim, half_to_float: F.log_softmax(x, dim))
 native("_softmax_backward_data")(lambda g, y, dim, input_dtype: (y * (g - (g * y).sum(dim, keepdim=True)))
@@ -831,10 +879,12 @@ def _embedding_dense_backward(g, indices, num_weights, padding_idx, scale_grad_b
     return onehot.T @ g.reshape(-1, g.shape[-1])
 
 
-def _nll_parts(x, target, weight, ignore_index):
-    """The one-hot of each target (zero rows where ignored) times its class weight, and those weights."""
-    classes = x.shape[-1]
-    hot = _one_hot(target, classes, x.dtype) * (target != ignore_index).unsqueeze(-1).to(x.dtype)
+def _nll_parts(x, target, weight, counted):
+    """The one-hot of each target (zero rows where not ``counted``) times its class weight, and those weights.
+    (A (C,) input's target is 0-d or, as torch takes it, of one element: read as 0-d.)"""
+    if x.ndim == 1:
+        target, counted = target.reshape(()), counted.reshape(())
+    hot = _one_hot(target, x.shape[-1], x.dtype) * counted.unsqueeze(-1).to(x.dtype)
     if weight is not None:
         hot = hot * weight
     return hot, hot.sum(-1)
@@ -842,7 +892,14 @@ def _nll_parts(x, target, weight, ignore_index):
 
 @native("nll_loss_forward")
 def _nll_loss_forward(x, target, weight, reduction, ignore_index):
-    hot, w = _nll_parts(x, target, weight, ignore_index)
+    # torch's checks, as lazyfuse's own nll_loss makes them: a (C,) or (N, C) input, an integer target of
+    # () or (N,), and each counted class in [0, C), checked at the drain (an out-of-range one matched no
+    # class of the one-hot: a silently smaller loss where torch raises)
+    if x.ndim not in (1, 2):
+        raise ShapeError(f"nll_loss_forward: input tensor should be 1D or 2D, got shape {x.shape}")
+    batch, batch_target, _ = losses._as_batch(x, target)
+    losses._check_classes(batch, batch_target, "nll_loss")
+    hot, w = _nll_parts(x, target, weight, losses._counted(target, x.shape[-1], ignore_index))
     per_item = -(x * hot).sum(-1)
     total = w.sum()
     if reduction == 0:
@@ -853,7 +910,7 @@ def _nll_loss_forward(x, target, weight, reduction, ignore_index):
 
 @native("nll_loss_backward")
 def _nll_loss_backward(g, x, target, weight, reduction, ignore_index, total_weight):
-    hot, _ = _nll_parts(x, target, weight, ignore_index)
+    hot, _ = _nll_parts(x, target, weight, target != ignore_index)
     if reduction == 0:
         return -hot * g.unsqueeze(-1)
     scale = g / total_weight if reduction == 1 else g
@@ -877,10 +934,28 @@ def _attention_probs(q, k, is_causal, attn_mask, scale):
     return s, scale
 
 
+def _kv_groups(q, k) -> int:
+    """How many query heads share each key/value head: torch's CPU attention kernels take fewer key and
+    value heads than query heads (``enable_gqa=True``), key/value head ``j`` serving query heads
+    ``j * groups`` to ``(j + 1) * groups - 1``."""
+    if q.ndim < 3 or k.shape[-3] in (0, q.shape[-3]) or q.shape[-3] % k.shape[-3]:
+        return 1   # (equal heads; a mismatch fails to broadcast with the shapes named)
+    return q.shape[-3] // k.shape[-3]
+
+
+def _repeat_heads(x, groups):
+    """``x.repeat_interleave(groups, dim=-3)``, as a broadcast view copied once."""
+    shape = x.shape[:-2] + (groups,) + x.shape[-2:]
+    return x.unsqueeze(-3).expand(shape).reshape(x.shape[:-3] + (x.shape[-3] * groups,) + x.shape[-2:])
+
+
 @native("_scaled_dot_product_flash_attention_for_cpu")
 def _sdpa_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p:
         return NotImplemented
+    groups = _kv_groups(q, k)
+    if groups > 1:
+        k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
     s, _ = _attention_probs(q, k, is_causal, attn_mask, scale)
     m = s.detach().amax(-1, keepdim=True)
     lse = (s - m).exp().sum(-1, keepdim=True).log() + m
@@ -891,9 +966,15 @@ def _sdpa_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=
 def _sdpa_cpu_backward(g, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=None, scale=None):
     if dropout_p:
         return NotImplemented
+    groups = _kv_groups(q, k)
+    if groups > 1:
+        k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
     s, scale = _attention_probs(q, k, is_causal, attn_mask, scale)
     p = (s - lse.unsqueeze(-1)).exp()
     dv = p.transpose(-2, -1) @ g
     dp = g @ v.transpose(-2, -1)
     ds = p * (dp - (g * out).sum(-1, keepdim=True))
-    return (ds @ k) * scale, (ds.transpose(-2, -1) @ q) * scale, dv
+    dk = (ds.transpose(-2, -1) @ q) * scale
+    if groups > 1:   # each key/value head's gradient: the sum over the query heads it served
+        dk, dv = (x.reshape(x.shape[:-3] + (x.shape[-3] // groups, groups) + x.shape[-2:]).sum(-3) for x in (dk, dv))
+    return (ds @ k) * scale, dk, dv

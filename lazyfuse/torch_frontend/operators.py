@@ -11,6 +11,10 @@ operators call the lazyfuse operator the op's native handler in the aten table c
 IR, dtype and errors -- and count it under the same aten op. Anything else calls torch's own operator,
 which dispatches as usual. A torch optimizer's update (under ``no_grad``) and inference code take this
 path; a forward pass over parameters that require grad does not (autograd must see it).
+
+torch's reflected operators, ``**`` and ``//`` turn any TypeError into NotImplemented, which hid a
+lazyfuse ``DTypeError`` (also a TypeError) behind Python's "unsupported operand type(s)": on
+LazyTensor they call their op directly for a tensor or number operand (``_keeping_type_errors``).
 """
 from __future__ import annotations
 
@@ -26,10 +30,38 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 _inference = torch.is_inference_mode_enabled
 
 
+# torch's operators that turn any TypeError their op raises into NotImplemented (so that Python tries a
+# foreign operand's reflected operator): a lazyfuse DTypeError, a TypeError too, became Python's
+# "unsupported operand type(s) for **", its message lost (``int_tensor ** -2``: torch's RuntimeError
+# says "Integers to negative integer powers are not allowed")
+_TYPE_ERRORS_HIDDEN = ("__rsub__", "__rdiv__", "__rtruediv__", "__pow__", "__ipow__", "__rpow__", "__rmod__",
+                       "__floordiv__", "__rfloordiv__", "__rlshift__", "__rrshift__", "__rmatmul__")
+
+
+def _keeping_type_errors(dunder: str):
+    """torch's ``Tensor.<dunder>`` whose op is called directly for a tensor or number operand (no torch
+    function to handle: LazyTensor has none), so its errors reach the caller; anything else: torch's own."""
+    wrapped = getattr(torch.Tensor, dunder)
+    op = wrapped.__wrapped__
+
+    def operator(self, other):
+        if isinstance(other, (int, float, bool, complex)) or \
+                (isinstance(other, torch.Tensor) and not _has_torch_function((other,))):
+            return op(self, other)
+        return wrapped(self, other)
+
+    operator.__name__, operator.__doc__ = dunder, wrapped.__doc__
+    return operator
+
+
+_has_torch_function = torch.overrides.has_torch_function
+_TORCH_OPERATORS = {dunder: _keeping_type_errors(dunder) for dunder in _TYPE_ERRORS_HIDDEN}
+
+
 def _binary(dunder: str, aten_op, record):
     """``LazyTensor.<dunder>(self, other)``: ``record(self, other)`` on the lazyfuse tensors when the
     dispatcher would add nothing, else torch's own ``torch.Tensor.<dunder>``."""
-    torch_operator = getattr(torch.Tensor, dunder)
+    torch_operator = _TORCH_OPERATORS.get(dunder) or getattr(torch.Tensor, dunder)
     label = str(aten_op)
     counts = drains.counters.native
 
@@ -71,6 +103,9 @@ def install(on: bool = True) -> None:
             setattr(LazyTensor, dunder, operator)
         elif dunder in LazyTensor.__dict__:
             delattr(LazyTensor, dunder)
+    for dunder, operator in _TORCH_OPERATORS.items():   # (these dispatch every op: on either way)
+        if not (on and dunder in OPERATORS):
+            setattr(LazyTensor, dunder, operator)
 
 
 install()
