@@ -1217,6 +1217,30 @@ def test_var_and_std_with_a_correction_over_the_count_are_inf_as_torch():
               vals=vals, forward_only=True)
 
 
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("make", [lambda m: m.nn.functional.gelu(m.tensor(1.75)),
+                                  lambda m: m.nn.functional.gelu(m.tensor([[1.75], [-0.5]])),
+                                  lambda m: m.tensor([[float("inf")], [-2.0], [float("nan")]]) * 3.0])
+def test_var_and_std_of_one_element_are_torchs_exactly(make, correction):
+    # one element's deviation is exactly 0: var is 0 (correction 0) or NaN (0/0), never inf. gcc
+    # contracted gelu's last product into x - mean (an FMA: the product's rounding error), so var
+    # with correction 1 was inf (found by test_differential's random programs, with a fill_ after)
+    import warnings
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lib in (lf, torch):
+            out = []
+            for name in ("var", "std"):
+                x = make(lib)
+                y = getattr(x, name)(-1, correction=correction)
+                x.fill_(-1.0)   # (an in-place write after: the pending read still sees the old values)
+                out.append(y.torch() if isinstance(y, lf.Tensor) else y)
+            results.append(out)
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+
+
 def test_max_unpool2d_of_max_pool2d():
     args = {"kernel_size": (3, 3), "stride": (3, 2), "padding": 1}
     check([(2, 3, 9, 8)], lambda m, x: m.F.max_unpool2d(*m.F.max_pool2d(x, return_indices=True, **args), **args,
