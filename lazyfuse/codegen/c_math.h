@@ -503,7 +503,7 @@ static inline float lf_gelu_gradf(float x)
  * never branches on a mask inside a vectorised per-element function): below
  * 2^23 a Cody-Waite split of pi/2 (lf__near_r), from 2^23 on a Payne-Hanek
  * reduction by the bits of 1/pi (lf__far_r), which holds out to FLT_MAX as
- * torch's sin does (+-1e20 is among torch's own reference inputs for sin).
+ * torch's float32 sin does (sin(1e20) = 0.6566).
  * Both take the turn t = x/pi (sin) or x/pi + 1/2 (cos) as t = x/pi + half,
  * return r and leave n + LF__RND52 in *tn (n in its low bits, the lowest the
  * sign flip). */
