@@ -80,11 +80,12 @@ def scalar_node(value, dtype: dt.DType) -> Node:
 
 
 def refuse_zero_divisor(op: Op, divisor, ct: dt.DType) -> None:
-    """Raise ``DivisionByZeroError`` now for an integer ``//``, ``%`` or ``fmod`` (compute dtype
+    """Raise ``DivisionByZeroError`` now for an integer ``//``, ``%`` or ``fmod`` (``op`` one of
+    ``INTEGER_DIVISIONS``, as its callers test; compute dtype
     ``ct``) by a Python number that is 0 in ``ct``: 0, False, or a multiple of 2^bits (2**32 is 0
     in int32, as torch wraps the number). torch raises at the call, leaving an in-place operand
     as it was; a tensor divisor's zeros are only known to the kernel (its error flag, at the drain)."""
-    if op in INTEGER_DIVISIONS and not ct.is_float and int(divisor) % (1 << 8 * ct.itemsize) == 0:
+    if not ct.is_float and int(divisor) % (1 << 8 * ct.itemsize) == 0:
         raise DivisionByZeroError(f"ZeroDivisionError: integer {op.label} by the number {divisor!r}, which is 0 in "
                                   f"{ct.name} (torch raises RuntimeError: ZeroDivisionError too); divide by a "
                                   "non-zero number")

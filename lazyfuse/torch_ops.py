@@ -857,9 +857,15 @@ TENSOR_METHODS = {
 
 def _more_methods() -> dict:
     """The compositions kept in modules of their own (elementwise math; gathers, scans, matmul aliases)."""
-    from . import random_draws, torch_index, torch_math
-    return {**torch_math.METHODS, **torch_index.METHODS, **random_draws.METHODS, "rsub": rsub,
+    from . import torch_index, torch_math
+    return {**torch_math.METHODS, **torch_index.METHODS, **_in_place_draws(), "rsub": rsub,
             "floor_divide": floor_divide, "ravel": ravel}
+
+
+def _in_place_draws() -> dict:
+    """``x.uniform_()``, ``normal_``...: methods only (torch has no ``torch.uniform_``)."""
+    from . import random_draws
+    return random_draws.METHODS
 
 
 def _stacking_functions() -> dict:
@@ -893,8 +899,7 @@ def sum_to_size(x, *size):
     if lead < 0 or builtins.any(s not in (1, n) for s, n in zip(size, x.shape[lead:])):
         raise ShapeError(f"sum_to_size: size {list(size)} is not expandable to size {list(x.shape)}: pass a "
                          "size whose dims are 1 or x's, aligned at the right")
-    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and x.shape[lead + i] != 1)
-    return x.sum(dim=dims, keepdim=True).reshape(size) if dims else x
+    return sum_to(x, tuple(size))
 
 
 def narrow_copy(x, dim, start, length):
@@ -924,8 +929,7 @@ TENSOR_METHODS.update({"sum_to_size": sum_to_size, "narrow_copy": narrow_copy, "
 
 # lf.<name>: the same functions (the tensor first) but the method-only ones, plus the function-only ones
 _METHOD_ONLY = {"sum_to_size", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "view_as", "reshape_as",
-                "masked_fill_", "uniform_", "normal_", "bernoulli_", "exponential_", "cauchy_", "log_normal_",
-                "geometric_"}
+                "masked_fill_", *_in_place_draws()}
 FUNCTIONS = {k: v for k, v in TENSOR_METHODS.items() if k not in _METHOD_ONLY}
 FUNCTIONS["einsum"] = einsum
 FUNCTIONS["constant_pad_nd"] = constant_pad_nd

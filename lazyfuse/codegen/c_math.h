@@ -512,6 +512,10 @@ static inline float lf_gelu_gradf(float x)
  * t for t = -0, so gcc keeps that addition unless it is tested away. */
 static inline double lf__plus_half(double t, double half) { return half != 0.0 ? t + half : t; }
 
+/* where the far reduction takes over from the near one (|x| from 2^23 on: every
+ * such float is an integer M 2^E with E >= 0, lf__far_r's first table entry) */
+#define LF__SIN_FAR 0x1p23f
+
 /* Cody-Waite, |x| < 2^23: n from tm = t + LF__RND52 (exact while |t| < 2^51),
  * r = x - m pi/2 for m = 2n - 2 half, exactly an integer. */
 static inline double lf__near_r(float x, double half, double *tn)
@@ -672,7 +676,7 @@ static inline float lf__sin_turn(float x, double half)
     double tn_near, tn_far;
     double r_near = lf__near_r(x, half, &tn_near);
     double r_far = lf__far_r(x, half, &tn_far);
-    int far = fabsf(x) >= 0x1p23f;
+    int far = fabsf(x) >= LF__SIN_FAR;
     return lf__sin_signed(x, far ? r_far : r_near, far ? tn_far : tn_near);
 }
 
@@ -685,7 +689,7 @@ static inline float lf_cosf(float x) { return lf__sin_turn(x, 0.5); }
  * lane).  A pointwise kernel runs these and flags a far element
  * (lf__sin_far) to run all of its loops again with lf_sinf/lf_cosf
  * (CPrinter._pointwise); inf and nan give nan here too. */
-static inline int lf__sin_far(float x) { float a = fabsf(x); return a >= 0x1p23f && a < INFINITY; }
+static inline int lf__sin_far(float x) { float a = fabsf(x); return a >= LF__SIN_FAR && a < INFINITY; }
 static inline float lf_sin_nearf(float x) { double tn, r = lf__near_r(x, 0.0, &tn); return lf__sin_signed(x, r, tn); }
 static inline float lf_cos_nearf(float x) { double tn, r = lf__near_r(x, 0.5, &tn); return lf__sin_signed(x, r, tn); }
 
