@@ -6,7 +6,8 @@ wins. A candidate of a small batched product once segfaulted on AVX-512 CPUs (gc
 misaligned stack array; see ``c_printer.local_array``) and the suite could not see it. Here
 the differential random programs (tests/test_differential.py, at a small scale) and the
 whole-program cases (tests/test_programs*.py), the fused index checks (each candidate sets the
-kernel's error flag: tests/test_data_errors.py), plus the shapes that crashed, run once per
+kernel's error flag: tests/test_data_errors.py), sin and cos in every kernel kind with elements
+for either of their passes (tests/test_native_kernels.py), plus the shapes that crashed, run once per
 candidate index with ``LAZYFUSE_AUTOTUNE_FORCE`` set, in a subprocess each: a crash is a
 failed test naming the candidate, not a dead test worker.
 
@@ -73,7 +74,10 @@ SWEEP_TESTS = {
     "cpu": ["tests/test_differential.py", "tests/test_programs.py::test_program_matches_torch_on_cpu",
             "tests/test_autotune_candidates.py::test_batched_product_with_one_row",
             "tests/test_autotune_candidates.py::test_attention_with_one_query",
-            "tests/test_data_errors.py::test_checked_ops_raise_under_the_forced_candidate"],
+            "tests/test_data_errors.py::test_checked_ops_raise_under_the_forced_candidate",
+            # (sin/cos's two passes, the near one flagging far elements, in each kernel kind)
+            "tests/test_native_kernels.py::test_sin_and_cos_in_every_reduction_kernel",
+            "tests/test_native_kernels.py::test_sin_and_cos_hold_out_to_the_largest_float"],
     "interpreter": ["tests/test_differential.py",
                     "tests/test_programs_interpreter.py::test_program_matches_torch_on_the_interpreter",
                     "tests/test_autotune_candidates.py::test_batched_product_with_one_row",
