@@ -14,6 +14,10 @@ transpose), a slice (an offset, a step of 2), and those two views of a pending r
 and 1.3e-5 relative — torch's own float32 tolerance is 1.3e-6, and composites such as
 ``log2`` = log / ln 2 differ from torch's kernels by a rounding step).
 
+``--frontend`` runs torch's own op (the OpInfo's ``op``: ``torch.add``, its wrapper lambda) on torch
+tensors backed by lazyfuse (``lf.lazy``, the torch frontend), as a torch program runs unchanged;
+the layouts are made by torch's own view ops on them.
+
 ``--reference`` runs OpInfo's ``reference_inputs`` instead (a larger and harsher set: extremal
 values, NaN/inf, broadcasting, type promotion, Python-number operands, empty and 0-d tensors),
 in bfloat16 too. Either way torch runs on copies of the sample (an op that writes an input must
@@ -106,10 +110,11 @@ def _layout(t, mode):
     return None
 
 
-def _to_lazy(value, dev, mode, counter):
-    """torch tensors (nested in lists/tuples/dicts) as lazyfuse tensors; ``mode`` (``MODES``)
-    lays out the first one."""
+def _to_lazy(value, dev, mode, counter, frontend=False):
+    """torch tensors (nested in lists/tuples/dicts) as lazyfuse tensors (``frontend``: torch
+    tensors backed by lazyfuse, ``lf.lazy``'s); ``mode`` (``MODES``) lays out the first one."""
     import lazyfuse as lf
+    held = functools.partial(lf.lazy, device=dev) if frontend else functools.partial(lf.tensor, device=dev)
 
     def lazy(value):
         if value.layout != torch.strided:
@@ -119,9 +124,9 @@ def _to_lazy(value, dev, mode, counter):
         counter[0] += 1
         laid_out = _layout(value.detach(), mode) if counter[0] == 1 else None
         if laid_out is not None:
-            base = lf.tensor(laid_out[0], device=dev)
+            base = held(laid_out[0])
             return laid_out[1](base.clone() if mode.startswith("pending") else base)
-        t = lf.tensor(value.detach(), device=dev)
+        t = held(value.detach())
         return t.clone() if counter[0] == 1 and mode.startswith("pending") else t
     return _map_tensors(value, lazy)
 
@@ -130,6 +135,8 @@ def _to_torch(value):
     import lazyfuse as lf
     if isinstance(value, lf.Tensor):
         return value.torch()
+    if type(value) is lf.torch_frontend.LazyTensor:
+        return lf.eager(value).detach()
     if isinstance(value, (list, tuple)):
         return type(value)(_to_torch(v) for v in value) if not hasattr(value, "_fields") else \
             tuple(_to_torch(v) for v in value)
@@ -328,8 +335,9 @@ def _no_worse_than_torch(op, sample, got, want) -> bool:
     return bool((same | ((got64 - exact).abs() <= bound)).all())
 
 
-def run_sample(op, fn, sample, dtype, dev, mode):
-    """'ok-native' | 'ok-extern' | 'refused: why' | 'mismatch: why' | 'error: why' (TorchFailed: skip)."""
+def run_sample(op, fn, sample, dtype, dev, mode, frontend=False):
+    """'ok-native' | 'ok-extern' | 'refused: why' | 'mismatch: why' | 'error: why' (TorchFailed: skip).
+    ``frontend``: the inputs are torch tensors backed by lazyfuse (``lf.lazy``), ``fn`` torch's own op."""
     import importlib
     import lazyfuse as lf
     ext = importlib.import_module("lazyfuse.extern")   # (``lazyfuse.extern`` the attribute is the function)
@@ -338,14 +346,14 @@ def run_sample(op, fn, sample, dtype, dev, mode):
         return f"refused: a {'complex' if want.is_complex() else str(want.layout)} result"
     counter = [0]
     try:
-        x = _to_lazy(sample.input, dev, mode, counter)
-        args = _to_lazy(list(sample.args), dev, mode, counter)
-        kwargs = _to_lazy(dict(sample.kwargs), dev, mode, counter)
+        x = _to_lazy(sample.input, dev, mode, counter, frontend)
+        args = _to_lazy(list(sample.args), dev, mode, counter, frontend)
+        kwargs = _to_lazy(dict(sample.kwargs), dev, mode, counter, frontend)
     except lf.LazyfuseError as e:
         return f"refused: {e}"
     except Exception as e:  # noqa: BLE001 (an input lazyfuse cannot even hold)
         return f"refused: input: {type(e).__name__}: {str(e)[:120]}"
-    before, eager_before = lf.stats(dev).extern_launches, ext.eager_runs
+    before, eager_before = lf.stats(dev).extern_launches, _eager_runs(ext)
     try:
         out = fn(x, *args, **kwargs)
         got = _to_torch(out)
@@ -359,8 +367,8 @@ def run_sample(op, fn, sample, dtype, dev, mode):
         got, want = _shape_only(got), _shape_only(want)
     try:
         _compare(got, want, dtype)
-        if op.name.endswith("_") and isinstance(x, lf.Tensor):   # an in-place op: its input too
-            _compare(x.torch(), torch_input, dtype)
+        if op.name.endswith("_") and isinstance(x, (lf.Tensor, lf.torch_frontend.LazyTensor)):   # in place: the input too
+            _compare(_to_torch(x), torch_input, dtype)
     except AssertionError as e:
         if not (mode.endswith(("strided", "sliced")) and not op.name.endswith("_")
                 and _matches_torch_on_layout(op, sample, got, dtype, mode)
@@ -368,8 +376,14 @@ def run_sample(op, fn, sample, dtype, dev, mode):
             if not _reproducible(op, sample, want):
                 raise TorchFailed("torch's result differs between two runs on the same values")
             return f"mismatch: {str(e).splitlines()[0][:200]}"
-    native = lf.stats(dev).extern_launches == before and ext.eager_runs == eager_before
+    native = lf.stats(dev).extern_launches == before and _eager_runs(ext) == eager_before
     return "ok-native" if native else "ok-extern"
+
+
+def _eager_runs(ext) -> int:
+    """Ops run eagerly so far: lazyfuse's eager externs and the torch frontend's fallback (drains)."""
+    import lazyfuse as lf
+    return ext.eager_runs + sum(lf.torch_frontend.counters.fallback.values())
 
 
 def sample_inputs(op, dtype):
@@ -394,10 +408,11 @@ def _largest_numel(value) -> int:
 
 
 def run(names=None, samples_per_dtype=None, dtypes=DTYPES, device="cpu", stream=sys.stdout, verbose=True,
-        span=(0, 1 << 30), inputs=sample_inputs):
+        span=(0, 1 << 30), inputs=sample_inputs, frontend=False):
     """Run the conformance check; returns {entry name: (outcome, detail)} and prints per-entry lines
     and a summary to ``stream``. ``inputs(op, dtype)`` gives an entry's samples (``sample_inputs``
-    or ``reference_inputs``)."""
+    or ``reference_inputs``). ``frontend``: torch's own op (the OpInfo's ``op``) on torch tensors
+    backed by lazyfuse (``lf.lazy``), as a torch program runs over the engine."""
     import lazyfuse as lf
     dev = lf.device(device)
     results = {}
@@ -407,7 +422,7 @@ def run(names=None, samples_per_dtype=None, dtypes=DTYPES, device="cpu", stream=
         label = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if names is not None and op.name not in names and label not in names:
             continue
-        how, fn = lazy_callable(op)
+        fn = op.op if frontend else lazy_callable(op)[1]
         outcomes = collections.Counter()
         first = {}
         for dtype in dtypes:
@@ -427,7 +442,7 @@ def run(names=None, samples_per_dtype=None, dtypes=DTYPES, device="cpu", stream=
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        outcome = run_sample(op, fn, sample, dtype, dev, mode)
+                        outcome = run_sample(op, fn, sample, dtype, dev, mode, frontend)
                 except TorchFailed:
                     continue
                 kind = outcome.split(":")[0]
@@ -701,13 +716,16 @@ def main(argv=None) -> int:
                    help="run the OpInfos' error_inputs (what torch refuses) instead of their samples")
     p.add_argument("--reference", action="store_true",
                    help="run OpInfo's reference_inputs (also in bfloat16) instead of its sample_inputs")
+    p.add_argument("--frontend", action="store_true",
+                   help="run torch's own ops on torch tensors backed by lazyfuse (lf.lazy: the torch frontend)")
     a = p.parse_args(argv)
     start, stop = (int(v) for v in a.span.split(":"))
     if a.errors:
         results = run_errors(set(a.ops.split(",")) if a.ops else None, device=a.device, span=(start, stop))
         return 1 if any(r[0] in ("crash", "silent", "leaked", "wrong-type") for r in results.values()) else 0
     mode = dict(inputs=reference_inputs, dtypes=REFERENCE_DTYPES) if a.reference else {}
-    results = run(set(a.ops.split(",")) if a.ops else None, a.samples, device=a.device, span=(start, stop), **mode)
+    results = run(set(a.ops.split(",")) if a.ops else None, a.samples, device=a.device, span=(start, stop),
+                  frontend=a.frontend, **mode)
     return 1 if any(r[0] in ("mismatch", "error") for r in results.values()) else 0
 
 

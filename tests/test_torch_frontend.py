@@ -336,6 +336,46 @@ def test_dropout_inside_a_capture_draws_anew_on_each_replay():
     assert 1500 < int((second == 0).sum()) < 2600
 
 
+DRAWS = [("uniform_", (-1.0, 3.0), {}), ("normal_", (0.5, 2.0), {}), ("bernoulli_", (0.3,), {}),
+         ("exponential_", (2.0,), {}), ("cauchy_", (), {"median": 1.0}), ("log_normal_", (), {"std": 0.5}),
+         ("geometric_", (0.25,), {})]
+
+
+@pytest.mark.parametrize("name,args,kwargs", DRAWS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_in_place_draws_are_torch_eagers_numbers_or_its_refusal(name, args, kwargs, dtype):
+    # (geometric_ of an int64 tensor raised: torch's decomposition draws floats with rand_like)
+    # (a transpose: torch's draw follows the strides, so the host tensor's must be the view's)
+    torch.manual_seed(7)
+    try:
+        want = getattr(torch.zeros(5, 3, dtype=dtype).t(), name)(*args, **kwargs)
+    except RuntimeError as refusal:
+        with pytest.raises(RuntimeError, match=str(refusal)[:30]):
+            getattr(lf.lazy(torch.zeros(5, 3, dtype=dtype)).t(), name)(*args, **kwargs)
+        return
+    lazy = lf.lazy(torch.zeros(5, 3, dtype=dtype)).t()
+    torch.manual_seed(7)
+    got = getattr(lazy, name)(*args, **kwargs)
+    assert got is lazy and torch.equal(lf.eager(lazy), want)
+    generator = torch.Generator().manual_seed(3)
+    again = getattr(lf.lazy(torch.zeros(6, dtype=dtype)), name)(*args, **kwargs, generator=generator)
+    assert torch.equal(lf.eager(again), getattr(torch.zeros(6, dtype=dtype), name)(
+        *args, **kwargs, generator=torch.Generator().manual_seed(3)))
+
+
+@pytest.mark.parametrize("name,args,kwargs", DRAWS)
+def test_in_place_draws_inside_a_capture_are_native_and_draw_anew_on_each_replay(name, args, kwargs):
+    x = lf.lazy(torch.zeros(4096))
+    before = lf.stats(DEV).extern_launches
+    graph = lf.capture(DEV, lambda: getattr(x, name)(*args, **kwargs) * 1.0)
+    first = lf.eager(graph.replay()).clone()
+    second = lf.eager(graph.replay())
+    assert lf.stats(DEV).extern_launches == before and not torch.equal(first, second)
+    torch.manual_seed(1)
+    want = getattr(torch.zeros(4096, dtype=torch.float64), name)(*args, **kwargs)   # the distribution's
+    assert abs(float(second.double().median()) - float(want.median())) < 0.1 * (1 + float(want.std()))
+
+
 def test_explain_shows_torch_code_fused_and_the_frontend_report(tmp_path):
     import io
     from lazyfuse.explain import explain_script

@@ -26,7 +26,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from .. import ops as lf_ops
-from ..creation import arange, empty, full, rand
+from .. import random_draws
+from ..creation import arange, empty, full
 from ..errors import DeviceError, DTypeError, LazyfuseError, ShapeError, torch_refusal
 from ..functions import cat, stack, where
 from ..indexing import index_select
@@ -36,7 +37,8 @@ from ..ir.view import View
 from ..nn import functional as F
 from ..nn import losses
 from ..tensor import Tensor as LfTensor
-from ..torch_index import dot
+from ..torch_index import addmm, baddbmm, dot
+from ..torch_ops import addcdiv, addcmul, lerp
 from . import drains
 from . import fallback
 from . import templates
@@ -159,8 +161,13 @@ def _resolve(func):
                 return _fallback(func, args, kwargs)
             if checked:
                 _check_on_meta(func, args, kwargs)
+            out = decomp(*args, **kwargs)
+            if out is NotImplemented:
+                # (the decomposition covers only some arguments: adaptive_max_pool2d's evenly
+                # divisible sizes; torch's kernel takes the rest)
+                return _fallback(func, args, kwargs)
             drains.counters.decomposed[label] += 1
-            return decomp(*args, **kwargs)
+            return out
         return run_decomposed
     return _fallback
 
@@ -309,7 +316,7 @@ def _foreach_runner(base, into_first=False):
 
 
 # -- raw handlers: ops that need the frontend tensors themselves --------------------------------------
-@raw("_local_scalar_dense")
+@raw("_local_scalar_dense", "item")   # (aten.item itself: torch's decompositions call it, bucketize's of a 0-d input)
 def _item(func, args, kwargs):
     drains.note(".item() / bool() / float()")
     return args[0]._lf.item()
@@ -396,42 +403,25 @@ def _draws_on_host(device) -> bool:
     return not device.pool.info()["persistent"]
 
 
-def _random_fill(func, args, draw_host, draw_lazy):
-    target = args[0]
+@raw(*random_draws.METHODS)
+def _in_place_draw(func, args, kwargs):
+    """``x.uniform_()``, ``normal_``, ``bernoulli_``, ``exponential_``, ``cauchy_``, ``log_normal_``,
+    ``geometric_``: torch's own draw into a host tensor of ``x``'s strides (torch's numbers, its
+    ``generator=`` as given), or inside a capture lazyfuse's native draw (``random_draws``: a
+    torch generator cannot drive a replay). (torch's decompositions of the last four draw floats
+    with ``rand_like``, which an integer ``x`` refuses: torch's ``geometric_`` takes int64.)"""
+    name = func._schema.name.partition("::")[2]
+    target, params = args[0], args[1:]
+    if name == "bernoulli_" and isinstance(params[0] if params else kwargs.get("p"), torch.Tensor):
+        return _fallback(func, args, kwargs)   # (a probability per element: torch's kernel, eagerly)
     x = target._lf
     if _draws_on_host(x.device):
         host = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype.torch)
-        x.copy_(draw_host(host))
+        x.copy_(getattr(host, name)(*params, **kwargs))
     else:
-        x.copy_(draw_lazy(x))
+        random_draws.METHODS[name](x, *params, **{k: v for k, v in kwargs.items() if k != "generator"})
     drains.counters.native[str(func)] += 1
     return target
-
-
-@raw("bernoulli_")
-def _bernoulli_(func, args, kwargs):
-    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-    if isinstance(p, torch.Tensor):
-        return _fallback(func, args, kwargs)
-    return _random_fill(func, args, lambda h: h.bernoulli_(p),
-                        lambda x: rand(x.shape, device=x.device) < p)
-
-
-@raw("uniform_")
-def _uniform_(func, args, kwargs):
-    lo = args[1] if len(args) > 1 else kwargs.get("from", 0.0)
-    hi = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
-    return _random_fill(func, args, lambda h: h.uniform_(lo, hi),
-                        lambda x: rand(x.shape, device=x.device) * (hi - lo) + lo)
-
-
-@raw("normal_")
-def _normal_(func, args, kwargs):
-    mean = args[1] if len(args) > 1 else kwargs.get("mean", 0.0)
-    std = args[2] if len(args) > 2 else kwargs.get("std", 1.0)
-    from ..creation import randn
-    return _random_fill(func, args, lambda h: h.normal_(mean, std),
-                        lambda x: randn(x.shape, device=x.device) * std + mean)
 
 
 # -- elementwise -------------------------------------------------------------------------------------
@@ -502,16 +492,10 @@ def _masked_fill(x, mask, value):
     return where(mask, value, x).to(x.dtype)
 
 
-@native("lerp")
-def _lerp(x, end, weight):
-    # torch's formula (two branches, for accuracy near either end)
-    if not isinstance(weight, (int, float)):
-        return where(abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
-    return x + weight * (end - x) if abs(weight) < 0.5 else end - (end - x) * (1 - weight)
-
-
-native("addcmul")(lambda x, t1, t2, value=1: x + _scaled(t1, value) * t2)
-native("addcdiv")(lambda x, t1, t2, value=1: x + _scaled(t1, value) / t2)
+# (lazyfuse's own: float16/bfloat16 computed in float32 and rounded once, as torch's fused kernels)
+native("lerp")(lerp)
+native("addcmul")(lambda x, t1, t2, value=1: addcmul(x, t1, t2, value=value))
+native("addcdiv")(lambda x, t1, t2, value=1: addcdiv(x, t1, t2, value=value))
 
 
 @native("_to_copy")
@@ -693,13 +677,10 @@ native("dot")(dot)
 native("mv")(lambda a, b: (a @ b.unsqueeze(1)).squeeze(1))
 
 
-@native("addmm", "baddbmm")
-def _addmm(bias, a, b, *, beta=1, alpha=1):
-    opmath = dt.opmath(a.dtype)
-    if opmath is not a.dtype:   # float16/bfloat16 (autocast's linear): torch adds the bias in float32, rounding once
-        return _addmm(bias.to(opmath), a.to(opmath), b.to(opmath), beta=beta, alpha=alpha).to(a.dtype)
-    prod = _scaled(a @ b, alpha)
-    return prod if beta == 0 else _scaled(bias, beta) + prod
+# (lazyfuse's own: integer tensors take int(beta), int(alpha); float16/bfloat16 add the bias in float32
+# (autocast's linear), rounding once)
+native("addmm")(lambda bias, a, b, *, beta=1, alpha=1: addmm(bias, a, b, beta=beta, alpha=alpha))
+native("baddbmm")(lambda bias, a, b, *, beta=1, alpha=1: baddbmm(bias, a, b, beta=beta, alpha=alpha))
 
 
 # -- views (they alias their base, as in torch) ---------------------------------------------------------
@@ -804,10 +785,18 @@ def _index(x, indices):
 native("constant_pad_nd")(lambda x, pad, value=0: F.pad(x, pad, "constant", value))
 native("_softmax")(lambda x, dim, half_to_float: F.softmax(x, dim))
 native("_log_softmax")(lambda x, dim, half_to_float: F.log_softmax(x, dim))
-native("_softmax_backward_data")(lambda g, y, dim, input_dtype: (y * (g - (g * y).sum(dim, keepdim=True)))
-                                 .to(input_dtype))
-native("_log_softmax_backward_data")(lambda g, y, dim, input_dtype: (g - y.exp() * g.sum(dim, keepdim=True))
-                                     .to(input_dtype))
+
+
+@native("_softmax_backward_data")
+def _softmax_backward_data(g, y, dim, input_dtype):
+    g, y = g.to(dt.opmath(g.dtype)), y.to(dt.opmath(y.dtype))   # (torch's CPU kernel: float32, rounded once)
+    return (y * (g - (g * y).sum(dim, keepdim=True))).to(input_dtype)
+
+
+@native("_log_softmax_backward_data")
+def _log_softmax_backward_data(g, y, dim, input_dtype):
+    g, y = g.to(dt.opmath(g.dtype)), y.to(dt.opmath(y.dtype))
+    return (g - y.exp() * g.sum(dim, keepdim=True)).to(input_dtype)
 native("threshold_backward")(lambda g, x, threshold: where(x <= threshold, 0.0, g).to(g.dtype))
 native("sigmoid_backward")(lambda g, y: g * y * (1 - y))
 native("tanh_backward")(lambda g, y: g * (1 - y * y))
@@ -839,7 +828,10 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out.to(x.dtype), mean, rstd
+    # (the statistics of a float16/bfloat16 input: torch's CPU kernel keeps its dtype, the CUDA one
+    # float32, as extern.CPU_STATS_IN_INPUT_DTYPE says)
+    stats = dt.opmath(x.dtype) if x.device.kind == "cuda" else x.dtype
+    return out.to(x.dtype), mean.to(stats), rstd.to(stats)
 
 
 @native("native_layer_norm_backward")
