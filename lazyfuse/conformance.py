@@ -493,7 +493,7 @@ def _engine_broken(dev, lazy_inputs, torch_inputs):
         if got != 2 * sum(_CANARY):
             return f"a fresh op after the error computes {got!r}"
         for lazy, want in zip(lazy_inputs, torch_inputs):
-            got, want = lazy.torch().reshape(-1), want.reshape(-1)   # (torch compares at most 64 dims)
+            got, want = _to_torch(lazy).reshape(-1), want.reshape(-1)   # (torch compares at most 64 dims)
             same = got.dtype == want.dtype and got.shape == want.shape and bool(
                 ((got == want) | (got != got) & (want != want)).all())   # (NaN equals NaN)
             if not same:
@@ -529,10 +529,15 @@ def _raised_inside_lazyfuse(e) -> bool:
     return any(f.startswith(root) and f != here for f in frames)
 
 
-def _classify_raise(e, expected) -> str:
+def _classify_raise(e, expected, frontend=False) -> str:
     import lazyfuse as lf
     if isinstance(e, (RecursionError, MemoryError, SystemError)):
         return f"crash: {type(e).__name__}: {str(e)[:160]}"
+    if frontend and not isinstance(e, lf.LazyfuseError):
+        # (torch code over the frontend: torch's own checks raise, inside its decompositions too,
+        # and the type is what a torch user's ``except`` sees)
+        return f"refused: {type(e).__name__}: {str(e)[:160]}" if isinstance(e, expected) else \
+            f"wrong-type: {type(e).__name__} is no {_type_name(expected)}: {str(e)[:160]}"
     if isinstance(e, lf.LazyfuseError):
         if isinstance(e, expected):
             return f"refused: {type(e).__name__}: {str(e)[:160]}"
@@ -585,8 +590,9 @@ def _matches_torch_on_0d(op, sample, got) -> bool:
     return True
 
 
-def run_error_input(op, fn, error_input, dev, mode):
-    """One OpInfo ErrorInput through lazyfuse: an ``ERROR_OUTCOMES`` kind and why, as 'kind: why'.
+def run_error_input(op, fn, error_input, dev, mode, frontend=False):
+    """One OpInfo ErrorInput through lazyfuse (``frontend``: torch's op on ``lf.lazy`` tensors): an
+    ``ERROR_OUTCOMES`` kind and why, as 'kind: why'.
     Raises TorchAccepts where torch does not raise the expected error, UnsupportedOpError where
     lazyfuse cannot hold the input (complex, a dtype it lacks)."""
     import signal
@@ -599,9 +605,9 @@ def run_error_input(op, fn, error_input, dev, mode):
         raise lf.UnsupportedOpError("inputs that share memory (the harness copies each one densely)")
     originals = [t.detach().clone() for t in inputs]
     counter = [0]   # (lazyfuse's copies before torch runs: an in-place op may write before it raises)
-    x = _to_lazy(sample.input, dev, mode, counter)
-    args = _to_lazy(list(sample.args), dev, mode, counter)
-    kwargs = _to_lazy(dict(sample.kwargs), dev, mode, counter)
+    x = _to_lazy(sample.input, dev, mode, counter, frontend)
+    args = _to_lazy(list(sample.args), dev, mode, counter, frontend)
+    kwargs = _to_lazy(dict(sample.kwargs), dev, mode, counter, frontend)
     try:
         op(sample.input, *sample.args, **sample.kwargs)
     except expected:
@@ -626,7 +632,7 @@ def run_error_input(op, fn, error_input, dev, mode):
     except TimeoutError as e:
         outcome = f"crash: {e}"
     except Exception as e:  # noqa: BLE001
-        outcome = _classify_raise(e, expected)
+        outcome = _classify_raise(e, expected, frontend)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -645,9 +651,9 @@ def _function_form(name):
     return lambda x, *a, **k: getattr(lf, name)(x, *a, **k)
 
 
-def run_errors(names=None, device="cpu", stream=sys.stdout, verbose=True, span=(0, 1 << 30)):
+def run_errors(names=None, device="cpu", stream=sys.stdout, verbose=True, span=(0, 1 << 30), frontend=False):
     """Run every OpInfo's ``error_inputs`` (the inputs torch refuses, with the exception it raises)
-    through lazyfuse; returns {entry name: (outcome, detail)} (an ``ERROR_OUTCOMES`` kind, the worst
+    through lazyfuse (``frontend``: torch's op on ``lf.lazy`` tensors); returns {entry name: (outcome, detail)} (an ``ERROR_OUTCOMES`` kind, the worst
     over its inputs, or ``skipped``) and prints per-entry lines and a summary to ``stream``."""
     import lazyfuse as lf
     dev = lf.device(device)
@@ -658,7 +664,7 @@ def run_errors(names=None, device="cpu", stream=sys.stdout, verbose=True, span=(
         label = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if names is not None and op.name not in names and label not in names:
             continue
-        how, method_fn = lazy_callable(op)
+        how, method_fn = ("frontend", op.op) if frontend else lazy_callable(op)
         outcomes, first, skip = collections.Counter(), {}, None
         try:
             with warnings.catch_warnings():
@@ -682,7 +688,7 @@ def run_errors(names=None, device="cpu", stream=sys.stdout, verbose=True, span=(
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    outcome = run_error_input(op, fn, error_input, dev, "pending" if k == 0 else "realized")
+                    outcome = run_error_input(op, fn, error_input, dev, "pending" if k == 0 else "realized", frontend)
             except (TorchAccepts, lf.UnsupportedOpError) as e:
                 skip = skip or str(e)
                 continue
@@ -721,7 +727,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     start, stop = (int(v) for v in a.span.split(":"))
     if a.errors:
-        results = run_errors(set(a.ops.split(",")) if a.ops else None, device=a.device, span=(start, stop))
+        results = run_errors(set(a.ops.split(",")) if a.ops else None, device=a.device, span=(start, stop),
+                             frontend=a.frontend)
         return 1 if any(r[0] in ("crash", "silent", "leaked", "wrong-type") for r in results.values()) else 0
     mode = dict(inputs=reference_inputs, dtypes=REFERENCE_DTYPES) if a.reference else {}
     results = run(set(a.ops.split(",")) if a.ops else None, a.samples, device=a.device, span=(start, stop),

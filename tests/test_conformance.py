@@ -85,6 +85,21 @@ def test_error_inputs_of_a_fast_subset_are_refused_with_no_silent_value_or_leak(
     assert "lenient" in kinds.values()
 
 
+# the error mode through the frontend (``--errors --frontend``): where its first pass found torch code
+# over lazyfuse returning a value torch refuses (the frontend's handlers lacked torch's checks:
+# masked_fill's value, native_layer_norm's shapes, index_add's source, t of 4 dims, embedding's
+# weight; aminmax cast into float64 out tensors), or a ValueError (adaptive_max_pool2d's empty size)
+ERRORS_FRONTEND = ["masked_fill", "aminmax", "native_layer_norm", "index_add", "t", "nn.functional.embedding",
+                   "nn.functional.adaptive_max_pool2d", "narrow", "reshape", "mean", "maximum"]
+
+
+def test_error_inputs_through_the_frontend_are_refused():
+    out = io.StringIO()
+    results = conformance.run_errors(set(ERRORS_FRONTEND), stream=out, frontend=True)
+    assert all(any(k == n or k.startswith(n + ".") for k in results) for n in ERRORS_FRONTEND), out.getvalue()
+    assert {k: v for k, v in results.items() if v[0] != "refused"} == {}, out.getvalue()
+
+
 # -- the reference mode: OpInfo's reference_inputs (extremal values, NaN/inf, broadcasting, type
 # promotion, Python-number operands), on the ops where it found bugs and the common ones -----------
 REFERENCE_FAST = ["add", "div", "floor_divide", "acosh", "asinh", "hypot", "clone", "take_along_dim", "diff",

@@ -109,16 +109,28 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 @ops.row_major
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
-    (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+def check_layer_norm_shapes(input, normalized_shape, weight, bias) -> tuple:  # noqa: A002
+    """torch's checks of layer_norm's shapes (its words), for ``F.layer_norm`` and the frontend's
+    ``native_layer_norm``; the normalized shape as a tuple."""
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not normalized_shape:
+        raise ShapeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                         "element, but got normalized_shape = []")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != normalized_shape:
+            raise ShapeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                             f"{list(p.shape)} and normalized_shape = {list(normalized_shape)}")
     if tuple(input.shape[-len(normalized_shape):]) != normalized_shape:
         raise ShapeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                          f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}: "
                          f"layer_norm: normalized_shape {normalized_shape} does not match the input's last dims")
+    return normalized_shape
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
+    (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
+    normalized_shape = check_layer_norm_shapes(input, normalized_shape, weight, bias)
     _float(input, "layer_norm")
     params = [p.dtype for p in (weight, bias) if p is not None]
     mixed_ok = input.dtype in (float16, bfloat16) and all(d is float32 for d in params)   # torch's one mixed case
@@ -180,6 +192,13 @@ def linear(input, weight, bias=None):
     return out
 
 
+def check_embedding_weight(weight) -> None:
+    """torch's check of an embedding table (``F.embedding`` and the frontend's ``aten.embedding``)."""
+    if weight.ndim != 2:
+        raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
+                         "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """Rows of ``weight`` picked by the integer tensor ``input`` (a gather). ``padding_idx``: those
@@ -190,9 +209,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise UnsupportedOpError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by lazyfuse; "
                                  "renormalise the weight explicitly, and use dense gradients")
-    if weight.ndim != 2:
-        raise ShapeError(f"'weight' must be 2-D: embedding got a weight of shape {tuple(weight.shape)}; pass a "
-                         "(num_embeddings, embedding_dim) table (the rows are the embeddings)")
+    check_embedding_weight(weight)
     out = index_select(weight, 0, input, False, "embedding")
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:

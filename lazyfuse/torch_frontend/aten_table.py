@@ -37,8 +37,8 @@ from ..ir.view import View
 from ..nn import functional as F
 from ..nn import losses
 from ..tensor import Tensor as LfTensor
-from ..torch_index import addmm, baddbmm, dot
-from ..torch_ops import addcdiv, addcmul, lerp
+from ..torch_index import addmm, baddbmm, dot, index_add
+from ..torch_ops import addcdiv, addcmul, lerp, masked_fill, t
 from . import drains
 from . import fallback
 from . import templates
@@ -153,7 +153,8 @@ def _resolve(func):
     decomp = torch._decomp.decomposition_table.get(func)
     if decomp is not None:
         label = str(func)
-        checked = name in CHECKED_ON_META
+        out_names = [a.name for a in func._schema.arguments if a.is_out]
+        checked = name in CHECKED_ON_META or bool(out_names)
         float_only = name in DECOMPOSED_FOR_FLOATS
 
         def run_decomposed(func, args, kwargs):
@@ -161,6 +162,12 @@ def _resolve(func):
                 return _fallback(func, args, kwargs)
             if checked:
                 _check_on_meta(func, args, kwargs)
+            if len(out_names) > 1:
+                # (torch's out_wrapper would cast into them: the results first, then the checks
+                # of _into_outs)
+                results = decomp(*args, **{k: v for k, v in kwargs.items() if k not in out_names})
+                drains.counters.decomposed[label] += 1
+                return _into_outs([kwargs[n] for n in out_names], [r._lf for r in results], func)
             out = decomp(*args, **kwargs)
             if out is NotImplemented:
                 # (the decomposition covers only some arguments: adaptive_max_pool2d's evenly
@@ -173,11 +180,13 @@ def _resolve(func):
 
 
 # Decomposed ops whose decomposition skips the argument checks of torch's kernel (a reflection pad
-# of at least the input's size read out of range; max_pool2d took a padding of three numbers):
+# of at least the input's size read out of range; max_pool2d took a padding of three numbers;
+# adaptive_max_pool2d unpacked an empty output_size, a ValueError where torch raises RuntimeError):
 # torch's meta kernel makes those checks, so each call runs it first.
 CHECKED_ON_META = {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
                    "replication_pad1d", "replication_pad2d", "replication_pad3d",
-                   "max_pool2d_with_indices", "max_pool3d_with_indices"}
+                   "max_pool2d_with_indices", "max_pool3d_with_indices",
+                   "adaptive_max_pool2d", "adaptive_max_pool3d"}   # (an empty output_size: ValueError)
 # Decomposed ops whose decomposition equals torch's kernel only in floating point: torch interpolates
 # a uint8 image with its own fixed-point weights, the decomposition in float rounded once (17% of a
 # uint8 bilinear resize off by one). Other dtypes run torch's kernel, as an extern.
@@ -269,14 +278,28 @@ def _out_runner(fn, label):
     run_functional = _functional_runner(fn, label)
 
     def run(func, args, kwargs):
+        # (torch's checks of the out tensors, which the functional handler never sees: aminmax's
+        # must have the result's dtype exactly, and were written with a cast; out= is rare enough
+        # for a meta call each time)
+        _check_on_meta(func, args, kwargs)
         kwargs = dict(kwargs)
         outs = [kwargs.pop(a.name) for a in func._schema.arguments if a.is_out]   # out=, or values=/indices=
         res = run_functional(func, args, kwargs)
         if len(outs) == 1 and not isinstance(outs[0], (list, tuple)):
             return _write_into(outs[0], res._lf, func)
-        outs = outs[0] if len(outs) == 1 else outs
-        return tuple(_write_into(o, r._lf, func) for o, r in zip(outs, res))
+        return _into_outs(outs[0] if len(outs) == 1 else outs, [r._lf for r in res], func)
     return run
+
+
+def _into_outs(outs, results, func):
+    """``results`` (lazyfuse Tensors) written into the out tensors of an op with several: as torch's
+    kernels (``max.dim``, ``sort``, ``topk``, ``aminmax``, ``cummax``...), each must have its
+    result's dtype exactly, not one it casts to."""
+    for o, r in zip(outs, results):
+        if type(o) is LazyTensor and o._lf.dtype is not r.dtype:
+            raise DTypeError(f"{func}: Expected out tensor to have dtype {r.dtype.torch}, but got {o.dtype} "
+                             "instead (as torch: an op with several out tensors casts into none of them)")
+    return tuple(_write_into(o, r, func) for o, r in zip(outs, results))
 
 
 def _foreach_runner(base, into_first=False):
@@ -487,9 +510,8 @@ def _pow(x, exponent):
 native("clamp")(lambda x, min=None, max=None: x.clamp(min, max))   # (both None: refused, as torch's)
 
 
-@native("masked_fill")
-def _masked_fill(x, mask, value):
-    return where(mask, value, x).to(x.dtype)
+native("masked_fill")(masked_fill)   # (lazyfuse's: torch's checks of the value, a number or a 0-d tensor)
+native("index_add")(index_add)
 
 
 # (lazyfuse's own: float16/bfloat16 computed in float32 and rounded once, as torch's fused kernels)
@@ -698,7 +720,7 @@ def _view(x, size):
 native("reshape", "_reshape_alias")(lambda x, size, *stride: x.reshape(tuple(size)))
 native("expand")(lambda x, size, *, implicit=False: x.expand(tuple(size)))
 native("permute")(lambda x, dims: x.permute(tuple(dims)))
-native("t")(lambda x: x.transpose(0, 1) if x.ndim == 2 else x)
+native("t")(t)
 native("transpose")(lambda x, dim0, dim1: x.transpose(dim0, dim1))
 native("unsqueeze")(lambda x, dim: x.unsqueeze(dim))
 native("squeeze")(lambda x, dim=None: x.squeeze(tuple(dim) if isinstance(dim, (list, tuple)) else dim))
@@ -818,6 +840,7 @@ def _gelu_backward(g, x, approximate="none"):
 
 @native("native_layer_norm")
 def _native_layer_norm(x, normalized_shape, weight, bias, eps):
+    F.check_layer_norm_shapes(x, normalized_shape, weight, bias)
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     xf = x.to(dt.opmath(x.dtype))
     mean = xf.mean(dims, keepdim=True)
@@ -853,6 +876,7 @@ def _native_layer_norm_backward(g, x, normalized_shape, mean, rstd, weight, bias
 
 @native("embedding")
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    F.check_embedding_weight(weight)
     return index_select(weight, 0, indices, False, "embedding")
 
 
