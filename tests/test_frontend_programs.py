@@ -731,12 +731,17 @@ def test_channels_last_layouts_are_torchs():
     assert_same(lazy_conv(lf.lazy(x)), conv(x))
 
 
-def test_resizing_in_place_is_refused_unless_the_size_is_kept():
+def test_resize_in_place_as_torch_where_no_view_can_tell_and_growing_refused():
     x = lf.lazy(torch.arange(6.0))
     assert x.resize_(6) is x                            # (what torch's out= kernels ask)
+    assert x.resize_(2, 3) is x and x.shape == (2, 3)   # (a view of the same storage, as torch's)
+    x.resize_(2, 2).add_(10)
+    assert torch.equal(lf.eager(x), torch.arange(4.0).reshape(2, 2) + 10)
+    empty_one = lf.lazy(torch.empty(0))
+    assert empty_one.resize_(2, 3) is empty_one and empty_one.shape == (2, 3) and empty_one.stride() == (3, 1)
+    assert torch.equal(lf.eager(empty_one.fill_(2.0)), torch.full((2, 3), 2.0))
     with pytest.raises(lf.ShapeError, match=r"aten\.resize_.*fixed size.*new tensor"):
-        x.resize_(2, 3)
-    assert x.tolist() == [0.0, 1, 2, 3, 4, 5]
+        lf.lazy(torch.arange(6.0)).resize_(3, 3)
 
 
 class _Tied(nn.Module):

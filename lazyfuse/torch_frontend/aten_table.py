@@ -21,6 +21,7 @@ would be lost) or lives on another device raises.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch.utils._pytree import tree_map
@@ -162,11 +163,14 @@ def _resolve(func):
                 return _fallback(func, args, kwargs)
             if checked:
                 _check_on_meta(func, args, kwargs)
-            if len(out_names) > 1:
-                # (torch's out_wrapper would cast into them: the results first, then the checks
-                # of _into_outs)
+            if out_names:
+                # (torch's out_wrapper would cast into them and resize them with resize_, which a
+                # frontend tensor with elements refuses: the results first, then written as torch's
+                # out= kernels write, _write_into/_into_outs)
                 results = decomp(*args, **{k: v for k, v in kwargs.items() if k not in out_names})
                 drains.counters.decomposed[label] += 1
+                if len(out_names) == 1:
+                    return _write_into(kwargs[out_names[0]], results._lf, func, out=True)
                 return _into_outs([kwargs[n] for n in out_names], [r._lf for r in results], func)
             out = decomp(*args, **kwargs)
             if out is NotImplemented:
@@ -200,7 +204,9 @@ def _check_on_meta(func, args, kwargs):
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
         return a
     try:
-        func(*tree_map(meta, args), **tree_map(meta, kwargs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # (torch's own, such as an out= resize's: the real call warns)
+            func(*tree_map(meta, args), **tree_map(meta, kwargs))
     except NotImplementedError:
         pass   # (no meta kernel: nothing to check against)
     except Exception as e:  # noqa: BLE001 (torch's own validation of the arguments)
@@ -250,8 +256,10 @@ def _functional_runner(fn, label):
     return run
 
 
-def _write_into(target, value, func):
-    """``target`` (a LazyTensor) <- ``value`` (a lazyfuse Tensor), with torch's in-place dtype rule."""
+def _write_into(target, value, func, out=False):
+    """``target`` (a LazyTensor) <- ``value`` (a lazyfuse Tensor), with torch's in-place dtype rule.
+    ``out``: the target is an ``out=`` tensor, which torch resizes to the result's shape (warning
+    where it had elements: torch's ``resize_output``)."""
     if type(target) is not LazyTensor:
         raise MixedTensorError(f"{func} writes into a plain torch tensor from lazyfuse frontend tensors; "
                                "convert it with lf.lazy(t) first, or read the value with lf.eager(...)")
@@ -260,9 +268,30 @@ def _write_into(target, value, func):
         raise DTypeError(f"{func}: result type {value.dtype.name} can't be cast to the desired output type "
                          f"{lf.dtype.name} (as in torch)")
     if value.shape != lf.shape:
-        raise ShapeError(f"{func}: the result shape {value.shape} differs from the target's {lf.shape}")
+        if not out:
+            raise ShapeError(f"{func}: the result shape {value.shape} differs from the target's {lf.shape}")
+        if lf.numel():
+            warnings.warn(f"An output with one or more elements was resized since it had shape {list(lf.shape)}, "
+                          f"which does not match the required output shape {list(value.shape)}. This behavior "
+                          "is deprecated, and in a future PyTorch release outputs will not be resized unless "
+                          "they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
+                          "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=2)
+        # (a new storage: the old values are all overwritten; a view of the old tensor keeps them,
+        # where torch's would see the new ones only when its storage was large enough)
+        lf = empty(value.shape, dtype=lf.dtype, device=lf.device)
+        rebind(target, lf)
     lf.copy_(value)
     return target
+
+
+def rebind(target, lf_tensor):
+    """``target`` (a LazyTensor) holds ``lf_tensor`` from now on, its wrapper's sizes, strides and
+    offset set to match (torch's own ``set_`` onto a wrapper's storage of that extent: metadata only)."""
+    target._lf = lf_tensor
+    v = lf_tensor._view
+    with torch._C._DisableTorchDispatch():
+        aten.set_.source_Storage_storage_offset(target, torch.Tensor.untyped_storage(from_lf(lf_tensor)),
+                                                v.offset, v.shape, v.strides)
 
 
 def _inplace_runner(fn, label):
@@ -286,7 +315,7 @@ def _out_runner(fn, label):
         outs = [kwargs.pop(a.name) for a in func._schema.arguments if a.is_out]   # out=, or values=/indices=
         res = run_functional(func, args, kwargs)
         if len(outs) == 1 and not isinstance(outs[0], (list, tuple)):
-            return _write_into(outs[0], res._lf, func)
+            return _write_into(outs[0], res._lf, func, out=True)
         return _into_outs(outs[0] if len(outs) == 1 else outs, [r._lf for r in res], func)
     return run
 
@@ -299,7 +328,7 @@ def _into_outs(outs, results, func):
         if type(o) is LazyTensor and o._lf.dtype is not r.dtype:
             raise DTypeError(f"{func}: Expected out tensor to have dtype {r.dtype.torch}, but got {o.dtype} "
                              "instead (as torch: an op with several out tensors casts into none of them)")
-    return tuple(_write_into(o, r, func) for o, r in zip(outs, results))
+    return tuple(_write_into(o, r, func, out=True) for o, r in zip(outs, results))
 
 
 def _foreach_runner(base, into_first=False):
@@ -393,11 +422,27 @@ def _amp_unscale(func, args, kwargs):
 
 @raw("resize_")
 def _resize_(func, args, kwargs):
+    """torch's ``resize_`` where no other view can tell the difference: an empty tensor (the ``out=``
+    tensors torch's decompositions resize: ``torch.empty(0)``) takes a new storage; a contiguous one
+    shrinks to a view of its first elements (torch's keeps its storage). Growing a tensor with
+    elements is refused: lazyfuse storages have a fixed size, and views of the old one would not
+    see the new."""
     target, size = args[0], tuple(args[1])
     if tuple(target.shape) == size:   # (torch's out= kernels resize their output to the size it has)
         return target
+    x = target._lf
+    layout = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
+    n = math.prod(size)
+    if layout in (None, torch.contiguous_format, torch.preserve_format) and min(size, default=0) >= 0:
+        if x.numel() == 0:
+            rebind(target, empty(size, dtype=x.dtype, device=x.device))
+            return target
+        if n <= x.numel() and x.is_contiguous():
+            rebind(target, x.reshape(-1)[:n].view(size))
+            return target
     raise ShapeError(f"{func}: resizing a lazyfuse frontend tensor in place ({tuple(target.shape)} -> {size}) is "
-                     "not supported: its storage has a fixed size; make a new tensor (torch.empty(...), x.new_empty)")
+                     "not supported beyond an empty tensor or shrinking a contiguous one: its storage has a fixed "
+                     "size; make a new tensor (torch.empty(...), x.new_empty)")
 
 
 @raw("detach", "alias", "lift_fresh")

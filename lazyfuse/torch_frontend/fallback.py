@@ -54,22 +54,23 @@ def run(func, args, kwargs, device):
         return _wrap(out)
     targets = _targets(written, args, kwargs)
     values = out if isinstance(out, (tuple, list)) else (out,)
+    outs = {id(t) for t in _targets([w for w in written if w[3]], args, kwargs)}
     for target, value in zip(targets, values):
-        _write_into(target, value, func)
+        _write_into(target, value, func, out=id(target) in outs)   # (out= tensors: resized as torch's)
     return _aliased_return(func._schema, targets)
 
 
 # -- what the op writes ------------------------------------------------------------------------------
 def _written_arguments(schema) -> tuple:
-    """(position, name, is_list) of each argument the op writes (``self`` of ``add_``, ``out=``)."""
-    return tuple((i, a.name, isinstance(a.type, torch.ListType)) for i, a in enumerate(schema.arguments)
+    """(position, name, is_list, is_out) of each argument the op writes (``self`` of ``add_``, ``out=``)."""
+    return tuple((i, a.name, isinstance(a.type, torch.ListType), a.is_out) for i, a in enumerate(schema.arguments)
                  if a.alias_info is not None and a.alias_info.is_write)
 
 
 def _targets(written, args, kwargs) -> list:
     """The frontend tensors the op writes, flattened, in the order ``_AtenCall`` returns them."""
     out = []
-    for i, name, is_list in written:
+    for i, name, is_list, _ in written:
         value = args[i] if i < len(args) else kwargs[name]
         out.extend(value if is_list else [value])
     return out
@@ -106,9 +107,12 @@ class _AtenCall:
             return self.func(*args, **kwargs)
         args = list(args)
         results = []
-        for i, name, is_list in self.written:
+        for i, name, is_list, is_out in self.written:
             value = args[i] if i < len(args) else kwargs[name]
-            clone = [t.clone() for t in value] if is_list else value.clone()
+            # (an out= tensor's values are all overwritten: an empty one, which the kernel resizes
+            # without torch's warning for one of another shape, given once, by _write_into)
+            fresh = (lambda t: t.new_empty(0)) if is_out else (lambda t: t.clone())
+            clone = [fresh(t) for t in value] if is_list else fresh(value)
             if i < len(args):
                 args[i] = clone
             else:
@@ -165,8 +169,14 @@ def run_eagerly(func, args, kwargs, device, leaves: bool = False):
     written = {}
     for t in _targets(_written_arguments(func._schema), args, kwargs):
         if type(t) is LazyTensor:
-            t._lf.copy_(plain[id(t)][1])
-            written[id(plain[id(t)][1])] = t
+            value = plain[id(t)][1]
+            if value.shape != t.shape:   # (an out= tensor torch resized: it warned)
+                from ..creation import tensor
+                from .aten_table import rebind
+                rebind(t, tensor(value, device=device))
+            else:
+                t._lf.copy_(value)
+            written[id(value)] = t
 
     def back(o):
         if isinstance(o, torch.Tensor) and not leaves:
