@@ -85,6 +85,17 @@ def test_error_inputs_of_a_fast_subset_are_refused_with_no_silent_value_or_leak(
     assert "lenient" in kinds.values()
 
 
+def test_frontend_reference_inputs_of_the_entries_it_found_wrong():
+    # (float16 linspace/logspace of tensor bounds ran torch's decomposition, which rounds otherwise
+    # than torch's kernel)
+    out = io.StringIO()
+    results = conformance.run({"linspace", "logspace"}, inputs=functools.partial(conformance.reference_inputs,
+                                                                               max_numel=128),
+                              dtypes=(torch.float16, torch.float32), stream=out, frontend=True)
+    assert {k: v for k, v in results.items() if v[0] not in ("native", "extern")} == {}, out.getvalue()
+    assert "linspace.tensor_overload" in results and "logspace.tensor_overload" in results
+
+
 # the error mode through the frontend (``--errors --frontend``): where its first pass found torch code
 # over lazyfuse returning a value torch refuses (the frontend's handlers lacked torch's checks:
 # masked_fill's value, native_layer_norm's shapes, index_add's source, t of 4 dims, embedding's
