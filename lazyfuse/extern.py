@@ -64,7 +64,8 @@ CPU_STATS_IN_INPUT_DTYPE = frozenset({"native_layer_norm", "native_batch_norm", 
 # their meta kernels give it shape (1,): name -> (the argument that says it is one sample, its
 # position, the most dims it then has). multi_margin_loss: a 0-d target (a 1-d one of size 1 gives
 # (1,)); multilabel_margin_loss: a 0-d or 1-d input
-CPU_ONE_SAMPLE_LOSS = {"multi_margin_loss": ("target", 1, 0), "multilabel_margin_loss": ("input", 0, 1)}
+CPU_ONE_SAMPLE_LOSS = {"multi_margin_loss": ("target", 1, 0), "multilabel_margin_loss": ("input", 0, 1),
+                       "multilabel_margin_loss_forward": ("input", 0, 1)}   # (its aten op: the torch frontend's)
 _SLOT = "__slot__"   # a spec's ("__slot__", i): where the i-th tensor argument goes
 _SLOTS = tuple((_SLOT, i) for i in range(16))
 _PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout,
@@ -358,7 +359,9 @@ def _describe(fn, spec, inputs, device_kind) -> Recipe:
             raise UnsupportedOpError(f"lf.extern({name}): the function writes its input in place and returns it; "
                                      "an extern must not write its inputs: pass its out-of-place form, or write "
                                      "back with x.copy_(lf.extern(out_of_place_fn, x, ...))")
-    fname = getattr(fn, "__name__", "")
+    # (an aten overload, as the torch frontend passes one, by its op's name: multi_margin_loss, not
+    # multi_margin_loss.default)
+    fname = getattr(fn, "_opname", None) or getattr(fn, "__name__", "")
     if device_kind != "cuda" and fname in CPU_STATS_IN_INPUT_DTYPE:
         if inputs[0][1].name in ("float16", "bfloat16"):
             outs[1:] = [(shape, inputs[0][1] if dtype.is_float else dtype) for shape, dtype in outs[1:]]

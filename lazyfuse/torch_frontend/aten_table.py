@@ -156,11 +156,8 @@ def _resolve(func):
         label = str(func)
         out_names = [a.name for a in func._schema.arguments if a.is_out]
         checked = name in CHECKED_ON_META or bool(out_names)
-        float_only = name in DECOMPOSED_FOR_FLOATS
 
         def run_decomposed(func, args, kwargs):
-            if float_only and not args[0].dtype.is_floating_point:
-                return _fallback(func, args, kwargs)
             if checked:
                 _check_on_meta(func, args, kwargs)
             if out_names:
@@ -191,14 +188,17 @@ CHECKED_ON_META = {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
                    "replication_pad1d", "replication_pad2d", "replication_pad3d",
                    "max_pool2d_with_indices", "max_pool3d_with_indices",
                    "adaptive_max_pool2d", "adaptive_max_pool3d"}   # (an empty output_size: ValueError)
-# Decomposed ops whose decomposition equals torch's kernel only in floating point: torch interpolates
-# a uint8 image with its own fixed-point weights, the decomposition in float rounded once (17% of a
-# uint8 bilinear resize off by one). Other dtypes run torch's kernel, as an extern.
-DECOMPOSED_FOR_FLOATS = {"upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d"}
-# Ops whose decomposition gives other values than torch's kernel: torch's float16 linspace steps in
-# float16 (2.6e-3 from float64 at 4.3 -> -3 in 50 steps, the decomposition 1.9e-3, more than the
-# float16 tolerance apart). They run torch's kernel, as an extern.
-NOT_DECOMPOSED = {"linspace", "logspace"}
+# Ops whose decomposition gives other values than torch's kernel: they run torch's kernel, as an
+# extern. torch's float16 linspace steps in float16 (2.6e-3 from float64 at 4.3 -> -3 in 50 steps,
+# the decomposition 1.9e-3: more than the float16 tolerance apart); torch interpolates a uint8 image
+# with its own fixed-point weights, the decomposition in float rounded once (17% of a uint8 bilinear
+# resize off by one), and a float32 one (2, 3, 345, 456) -> (270, 270) with float32 weights computed
+# otherwise (1.7e-5 relative apart, as far from float64 as torch's kernel but not the same values).
+# multilabel_margin_loss's decomposition of a 1-d input is wrong on plain torch tensors too (2.12 where
+# the kernel gives 0.68), and multi_margin_loss's gives one 0-d sample's unreduced loss shape (1,), where
+# torch's CPU kernel gives () (extern.CPU_ONE_SAMPLE_LOSS).
+NOT_DECOMPOSED = {"linspace", "logspace", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+                  "upsample_bicubic2d", "multilabel_margin_loss_forward", "multi_margin_loss"}
 
 
 def _check_on_meta(func, args, kwargs):
@@ -1021,10 +1021,18 @@ def _sdpa_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=
     groups = _kv_groups(q, k)
     if groups > 1:
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    # (float16/bfloat16 in float32, the output rounded once and the logsumexp kept in float32, as
+    # torch's kernel: rounding the scores, the softmax and the product each cost ~10x its error)
+    dtype, (q, k, v) = q.dtype, _widened(q, k, v)
     s, _ = _attention_probs(q, k, is_causal, attn_mask, scale)
     m = s.detach().amax(-1, keepdim=True)
     lse = (s - m).exp().sum(-1, keepdim=True).log() + m
-    return (s - lse).exp() @ v, lse.squeeze(-1)
+    return ((s - lse).exp() @ v).to(dtype), lse.squeeze(-1)
+
+
+def _widened(*xs):
+    """``xs`` in their compute dtype (float32 for float16/bfloat16)."""
+    return [x.to(dt.opmath(x.dtype)) for x in xs]
 
 
 @native("_scaled_dot_product_flash_attention_for_cpu_backward")
@@ -1034,6 +1042,7 @@ def _sdpa_cpu_backward(g, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=
     groups = _kv_groups(q, k)
     if groups > 1:
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    dtype, (g, q, k, v, out) = q.dtype, _widened(g, q, k, v, out)   # (as the forward)
     s, scale = _attention_probs(q, k, is_causal, attn_mask, scale)
     p = (s - lse.unsqueeze(-1)).exp()
     dv = p.transpose(-2, -1) @ g
@@ -1042,4 +1051,4 @@ def _sdpa_cpu_backward(g, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=
     dk = (ds.transpose(-2, -1) @ q) * scale
     if groups > 1:   # each key/value head's gradient: the sum over the query heads it served
         dk, dv = (x.reshape(x.shape[:-3] + (x.shape[-3] // groups, groups) + x.shape[-2:]).sum(-3) for x in (dk, dv))
-    return (ds @ k) * scale, dk, dv
+    return ((ds @ k) * scale).to(dtype), dk.to(dtype), dv.to(dtype)
