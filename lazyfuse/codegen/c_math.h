@@ -223,7 +223,7 @@ static inline float lf_logf(float x)
     float m = lf__i2f((ix & 0x007fffff) | 0x3f000000);   /* [0.5, 1) */
     int lo = m < 0.707106781186547524f;
     e = lo ? e - 1 : e;
-    float f = lo ? (m + m) - 1.0f : m - 1.0f;       /* exact */
+    float f = LF__MADDF(m, lo ? 2.0f : 1.0f, -1.0f);       /* 2m - 1 or m - 1, exact */
     float z = f * f;
     float y = 7.0376836292e-2f;
     y = LF__MADDF(y, f, -1.1514610310e-1f);
@@ -253,11 +253,14 @@ static inline float lf_logf(float x)
 /* tanh(t) = m / d with m = 1 - e^-2t and d = 1 + e^-2t, both formed from
  * e^-2t - 1 = s*q + (s - 1), s = 2^k, q = expm1(r): m and d are each
  * accurate to about an ulp for every t >= 0 (no 1 - 2/(e+1) cancellation
- * near 0, so no second polynomial and no blend), one division. */
+ * near 0, so no second polynomial and no blend), one division.
+ * Above t = 9 tanh rounds to 1: the core runs on t itself (its lanes beyond
+ * 9 compute garbage) and 1 is selected at the end, what gcc made of a clamp of
+ * t while it contracted products on its own; with the explicit FMAs it kept the
+ * clamp's compare and blends (10% slower).  sigmoid and silu likewise. */
 static inline float lf_tanhf(float x)
 {
-    float z = fabsf(x);
-    float t = lf__clamp_hi(z, 9.0f);                /* tanh(9) rounds to 1 */
+    float t = fabsf(x);
     float u = -2.0f * t;
     float ks = LF__MADDF(t, -2.0f * LF__LOG2E, LF__SHIFT1); /* = u * log2(e) + ..., one step shorter */
     float kf = ks - LF__SHIFT1;
@@ -265,18 +268,20 @@ static inline float lf_tanhf(float x)
     float s = lf__u2f((uint32_t)lf__f2i(ks) << 23); /* 2^k, k in [-26, 0] */
     float m = LF__MADDF(-s, q, 1.0f - s);
     float d = LF__MADDF(s, q, 1.0f + s);
-    float r = m / d;                                /* >= +0, or nan */
+    float r = t > 9.0f ? 1.0f : m / d;              /* >= +0, or nan */
     /* the sign of x (keeps tanh(-0) = -0) */
-    return lf__i2f(lf__f2i(r) | (lf__f2i(x) ^ lf__f2i(z)));
+    return lf__i2f(lf__f2i(r) | (lf__f2i(x) ^ lf__f2i(t)));
 }
 
 static inline float lf_sigmoidf(float x)
 {
     /* e = exp(-|x|) never overflows; sigmoid = (x >= 0 ? 1 : e) / (1 + e);
-     * nan propagates through e */
-    float e = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 0);
+     * nan propagates through e.  Below -|x| = -150 e is 0: 1 or 0, selected */
+    float a = -fabsf(x);
+    float e = lf__exp_core(a, 0.0f, 0);
     float n = x >= 0.0f ? 1.0f : e;
-    return n / (1.0f + e);
+    float far = x >= 0.0f ? 1.0f : 0.0f;
+    return a < -150.0f ? far : n / (1.0f + e);
 }
 
 static inline float lf_siluf(float x)
@@ -284,8 +289,10 @@ static inline float lf_siluf(float x)
     /* es = exp(-|x|) * 2^64 stays normal down to x ~ -130, so the negative
      * tail x*e^x/(1+e^x) = ((x*es)/d) * 2^-64 is exact until the final scale
      * (silu(-inf) is nan, as in torch: -inf * 0).  nan propagates
-     * through es. */
-    float es = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 64);
+     * through es.  Below -|x| = -150 es rounds to 0: selected, as tanh's 1. */
+    float a = -fabsf(x);
+    float es = lf__exp_core(a, 0.0f, 64);
+    es = a < -150.0f ? 0.0f : es;
     float d = LF__MADDF(es, 0x1p-64f, 1.0f);
     int neg = x < 0.0f;
     float n = neg ? x * es : x;
@@ -373,7 +380,7 @@ static inline float lf_erff(float x)
     q = LF__MADDF(q, t, -1.052335352e-01f);
     q = LF__MADDF(q, t, -6.357394457e-01f);
     q = LF__MADDF(q, t, -1.285082102e-01f);
-    float big = LF__MADDF(-lf__exp_core64(LF__MADDF(q, t, -t), 0.0f), 0x1p-64f, 1.0f);
+    float big = LF__MADDF(lf__exp_core64(LF__MADDF(q, t, -t), 0.0f), -0x1p-64f, 1.0f);
     float s = x * x;
     float p = 8.331880235e-05f;
     p = LF__MADDF(p, s, -8.133630618e-04f);
@@ -547,15 +554,17 @@ static inline double lf__near_r(float x, double half, double *tn)
 {
     double xd = (double)x;
     double tm = lf__turn(xd, half);
-    double m = (2.0 * tm - 2.0 * LF__RND52) - 2.0 * half;   /* 2n - 2 half, exactly */
+    double m = LF__MADD(tm, 2.0, -2.0 * LF__RND52) - 2.0 * half;   /* 2n - 2 half, exactly */
     *tn = tm;
 #ifdef __FMA__
     /* pi/2 = P1 + P2 + 1.5e-33 (53 + 53 bits).  x - m*P1 in one fused
      * multiply-add is exact where |r| < 1 (m*P1's bits start at 2^-52), and
      * rounded by 2^-53 relative above; the second term costs one rounding;
-     * 1.5e-33 * |m| < 2e-18 (this split holds out to 2^50). */
-    double r = LF__MADD(-m, 1.5707963267948966, xd);
-    return LF__MADD(-m, 6.123233995736766e-17, r);
+     * 1.5e-33 * |m| < 2e-18 (this split holds out to 2^50).  m times -P, not
+     * -m times P: gcc rewrites -fma(a, b, c) as fma(-a, b, -c), which turns
+     * m = +0 into -m = +0 and sin(-0) into +0. */
+    double r = LF__MADD(m, -1.5707963267948966, xd);
+    return LF__MADD(m, -6.123233995736766e-17, r);
 #else
     /* without FMA: 24 + 24 + 53 bits, m*P1 and m*P2 exact for |m| < 2^29
      * (|x| < 8e8).  Every part is positive (pi/2 cut down): -0 - m*P stays
@@ -674,10 +683,9 @@ static inline double lf__far_r(float x, double half, double *tn)
     e = e < 0 ? 0 : (e > 104 ? 104 : e);
     double m = (double)x * lf__f64((int64_t)(1023 - e) << 52);      /* M: x 2^-E, exactly */
     double ma = m * lf__inv_pi_a[e];
-    double a = lf__plus_half(ma - 2.0 * ((ma * 0.5 + LF__RND52) - LF__RND52), half);
-    double mb = m * lf__inv_pi_b[e];
-    double tm = (a + mb) + LF__RND52;
-    double f = LF__MADD(m, lf__inv_pi_c[e], (a - (tm - LF__RND52)) + mb);
+    double a = lf__plus_half(LF__MADD(-2.0, LF__MADD(ma, 0.5, LF__RND52) - LF__RND52, ma), half);
+    double tm = LF__MADD(m, lf__inv_pi_b[e], a) + LF__RND52;                        /* (M B: exact) */
+    double f = LF__MADD(m, lf__inv_pi_c[e], LF__MADD(m, lf__inv_pi_b[e], a - (tm - LF__RND52)));
     *tn = tm;
     return f * 3.141592653589793;
 }
