@@ -188,6 +188,22 @@ def test_torchs_fused_multiply_adds(march, dtype, n):
         assert_same_bits(got.torch(), want, f"{march}: {what}")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_interpreter_rounds_as_torch_too(dtype):
+    """The Triton printer's side (run by the interpreter: numpy rounds each op, tl.fma once):
+    a product added, lerp's two formulas and addcmul, bit for bit."""
+    dev = lf.device("interpreter")
+    g = torch.Generator().manual_seed(1)
+    x, t1, t2 = (torch.randn(1000, dtype=dtype, generator=g) for _ in range(3))
+    w = torch.rand(1000, dtype=dtype, generator=g) * 2 - 0.5
+    on = lambda t: lf.tensor(t.numpy(), device=dev)  # noqa: E731
+    cases = {"a * b + c": (on(t1) * on(t2) + on(x), t1 * t2 + x),
+             "lerp": (lf.lerp(on(x), on(t1), on(w)), torch.lerp(x, t1, w)),
+             "addcmul, value 0.3": (lf.addcmul(on(x), on(t1), on(t2), value=0.3), torch.addcmul(x, t1, t2, value=0.3))}
+    for what, (got, want) in cases.items():
+        assert_same_bits(got.torch(), want, f"interpreter: {what}")
+
+
 def test_addcmul_gradients_match_torch():
     x, t1, t2 = (torch.randn(7, dtype=torch.float64, requires_grad=True) for _ in range(3))
     torch.addcmul(x, t1, t2, value=0.5).sum().backward()
