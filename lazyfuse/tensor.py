@@ -553,13 +553,7 @@ class Tensor(metaclass=_TensorType):
             out = autograd.rules.record_var(x, dims, full, correction, out, name == "std")
             return out if keepdim else out.reshape(tuple(s for k, s in enumerate(x.shape) if k not in dims))
         n = ops.reduced_count(x, dim)
-        if n == 1:
-            # one element: its deviation is exactly 0 (NaN for inf and NaN), as torch's. x - mean(x)
-            # need not be: gcc contracts an op's last product into the subtraction (an FMA), giving
-            # the product's rounding error, and var(correction=1) was inf where torch's is NaN
-            d = x * 0.0
-        else:
-            d = x - x.mean(dim, keepdim=True)
+        d = x - x.mean(dim, keepdim=True)   # (one element: exactly 0, NaN for inf and NaN, as torch's)
         total = (d * d).sum(dim, keepdim)
         # (as torch: a divisor of max(0, n - correction), so no more elements than the correction
         # give inf where the deviations are not all zero and NaN where they are)

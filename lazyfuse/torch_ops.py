@@ -231,15 +231,18 @@ def _wide(*xs):
 
 
 def addcmul(x, tensor1, tensor2, *, value=1):
-    """``x + value * tensor1 * tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    """``x + value * tensor1 * tensor2`` as torch's kernel computes it: ``value * tensor1`` rounded,
+    its product with ``tensor2`` fused into the addition (``Op.FMA``; float16/bfloat16 in float32,
+    rounded once)."""
     (x, a, b), out = _wide(x, tensor1, tensor2)
-    return (x + (a * b) * value if value != 1 else x + a * b).to(out)
+    return ops.elementwise(Op.FMA, a * value if value != 1 else a, b, x).to(out)
 
 
 def addcdiv(x, tensor1, tensor2, *, value=1):
-    """``x + value * tensor1 / tensor2`` (float16/bfloat16 in float32, rounded once)."""
+    """``x + value * tensor1 / tensor2``, in torch's order: ``(value * tensor1) / tensor2``, then the
+    sum (float16/bfloat16 in float32, rounded once)."""
     (x, a, b), out = _wide(x, tensor1, tensor2)
-    return (x + (a / b) * value if value != 1 else x + a / b).to(out)
+    return (x + (a * value if value != 1 else a) / b).to(out)
 
 
 def lerp(x, end, weight):

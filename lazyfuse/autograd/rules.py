@@ -195,6 +195,11 @@ def _lerp_grads(x, end, weight):
         (lambda g: g * (end - x)) if _is_tensor(weight) else None
 
 
+def _fma_grads(a, b, c):
+    """a * b + c's: g b for a, g a for b, g for c."""
+    return (lambda g: g * b), (lambda g: g * a), (lambda g: g)
+
+
 def _nan_to_num_grad(x):
     """nan_to_num's gradient: ``g`` where ``x`` is finite, 0 where it was replaced (torch's)."""
     return lambda g: _where(x.abs() < math.inf, g, 0.0)
@@ -216,6 +221,8 @@ def _locals(op, args, out):
         return _clamp_grads(*args)
     if op is Op.LERP:
         return _lerp_grads(*args)
+    if op is Op.FMA:
+        return _fma_grads(*args)
     return _binary(op, args[0], args[1], out)
 
 

@@ -7,7 +7,8 @@ built under a temporary name and renamed into place, so two processes compiling 
 source at once both end with one whole file. ``LAZYFUSE_CC`` picks the compiler.
 
 NaN and inf must behave as in torch, so the flags never assume finite math:
-``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares.
+``-fno-math-errno -fno-trapping-math`` only let gcc vectorise sqrt and compares. Each op's result
+rounds as torch's does: ``-ffp-contract=off`` (see ``FLAGS``).
 
 Every parallel region of a kernel asks for ``num_threads(lf_threads())``: a launch's own count
 where its launcher set one (``lf_launch_threads``, per OS thread), else ``lf_num_threads``, one
@@ -43,7 +44,14 @@ from .cache import atomic_write, cache_dir
 # signed overflow undefined and gcc -O3 folds on it, e.g. `(a + 1) > a` to true for int32 a = INT_MAX
 # (torch: False). Measured on Zen 4 at 2^20 (int and float chains, strided and transposed reads):
 # no difference beyond the run-to-run noise.
-FLAGS = ["-O3", "-fwrapv", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w"]
+# -ffp-contract=off: torch rounds every op's result, but GNU C's default (fast) lets gcc fuse one
+# op's last product into the next op's addition inside a fused kernel (an FMA: the product never
+# rounded), so `a * b + c` recorded as two ops differed from torch's in the last bit and
+# `x - x.mean()` of equal values was the product's rounding error instead of 0. Where a multiply-add
+# is meant as one instruction (c_math.h's polynomials, torch's own fused forms such as lerp's) the
+# source says so (LF__MADDF/LF__MADD).
+FLAGS = ["-O3", "-fwrapv", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fPIC",
+         "-shared", "-std=gnu11", "-w"]
 
 
 def march() -> str:

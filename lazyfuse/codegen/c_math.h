@@ -9,8 +9,16 @@
  *     for (long i = 0; i < n; i++) y[i] = lf_tanhf(x[i]);
  *
  * is vectorized by gcc -O3 -march=native -fopenmp -fno-math-errno
- * -fno-trapping-math WITHOUT -ffast-math.  (Without fast-math gcc would call
- * the scalar libm expf/tanhf/... and the loop would stay scalar.)
+ * -fno-trapping-math -ffp-contract=off WITHOUT -ffast-math.  (Without fast-math
+ * gcc would call the scalar libm expf/tanhf/... and the loop would stay scalar.)
+ * -ffp-contract=off keeps gcc from fusing a product into an addition on its
+ * own (across the ops of a fused kernel that loses torch's rounding of each
+ * op's result), so every multiply-add meant as one instruction is written as
+ * LF__MADDF/LF__MADD: a fused multiply-add where the target has FMA (__FMA__),
+ * else a product and a sum.  Written so, the functions give the bits gcc's
+ * default contraction gave them (all of 11.8M inputs: random bit patterns,
+ * ranges, the special values and the clamp edges; -march=native AVX-512,
+ * x86-64-v3 and x86-64-v2), so the bounds below hold.
  *
  * The algorithms are cephes/SLEEF style: range reduction followed by minimax
  * polynomials.  Special values (nan, +-inf, +-0, denormals, overflow and
@@ -49,11 +57,12 @@
  *       below (its 1 + erf(x/sqrt2) cancels), 1.3e-6 absolute.  (gcc 12 -march=native on an
  *       Intel Xeon, AVX-512, and -march=x86-64-v2: every 29th bit pattern on |x| <= 1, every
  *       7th on 1 <= |x| <= 20.)
- * (Measured with gcc 12 -march=znver1, i.e. with FMA contraction; without
- * FMA a sparser scan gives the same numbers within ~6%.)
+ * (Measured with gcc 12 -march=znver1, i.e. with FMA; without FMA a sparser
+ * scan gives the same numbers within ~6%.)
  *
  * Pure C99; the only <math.h> functions used are fabsf (a bit mask) and,
- * where the target has FMA (__FMA__), fmaf and fma (one instruction); rounding uses
+ * where the target has FMA (__FMA__), fmaf and fma (LF__MADDF/LF__MADD: one
+ * instruction); rounding uses
  * the 1.5*2^23 trick, so the loops vectorize on any SIMD target (no SSE4.1
  * needed).  All internal helpers are prefixed lf__.
  */
@@ -63,6 +72,16 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* a * b + c rounded once (one fused multiply-add instruction) where the target has FMA, else
+ * a * b rounded and then the sum (the kernels compile with -ffp-contract=off: see above) */
+#ifdef __FMA__
+#define LF__MADDF(a, b, c) __builtin_fmaf((a), (b), (c))
+#define LF__MADD(a, b, c) __builtin_fma((a), (b), (c))
+#else
+#define LF__MADDF(a, b, c) ((a) * (b) + (c))
+#define LF__MADD(a, b, c) ((a) * (b) + (c))
+#endif
 
 /* ------------------------------------------------------------------ */
 /* bit casts (memcpy is the portable way; gcc turns it into a no-op)   */
@@ -104,18 +123,18 @@ static inline float lf__u2f(uint32_t u) { float x; memcpy(&x, &u, sizeof x); ret
 static inline float lf__expm1_poly(float r)
 {
     float z = r * r;
-    float lo = 1.6666521e-1f * r + 4.9999994e-1f;
-    float hi = 8.368687e-3f * r + 4.1668277e-2f;
-    hi = 1.3819818e-3f * z + hi;
-    float p = hi * z + lo;
-    return p * z + r;
+    float lo = LF__MADDF(1.6666521e-1f, r, 4.9999994e-1f);
+    float hi = LF__MADDF(8.368687e-3f, r, 4.1668277e-2f);
+    hi = LF__MADDF(1.3819818e-3f, z, hi);
+    float p = LF__MADDF(hi, z, lo);
+    return LF__MADDF(p, z, r);
 }
 
 /* r = x - k*ln2 (cephes two-constant Cody-Waite split, k*C1 is exact) */
 static inline float lf__ln2_reduce(float x, float kf)
 {
-    float r = x - kf * 0.693359375f;
-    return r - kf * -2.12194440e-4f;
+    float r = LF__MADDF(-kf, 0.693359375f, x);
+    return LF__MADDF(kf, 2.12194440e-4f, r);
 }
 
 /* exp(x - xsub) * 2^kadd for x in [-150, 89] or nan (the CALLER clamps,
@@ -131,12 +150,12 @@ static inline float lf__times_2k(float q, uint32_t ki)
 {
     uint32_t k1 = ki >> 1;
     float s1 = lf__u2f(k1 << 23);
-    return (q * s1 + s1) * lf__u2f((ki - k1) << 23);      /* (1 + q) * s1 * s2 */
+    return LF__MADDF(q, s1, s1) * lf__u2f((ki - k1) << 23);      /* (1 + q) * s1 * s2 */
 }
 
 static inline float lf__exp_core(float x, float xsub, int32_t kadd)
 {
-    float ks = x * LF__LOG2E + LF__SHIFT2;
+    float ks = LF__MADDF(x, LF__LOG2E, LF__SHIFT2);
     float kf = ks - LF__SHIFT2;
     float r = lf__ln2_reduce(x, kf) - xsub;
     return lf__times_2k(lf__expm1_poly(r), (uint32_t)lf__f2i(ks) + (uint32_t)kadd);
@@ -147,12 +166,12 @@ static inline float lf__exp_core(float x, float xsub, int32_t kadd)
 #define LF__SHIFT64 12583103.0f     /* 1.5*2^23 + 127 + 64 */
 static inline float lf__exp_core64(float x, float xsub)
 {
-    float ks = x * LF__LOG2E + LF__SHIFT64;
+    float ks = LF__MADDF(x, LF__LOG2E, LF__SHIFT64);
     float kf = ks - LF__SHIFT64;
     float r = lf__ln2_reduce(x, kf) - xsub;
     float s = lf__u2f((uint32_t)lf__f2i(ks) << 23);             /* 2^(k+64) */
     float q = lf__expm1_poly(r);
-    return q * s + s;
+    return LF__MADDF(q, s, s);
 }
 
 /* x clamped to [lo, hi]; nan stays nan (each clamp is a compare + blend) */
@@ -205,23 +224,25 @@ static inline float lf_logf(float x)
     float m = lf__i2f((ix & 0x007fffff) | 0x3f000000);   /* [0.5, 1) */
     int lo = m < 0.707106781186547524f;
     e = lo ? e - 1 : e;
-    float f = lo ? (m + m) - 1.0f : m - 1.0f;       /* exact */
+    /* exact; not an FMA: gcc had made 2m - 1 one (it folds m + m to 2m), but as LF__MADDF in a
+     * select or of a selected factor the kernels ran 3-7% slower (log, log1p) than this */
+    float f = lo ? (m + m) - 1.0f : m - 1.0f;
     float z = f * f;
     float y = 7.0376836292e-2f;
-    y = y * f - 1.1514610310e-1f;
-    y = y * f + 1.1676998740e-1f;
-    y = y * f - 1.2420140846e-1f;
-    y = y * f + 1.4249322787e-1f;
-    y = y * f - 1.6668057665e-1f;
-    y = y * f + 2.0000714765e-1f;
-    y = y * f - 2.4999993993e-1f;
-    y = y * f + 3.3333331174e-1f;
+    y = LF__MADDF(y, f, -1.1514610310e-1f);
+    y = LF__MADDF(y, f, 1.1676998740e-1f);
+    y = LF__MADDF(y, f, -1.2420140846e-1f);
+    y = LF__MADDF(y, f, 1.4249322787e-1f);
+    y = LF__MADDF(y, f, -1.6668057665e-1f);
+    y = LF__MADDF(y, f, 2.0000714765e-1f);
+    y = LF__MADDF(y, f, -2.4999993993e-1f);
+    y = LF__MADDF(y, f, 3.3333331174e-1f);
     y = y * f * z;
     float fe = (float)e;
-    y = y + -2.12194440e-4f * fe;
-    y = y - 0.5f * z;
+    y = LF__MADDF(-2.12194440e-4f, fe, y);
+    y = LF__MADDF(-0.5f, z, y);
     float r = f + y;
-    r = r + 0.693359375f * fe;
+    r = LF__MADDF(0.693359375f, fe, r);
 
     r = x == INFINITY ? x : r;
     r = x == 0.0f ? -INFINITY : r;                  /* +-0 -> -inf */
@@ -235,30 +256,35 @@ static inline float lf_logf(float x)
 /* tanh(t) = m / d with m = 1 - e^-2t and d = 1 + e^-2t, both formed from
  * e^-2t - 1 = s*q + (s - 1), s = 2^k, q = expm1(r): m and d are each
  * accurate to about an ulp for every t >= 0 (no 1 - 2/(e+1) cancellation
- * near 0, so no second polynomial and no blend), one division. */
+ * near 0, so no second polynomial and no blend), one division.
+ * Above t = 9 tanh rounds to 1: the core runs on t itself (its lanes beyond
+ * 9 compute garbage) and 1 is selected at the end, what gcc made of a clamp of
+ * t while it contracted products on its own; with the explicit FMAs it kept the
+ * clamp's compare and blends (10% slower).  sigmoid and silu likewise. */
 static inline float lf_tanhf(float x)
 {
-    float z = fabsf(x);
-    float t = lf__clamp_hi(z, 9.0f);                /* tanh(9) rounds to 1 */
+    float t = fabsf(x);
     float u = -2.0f * t;
-    float ks = t * (-2.0f * LF__LOG2E) + LF__SHIFT1; /* = u * log2(e) + ..., one step shorter */
+    float ks = LF__MADDF(t, -2.0f * LF__LOG2E, LF__SHIFT1); /* = u * log2(e) + ..., one step shorter */
     float kf = ks - LF__SHIFT1;
     float q = lf__expm1_poly(lf__ln2_reduce(u, kf));
     float s = lf__u2f((uint32_t)lf__f2i(ks) << 23); /* 2^k, k in [-26, 0] */
-    float m = (1.0f - s) - s * q;
-    float d = (1.0f + s) + s * q;
-    float r = m / d;                                /* >= +0, or nan */
+    float m = LF__MADDF(-s, q, 1.0f - s);
+    float d = LF__MADDF(s, q, 1.0f + s);
+    float r = t > 9.0f ? 1.0f : m / d;              /* >= +0, or nan */
     /* the sign of x (keeps tanh(-0) = -0) */
-    return lf__i2f(lf__f2i(r) | (lf__f2i(x) ^ lf__f2i(z)));
+    return lf__i2f(lf__f2i(r) | (lf__f2i(x) ^ lf__f2i(t)));
 }
 
 static inline float lf_sigmoidf(float x)
 {
     /* e = exp(-|x|) never overflows; sigmoid = (x >= 0 ? 1 : e) / (1 + e);
-     * nan propagates through e */
-    float e = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 0);
+     * nan propagates through e.  Below -|x| = -150 e is 0: 1 or 0, selected */
+    float a = -fabsf(x);
+    float e = lf__exp_core(a, 0.0f, 0);
     float n = x >= 0.0f ? 1.0f : e;
-    return n / (1.0f + e);
+    float far = x >= 0.0f ? 1.0f : 0.0f;
+    return a < -150.0f ? far : n / (1.0f + e);
 }
 
 static inline float lf_siluf(float x)
@@ -266,9 +292,11 @@ static inline float lf_siluf(float x)
     /* es = exp(-|x|) * 2^64 stays normal down to x ~ -130, so the negative
      * tail x*e^x/(1+e^x) = ((x*es)/d) * 2^-64 is exact until the final scale
      * (silu(-inf) is nan, as in torch: -inf * 0).  nan propagates
-     * through es. */
-    float es = lf__exp_core(lf__clamp_lo(-fabsf(x), -150.0f), 0.0f, 64);
-    float d = 1.0f + es * 0x1p-64f;
+     * through es.  Below -|x| = -150 es rounds to 0: selected, as tanh's 1. */
+    float a = -fabsf(x);
+    float es = lf__exp_core(a, 0.0f, 64);
+    es = a < -150.0f ? 0.0f : es;
+    float d = LF__MADDF(es, 0x1p-64f, 1.0f);
     int neg = x < 0.0f;
     float n = neg ? x * es : x;
     return (n / d) * (neg ? 0x1p-64f : 1.0f);
@@ -297,10 +325,10 @@ static inline float lf_rsqrtf(float x)
     int tiny = x < 0x1p-126f;
     float xs = tiny ? x * 0x1p24f : x;
     float y = lf__i2f(0x5F1FFFF9 - (lf__f2i(xs) >> 1));
-    y = (0.703952253f * y) * (2.38924456f - xs * y * y);
-    float h = xs * y, hl = fmaf(xs, y, -h);
-    float e = fmaf(-hl, y, fmaf(-h, y, 1.0f));
-    y = fmaf(y, fmaf(e, 0.375f, 0.5f) * e, y) * (tiny ? 0x1p12f : 1.0f);
+    y = (0.703952253f * y) * LF__MADDF(-(xs * y), y, 2.38924456f);
+    float h = xs * y, hl = LF__MADDF(xs, y, -h);
+    float e = LF__MADDF(-hl, y, LF__MADDF(-h, y, 1.0f));
+    y = LF__MADDF(y, LF__MADDF(e, 0.375f, 0.5f) * e, y) * (tiny ? 0x1p12f : 1.0f);
     /* the class value first, then one select (as a nested select gcc spent 3 more compares) */
     uint32_t b = (uint32_t)lf__f2i(x);
     float special = x >= 0.0f ? lf__i2f((int32_t)(b ^ 0x7f800000u)) : NAN;
@@ -320,7 +348,7 @@ static inline void lf__sqr2(float x, float *hi, float *lo)
     float h = x * x;
     *hi = h;
 #ifdef __FMA__
-    *lo = fmaf(x, x, -h);                           /* exact: one fused multiply-add */
+    *lo = LF__MADDF(x, x, -h);                      /* exact: one fused multiply-add */
 #else
     float xh = lf__i2f(lf__f2i(x) & (int32_t)0xfffff000u);
     float xl = x - xh;
@@ -350,21 +378,21 @@ static inline float lf_erff(float x)
     float a = fabsf(x);
     float t = lf__min_abs(a, 3.95f);                /* nan -> 3.95, masked by the select */
     float q = 2.132692607e-04f;
-    q = q * t - 3.209128743e-03f;
-    q = q * t + 2.287153713e-02f;
-    q = q * t - 1.052335352e-01f;
-    q = q * t - 6.357394457e-01f;
-    q = q * t - 1.285082102e-01f;
-    float big = 1.0f - lf__exp_core64(q * t - t, 0.0f) * 0x1p-64f;
+    q = LF__MADDF(q, t, -3.209128743e-03f);
+    q = LF__MADDF(q, t, 2.287153713e-02f);
+    q = LF__MADDF(q, t, -1.052335352e-01f);
+    q = LF__MADDF(q, t, -6.357394457e-01f);
+    q = LF__MADDF(q, t, -1.285082102e-01f);
+    float big = LF__MADDF(lf__exp_core64(LF__MADDF(q, t, -t), 0.0f), -0x1p-64f, 1.0f);
     float s = x * x;
     float p = 8.331880235e-05f;
-    p = p * s - 8.133630618e-04f;
-    p = p * s + 5.200229585e-03f;
-    p = p * s - 2.685907297e-02f;
-    p = p * s + 1.128368974e-01f;
-    p = p * s - 3.761263192e-01f;
-    p = p * s + 1.283791661e-01f;
-    return a > 0.9277f ? lf__withsign(big, x) : p * x + x;   /* nan: the compare fails, p * x + x */
+    p = LF__MADDF(p, s, -8.133630618e-04f);
+    p = LF__MADDF(p, s, 5.200229585e-03f);
+    p = LF__MADDF(p, s, -2.685907297e-02f);
+    p = LF__MADDF(p, s, 1.128368974e-01f);
+    p = LF__MADDF(p, s, -3.761263192e-01f);
+    p = LF__MADDF(p, s, 1.283791661e-01f);
+    return a > 0.9277f ? lf__withsign(big, x) : LF__MADDF(p, x, x);   /* nan: the compare fails, p * x + x */
 }
 
 /* erfc(t) / exp(-t^2) = P(u) * v at t = a * c, v = 1/(1 + t), u = v - 1/2, for 0 <= t <= 10.25:
@@ -378,21 +406,21 @@ static inline float lf_erff(float x)
  * microcode assist per lane: 2.5x slower loops on Zen 1). */
 static inline float lf__erfcx_parts(float a, float c, float *v)
 {
-    *v = 1.0f / (a * c + 1.0f);                     /* the one division */
+    *v = 1.0f / LF__MADDF(a, c, 1.0f);              /* the one division */
     float u = *v - 0.5f;
     /* P(u) = erfcx(t) * (1 + t) at u = 1/(1 + t) - 1/2 */
     float p = -6.776236296e-01f;
-    p = p * u + 7.767965794e-01f;
-    p = p * u + 9.350130707e-02f;
-    p = p * u - 6.364834905e-01f;
-    p = p * u + 4.964570403e-01f;
-    p = p * u - 7.524619251e-02f;
-    p = p * u - 3.073405921e-01f;
-    p = p * u + 4.062010050e-01f;
-    p = p * u - 1.112166122e-01f;
-    p = p * u - 3.822234869e-01f;
-    p = p * u + 4.753613770e-01f;
-    p = p * u + 8.551671505e-01f;
+    p = LF__MADDF(p, u, 7.767965794e-01f);
+    p = LF__MADDF(p, u, 9.350130707e-02f);
+    p = LF__MADDF(p, u, -6.364834905e-01f);
+    p = LF__MADDF(p, u, 4.964570403e-01f);
+    p = LF__MADDF(p, u, -7.524619251e-02f);
+    p = LF__MADDF(p, u, -3.073405921e-01f);
+    p = LF__MADDF(p, u, 4.062010050e-01f);
+    p = LF__MADDF(p, u, -1.112166122e-01f);
+    p = LF__MADDF(p, u, -3.822234869e-01f);
+    p = LF__MADDF(p, u, 4.753613770e-01f);
+    p = LF__MADDF(p, u, 8.551671505e-01f);
     return p;
 }
 
@@ -443,27 +471,29 @@ static inline float lf_geluf(float x)
     float ax = fabsf(x);
     float a = lf__min_abs(ax, 5.6f);                /* nan -> 5.6: x * h stays nan */
     float l = 3.592354858e-07f;
-    l = l * a - 7.589044344e-06f;
-    l = l * a + 6.502707402e-05f;
-    l = l * a - 2.587908530e-04f;
-    l = l * a - 2.125179162e-05f;
-    l = l * a + 6.959931459e-03f;
-    l = l * a - 5.244715139e-02f;
-    l = l * a - 4.592188895e-01f;
-    l = l * a - 1.151104450e+00f;
-    l = l * a;                                      /* log2(2 Phi(-a)), in [-25.5, 0] */
-    float ks = l + 12583038.0f;                     /* 1.5*2^23 + 126: round(l) + 126 in the low bits */
+    l = LF__MADDF(l, a, -7.589044344e-06f);
+    l = LF__MADDF(l, a, 6.502707402e-05f);
+    l = LF__MADDF(l, a, -2.587908530e-04f);
+    l = LF__MADDF(l, a, -2.125179162e-05f);
+    l = LF__MADDF(l, a, 6.959931459e-03f);
+    l = LF__MADDF(l, a, -5.244715139e-02f);
+    l = LF__MADDF(l, a, -4.592188895e-01f);
+    l = LF__MADDF(l, a, -1.151104450e+00f);
+    /* l * a = log2(2 Phi(-a)), in [-25.5, 0], is never rounded where the target has FMA: it
+     * fuses into both of its uses (round(l a) and l a - round(l a), |r| <= 1/2; without FMA l a
+     * rounds and the difference is exact) */
+    float ks = LF__MADDF(l, a, 12583038.0f);        /* 1.5*2^23 + 126: round(l a) + 126 in the low bits */
     float kf = ks - 12583038.0f;
-    float r = l - kf;                               /* exact, |r| <= 1/2 */
+    float r = LF__MADDF(l, a, -kf);
     float sc = lf__u2f((uint32_t)lf__f2i(ks) << 23);   /* 2^(k-1) */
     sc = ax > 5.6f ? 0.0f : sc;
     float e = 1.532932947e-04f;                     /* 2^r, 3.0e-9 relative */
-    e = e * r + 1.339097158e-03f;
-    e = e * r + 9.618499316e-03f;
-    e = e * r + 5.550359562e-02f;
-    e = e * r + 2.402264774e-01f;
-    e = e * r + 6.931471825e-01f;
-    e = e * r + 1.0f;
+    e = LF__MADDF(e, r, 1.339097158e-03f);
+    e = LF__MADDF(e, r, 9.618499316e-03f);
+    e = LF__MADDF(e, r, 5.550359562e-02f);
+    e = LF__MADDF(e, r, 2.402264774e-01f);
+    e = LF__MADDF(e, r, 6.931471825e-01f);
+    e = LF__MADDF(e, r, 1.0f);
     float h = e * sc;                               /* Phi(-|x|) */
     /* x > 0 (not >=): +-0 give +-0 * 1/2, the sign of zero; +inf: 1 - 0 */
     return x * (x > 0.0f ? 1.0f - h : h);
@@ -483,8 +513,7 @@ static inline float lf_gelu_gradf(float x)
     float axc = lf__min_abs(ax, 14.5f);
     float e2;                                            /* exp(-x^2/2) * 2^64 */
     float h = lf__erfc64(axc, &e2) * 0x1p-65f;           /* erfc(|x|/sqrt2) / 2 = Phi(-|x|) */
-    float xpdf = (x * e2 * 0.398942280401432678f) * 0x1p-64f;
-    float r = (x >= 0.0f ? 1.0f - h : h) + xpdf;
+    float r = LF__MADDF(x * e2 * 0.398942280401432678f, 0x1p-64f, x >= 0.0f ? 1.0f - h : h);   /* + x phi(x) */
     float far = x > 0.0f ? 1.0f : -0.0f;
     r = ax < 14.5f ? r : far;
     return x != x || ax == INFINITY ? NAN : r;   /* inf * phi(inf) is nan, as in torch */
@@ -512,6 +541,12 @@ static inline float lf_gelu_gradf(float x)
  * t for t = -0, so gcc keeps that addition unless it is tested away. */
 static inline double lf__plus_half(double t, double half) { return half != 0.0 ? t + half : t; }
 
+/* x/pi + half + LF__RND52, x/pi never rounded: the product fuses into the first addition */
+static inline double lf__turn(double xd, double half)
+{
+    return half != 0.0 ? LF__MADD(xd, 0.3183098861837907, half) + LF__RND52 : LF__MADD(xd, 0.3183098861837907, LF__RND52);
+}
+
 /* where the far reduction takes over from the near one (|x| from 2^23 on: every
  * such float is an integer M 2^E with E >= 0, lf__far_r's first table entry) */
 #define LF__SIN_FAR 0x1p23f
@@ -521,16 +556,18 @@ static inline double lf__plus_half(double t, double half) { return half != 0.0 ?
 static inline double lf__near_r(float x, double half, double *tn)
 {
     double xd = (double)x;
-    double tm = lf__plus_half(xd * 0.3183098861837907, half) + LF__RND52;
-    double m = (2.0 * tm - 2.0 * LF__RND52) - 2.0 * half;   /* 2n - 2 half, exactly */
+    double tm = lf__turn(xd, half);
+    double m = LF__MADD(tm, 2.0, -2.0 * LF__RND52) - 2.0 * half;   /* 2n - 2 half, exactly */
     *tn = tm;
 #ifdef __FMA__
     /* pi/2 = P1 + P2 + 1.5e-33 (53 + 53 bits).  x - m*P1 in one fused
      * multiply-add is exact where |r| < 1 (m*P1's bits start at 2^-52), and
      * rounded by 2^-53 relative above; the second term costs one rounding;
-     * 1.5e-33 * |m| < 2e-18 (this split holds out to 2^50). */
-    double r = fma(-m, 1.5707963267948966, xd);
-    return fma(-m, 6.123233995736766e-17, r);
+     * 1.5e-33 * |m| < 2e-18 (this split holds out to 2^50).  m times -P, not
+     * -m times P: gcc rewrites -fma(a, b, c) as fma(-a, b, -c), which turns
+     * m = +0 into -m = +0 and sin(-0) into +0. */
+    double r = LF__MADD(m, -1.5707963267948966, xd);
+    return LF__MADD(m, -6.123233995736766e-17, r);
 #else
     /* without FMA: 24 + 24 + 53 bits, m*P1 and m*P2 exact for |m| < 2^29
      * (|x| < 8e8).  Every part is positive (pi/2 cut down): -0 - m*P stays
@@ -649,10 +686,9 @@ static inline double lf__far_r(float x, double half, double *tn)
     e = e < 0 ? 0 : (e > 104 ? 104 : e);
     double m = (double)x * lf__f64((int64_t)(1023 - e) << 52);      /* M: x 2^-E, exactly */
     double ma = m * lf__inv_pi_a[e];
-    double a = lf__plus_half(ma - 2.0 * ((ma * 0.5 + LF__RND52) - LF__RND52), half);
-    double mb = m * lf__inv_pi_b[e];
-    double tm = (a + mb) + LF__RND52;
-    double f = ((a - (tm - LF__RND52)) + mb) + m * lf__inv_pi_c[e];
+    double a = lf__plus_half(LF__MADD(-2.0, LF__MADD(ma, 0.5, LF__RND52) - LF__RND52, ma), half);
+    double tm = LF__MADD(m, lf__inv_pi_b[e], a) + LF__RND52;                        /* (M B: exact) */
+    double f = LF__MADD(m, lf__inv_pi_c[e], LF__MADD(m, lf__inv_pi_b[e], a - (tm - LF__RND52)));
     *tn = tm;
     return f * 3.141592653589793;
 }
@@ -663,9 +699,11 @@ static inline float lf__sin_signed(float x, double r, double tm)
     /* sin(r) = r (1 + z P(z)), z = r^2: P a degree-4 fit on |r| <= 1.5712
      * (2.4e-11 relative); r * (...) keeps sin(-0) = -0 */
     double z = r * r;
-    double p = -1.6666666626041696e-01 + z * (8.333331103901522e-03 + z * (-1.984086757786254e-04
-             + z * (2.7525351171678393e-06 + z * -2.388830999226409e-08)));
-    double s = r * (p * z + 1.0);
+    double p = LF__MADD(z, -2.388830999226409e-08, 2.7525351171678393e-06);
+    p = LF__MADD(z, p, -1.984086757786254e-04);
+    p = LF__MADD(z, p, 8.333331103901522e-03);
+    p = LF__MADD(z, p, -1.6666666626041696e-01);
+    double s = r * LF__MADD(p, z, 1.0);
     s = lf__f64(lf__i64(s) ^ (lf__i64(tm) << 63));   /* (-1)^n */
     float v = (float)s;
     return fabsf(x) < INFINITY ? v : x - x;           /* inf, nan -> nan */
@@ -701,7 +739,7 @@ static inline float lf_cos_nearf(float x) { double tn, r = lf__near_r(x, 0.5, &t
 static inline float lf_expm1f(float x)
 {
     float t = lf__clamp_bits(x, 0xC1F00000u, 0x42B20000);   /* [-30, 89]: e^-30 - 1 rounds to -1; 2^128 is inf */
-    float ks = t * LF__LOG2E + LF__SHIFT1;
+    float ks = LF__MADDF(t, LF__LOG2E, LF__SHIFT1);
     float kf = ks - LF__SHIFT1;
     float q = lf__expm1_poly(lf__ln2_reduce(t, kf));
     /* 2^k, k in [-44, 128]: k = 128 (x from 88.38 on, where e^x - 1 is finite up to 88.72) is
@@ -709,7 +747,7 @@ static inline float lf_expm1f(float x)
      * q < 0); there s - 1 rounds to s, so the result is (1 + q) 2^128 rounded once */
     uint32_t kb = (uint32_t)lf__f2i(ks) << 23;
     float s = lf__u2f(kb < 0x7F000000u ? kb : 0x7F000000u);
-    float r = s * q + (s - 1.0f);
+    float r = LF__MADDF(s, q, s - 1.0f);
     r = kb > 0x7F000000u ? r * 2.0f : r;
     return x < 0.0f || x > 0.0f ? r : x;                     /* -0 stays -0; nan */
 }
@@ -758,8 +796,10 @@ static inline float lf__atan_abs(float a)
     float base = mid ? 0.78539816339744831f : 0.0f;
     base = big ? 1.5707963267948966f : base;
     float z = t * t;
-    float p = ((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z - 3.33329491539e-1f;
-    return base + (p * z * t + t);
+    float p = LF__MADDF(8.05374449538e-2f, z, -1.38776856032e-1f);
+    p = LF__MADDF(p, z, 1.99777106478e-1f);
+    p = LF__MADDF(p, z, -3.33329491539e-1f);
+    return base + LF__MADDF(p * z, t, t);
 }
 
 static inline float lf_atanf(float x)
@@ -801,11 +841,11 @@ static inline double lf__log2_pos(float a)
     double z = (double)lf__i2f(lf__f2i(as) - (tmp & (int32_t)0xff800000u));
     double s = (z - 1.0) / (z + 1.0);
     double w = s * s, w2 = w * w;
-    double p01 = 2.8853900817778513 + w * 0.96179669411318813;
-    double p23 = 0.57707794240516308 + w * 0.41220924865067943;
-    double p45 = 0.31990583967761493 + w * 0.28289822796253328;
-    double p = (p01 + w2 * p23) + (w2 * w2) * p45;
-    return s * p + (double)k;
+    double p01 = LF__MADD(w, 0.96179669411318813, 2.8853900817778513);
+    double p23 = LF__MADD(w, 0.41220924865067943, 0.57707794240516308);
+    double p45 = LF__MADD(w, 0.28289822796253328, 0.31990583967761493);
+    double p = LF__MADD(w2 * w2, p45, LF__MADD(w2, p23, p01));
+    return LF__MADD(s, p, (double)k);
 }
 
 /* 2^t for t in [-1000, 1000] or NaN, in double: k = rint(t), r = t - k in [-1/2, 1/2] exactly,
@@ -816,14 +856,14 @@ static inline double lf__exp2_64(double t)
     double kd = ks - LF__RND52;
     double r = t - kd;
     double r2 = r * r;
-    double q01 = 0.69314718055683155 + r * 0.24022650922342753;
-    double q23 = 0.05550410906331802 + r * 0.0096180566698846458;
-    double q45 = 0.0013333478467259774 + r * 0.00015461447463557303;
-    double q = q45 + r2 * 1.5303702448579483e-05;
-    q = q23 + r2 * q;
-    q = q01 + r2 * q;
+    double q01 = LF__MADD(r, 0.24022650922342753, 0.69314718055683155);
+    double q23 = LF__MADD(r, 0.0096180566698846458, 0.05550410906331802);
+    double q45 = LF__MADD(r, 0.00015461447463557303, 0.0013333478467259774);
+    double q = LF__MADD(r2, 1.5303702448579483e-05, q45);
+    q = LF__MADD(r2, q, q23);
+    q = LF__MADD(r2, q, q01);
     double scale = lf__f64((lf__i64(ks) + 1023) << 52);
-    return (r * q + 1.0) * scale;
+    return LF__MADD(r, q, 1.0) * scale;
 }
 
 /* float pow(x, y) = 2^(y log2|x|), both in double (so the result is within 0.502 ulp of

@@ -30,7 +30,7 @@ _F32_COST = {Op.GELU: 80, Op.GELU_GRAD: 80, Op.EXP: 20, Op.LOG: 20, Op.TANH: 20,
              Op.HARDSIGMOID: 10, Op.HARDSWISH: 10,   # (their division by 6)
              Op.ELU: 16, Op.SOFTPLUS: 50, Op.LOGSIGMOID: 50, Op.MISH: 70,
              Op.CLAMP: 2, Op.LOG2: 21, Op.LOG10: 21, Op.EXP2: 21,
-             Op.HYPOT: 12, Op.LOGADDEXP: 45, Op.LOGADDEXP2: 46, Op.XLOGY: 22, Op.LERP: 4}   # pow: its exponent is a runtime scalar, most often 2 (x * x, see lf_powf)
+             Op.HYPOT: 12, Op.LOGADDEXP: 45, Op.LOGADDEXP2: 46, Op.XLOGY: 22, Op.LERP: 4, Op.FMA: 2}   # pow: its exponent is a runtime scalar, most often 2 (x * x, see lf_powf)
 _LIBM = 200   # a scalar call per element: fmod (floor division, float64 fmod and %), float64 transcendentals
 _LIBM_ALWAYS = frozenset({Op.FLOORDIV})
 _FMOD_F32 = 16   # float fmod and %: a double division, a truncation and an FMA (lf__fmodf_q)

@@ -142,7 +142,7 @@ LF_FLOORDIV_F(lf_floordiv_fd, double, fmod, floor, copysign)
 static inline double lf__fmod_quotient(float a, float b) { return __builtin_trunc((double)a / (double)b); }
 static inline int lf__fmod_large(double q) { double m = fabs(q); return m >= 0x1p29 && m < INFINITY; }
 static inline float lf__fmodf_q(float a, float b, double q) {
-    float r = (float)(q == 0 ? (double)a : (double)a - q * (double)b);   /* (q == 0: b may be inf) */
+    float r = (float)(q == 0 ? (double)a : LF__MADD(-q, (double)b, (double)a));   /* (q == 0: b may be inf) */
     return r == 0 ? lf__withsign(0.0f, a) : r;                          /* a zero keeps a's sign */
 }
 static inline float lf_fmodf_exact(float a, float b) { return (float)fmod((double)a, (double)b); }
@@ -1085,12 +1085,14 @@ def _logaddexp(base_two: bool):
 
 
 def _lerp(a, e) -> str:
-    """torch's lerp (srcs x, end, weight): x + w (end - x) where |w| < 0.5, else end - (end - x)(1 - w);
-    gcc contracts each into one FMA, as torch's vectorised kernel computes them."""
+    """torch's lerp (srcs x, end, weight): x + w (end - x) where |w| < 0.5, else end - (end - x)(1 - w),
+    each one fused multiply-add where the target has FMA (LF__MADDF/LF__MADD), as torch's kernel
+    computes them (bit for bit: tests/test_per_op_rounding.py)."""
     x, end, w = a
-    ctype, one, half, fabs = ("float", "1.0f", "0.5f", "fabsf") if _f32(e) else ("double", "1.0", "0.5", "fabs")
-    return (f"({{ {ctype} lf_w = {w}, lf_d = {end} - {x}; {fabs}(lf_w) < {half} ? {x} + lf_w * lf_d "
-            f": {end} - lf_d * ({one} - lf_w); }})")
+    ctype, one, half, fabs, madd = (("float", "1.0f", "0.5f", "fabsf", "LF__MADDF") if _f32(e)
+                                    else ("double", "1.0", "0.5", "fabs", "LF__MADD"))
+    return (f"({{ {ctype} lf_w = {w}, lf_d = {end} - {x}; {fabs}(lf_w) < {half} ? {madd}(lf_w, lf_d, {x}) "
+            f": {madd}(-lf_d, {one} - lf_w, {end}); }})")
 
 
 def _scalar_pow_f32(e) -> bool:
@@ -1191,6 +1193,8 @@ C_OPS.update({
                             if _f32(e) else
                             f"({{ double lf_y = {a[1]}; lf_y != lf_y ? NAN : {a[0]} == 0.0 ? 0.0 : {a[0]} * log(lf_y); }})"),
     Op.LERP: _lerp,
+    Op.FMA: lambda a, e: (f"{'LF__MADDF' if _f32(e) else 'LF__MADD'}({a[0]}, {a[1]}, {a[2]})" if _fl(e)
+                          else f"({a[0]} * {a[1]} + {a[2]})"),
     Op.HYPOT: lambda a, e: (f"({{ double lf_a = {a[0]}, lf_b = {a[1]}; float lf_h = (float)sqrt(lf_a * lf_a + lf_b * lf_b); "
                             f"((fabsf({a[0]}) == INFINITY) | (fabsf({a[1]}) == INFINITY)) ? INFINITY : lf_h; }})"
                             if _f32(e) else f"hypot({a[0]}, {a[1]})"),

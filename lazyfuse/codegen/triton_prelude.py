@@ -350,9 +350,10 @@ def lf_xlogy(x, y):
 
 @triton.jit
 def lf_lerp(x, end, w):
-    # torch's lerp: each formula exact at its own end (x at w = 0, end at w = 1)
+    # torch's lerp: each formula exact at its own end (x at w = 0, end at w = 1), each one fused
+    # multiply-add as torch's kernel computes it
     d = end - x
-    return tl.where(tl.abs(w) < 0.5, x + w * d, end - d * (1.0 - w))
+    return tl.where(tl.abs(w) < 0.5, tl.fma(w, d, x), tl.fma(-d, 1.0 - w, end))
 
 
 @triton.jit

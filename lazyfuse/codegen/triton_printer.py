@@ -790,6 +790,7 @@ TRITON_OPS.update({
     Op.LOGADDEXP2: lambda a, e: f"lf_logaddexp2({a[0]}, {a[1]})",
     Op.XLOGY: lambda a, e: f"lf_xlogy({a[0]}, {a[1]})",
     Op.LERP: lambda a, e: f"lf_lerp({a[0]}, {a[1]}, {a[2]})",
+    Op.FMA: lambda a, e: (f"tl.fma({a[0]}, {a[1]}, {a[2]})" if e.dtype.is_float else f"({a[0]} * {a[1]} + {a[2]})"),
     Op.HYPOT: lambda a, e: f"lf_hypot{64 if src_dtype(e).name == 'float64' else 32}({a[0]}, {a[1]})",
     Op.LOG2: _call("tl.log2"),
     Op.LOG10: lambda a, e: f"(tl.log({a[0]}) * {BASE_FACTOR[Op.LOG10]!r})",

@@ -122,6 +122,10 @@ class Op(enum.Enum):
     # srcs (x, end, weight), weight a runtime scalar or a tensor: torch's lerp, x + w (end - x)
     # where |w| < 0.5, else end - (end - x)(1 - w) (each formula exact at its own end)
     LERP = ("lerp", Kind.ELEMENTWISE)
+    # srcs (a, b, c): a * b + c, rounded once where the target has FMA (C's LF__MADDF/LF__MADD,
+    # Triton's tl.fma), else the product rounded first: torch's addcmul, whose kernel computes
+    # self + value * t1 * t2 with the last product fused into the addition
+    FMA = ("fma", Kind.ELEMENTWISE)
     # srcs (index, size), int64, size a runtime scalar; ``arg`` (op name, dim, wrap): ``index``
     # made non-negative (``wrap``: a negative one counts from the end), where an index out of
     # [-size, size) (``wrap``) or [0, size) sets the kernel's error flag: the drain raises
@@ -186,7 +190,7 @@ BASE_FACTOR = {Op.LOG2: 1.0 / math.log(2.0), Op.LOG10: 1.0 / math.log(10.0)}
 UNARY = frozenset(op for op in Op if op.kind is Kind.ELEMENTWISE) - {
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.ATAN2, Op.COPYSIGN, Op.LEAKY_RELU, Op.HARDSIGMOID, Op.HARDSWISH, Op.POW, Op.MAXIMUM,
     Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR, Op.WHERE, Op.NAN_TO_NUM, Op.ELU, Op.SOFTPLUS, Op.CAT,
-    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY, Op.LERP, Op.CHECK_INDEX}
+    Op.FLIP, Op.ROLL, Op.CLAMP, Op.HYPOT, Op.LOGADDEXP, Op.LOGADDEXP2, Op.XLOGY, Op.LERP, Op.FMA, Op.CHECK_INDEX}
 
 
 class Node:

@@ -236,6 +236,11 @@ def launch_params(kernel, cfg, interpreted: bool):
         grid = (sum(-(-seg.outer_numel // cfg.block) for seg in kernel.segments or (kernel,)),)
     if cfg.num_stages and not interpreted:
         kwargs["num_stages"] = cfg.num_stages
+    if not interpreted:
+        # each op's result rounds as torch's (as the C kernels' -ffp-contract=off): LLVM fuses a
+        # product into the next op's addition by default; the FMAs meant are tl.fma in the source
+        # (Op.FMA, lf_lerp). The interpreter (numpy) never fuses. Untested on a GPU here.
+        kwargs["enable_fp_fusion"] = False
     return grid, kwargs
 
 
