@@ -49,16 +49,16 @@ def bitcast_view(v: View, src: dt.DType, dst: dt.DType) -> View:
     if not v.shape:
         raise ShapeError(f"self.dim() cannot be 0 {what}: a 0-d tensor views only a dtype of its own itemsize "
                          f"({src.itemsize} bytes)")
-    if v.strides[-1] != 1:
-        raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {v.strides[-1]}: call .contiguous() first")
     if src.itemsize > dst.itemsize:
+        _check_last_stride(v, what)
         r = src.itemsize // dst.itemsize
         return View(v.shape[:-1] + (v.shape[-1] * r,), tuple(s * r for s in v.strides[:-1]) + (1,), v.offset * r)
-    r = dst.itemsize // src.itemsize
+    r = dst.itemsize // src.itemsize   # (torch's order of the checks: its message names the first that fails)
     if v.shape[-1] % r:
         raise ShapeError(f"self.size(-1) must be divisible by {r} {what}, but got {v.shape[-1]}")
     if v.offset % r:
         raise ShapeError(f"self.storage_offset() must be divisible by {r} {what}, but got {v.offset}")
+    _check_last_stride(v, what)
     for d, s in enumerate(v.strides[:-1]):
         if s % r:
             raise ShapeError(f"self.stride({d}) must be divisible by {r} {what}, but got {s}")
@@ -71,6 +71,11 @@ def flat_as(flat: torch.Tensor, dtype: dt.DType) -> torch.Tensor:
         return flat.view(dtype.torch)
     raw = flat.view(torch.uint8)
     return raw[:raw.numel() // dtype.itemsize * dtype.itemsize].view(dtype.torch)
+
+
+def _check_last_stride(v: View, what: str) -> None:
+    if v.strides[-1] != 1:
+        raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {v.strides[-1]}: call .contiguous() first")
 
 
 class ResizedStorage:
