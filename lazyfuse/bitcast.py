@@ -121,6 +121,10 @@ class ResizedStorage:
         root = self._root_tensor()
         root._write(extern(_bytes_written, root, result_tensor(self.device, node))._read())
 
+    def over(self, base) -> "ResizedStorage":
+        """The same reading of another storage of the base's dtype and shape."""
+        return ResizedStorage(base, self.dtype, self.device)
+
 
 def _bytes_as(t: torch.Tensor, dtype: torch.dtype, n: int) -> torch.Tensor:
     """The first ``n`` elements of ``dtype`` that ``t``'s bytes hold, a new tensor."""

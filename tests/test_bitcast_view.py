@@ -41,7 +41,7 @@ def same_bytes(got: lf.Tensor, want: torch.Tensor) -> None:
     g = got.torch()
     assert got.dtype == want.dtype and got.shape == tuple(want.shape)
     assert got.stride() == want.stride() and got._view.offset == want.storage_offset()
-    assert torch.equal(g.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8))
+    assert torch.equal(g.reshape(-1).contiguous().view(torch.uint8), want.reshape(-1).contiguous().view(torch.uint8))
 
 
 def carve(t, how: int):
@@ -141,6 +141,9 @@ def test_float_bit_tricks_through_int_views(device):
     tb = t.view(torch.int32)
     tb ^= -2 ** 31
     assert torch.equal(x.torch().view(torch.int32), t.view(torch.int32))
+    x.view(torch.uint8)[3::4] ^= 0x80   # another itemsize: each float's sign byte, flipped back
+    t.view(torch.uint8)[3::4] ^= 0x80
+    assert torch.equal(x.torch().view(torch.int32), t.view(torch.int32))
     h = torch.tensor([1.0, -2.5, 65504.0], dtype=torch.bfloat16)
     y = lf.tensor(h.clone(), device=device)
     y.view(torch.int16)[1] = 16256   # bf16 1.0's bits
@@ -159,6 +162,36 @@ def test_views_of_views_share_one_memory_and_version():
     ta.add_(1)
     assert torch.equal(x.torch(), t) and x._storage.version == before + 1
     assert x.view(torch.float32)._storage is x._storage   # its own dtype: the storage itself
+
+
+# torch's own cases (test_view_ops.py, test_view_dtype_new): a base of each shape, then its view
+TORCH_INPUTS = [((4, 4, 64), lambda b: b), ((4, 4, 64), lambda b: b.permute(1, 0, 2)),
+                ((4, 64, 4), lambda b: b.permute(2, 0, 1)), ((1, 5, 1), lambda b: b.expand(5, 5, 64)),
+                ((2, 5, 256), lambda b: b[1::2, 1:, ::2]), ((0, 5, 64), lambda b: b), ((), lambda b: b)]
+
+
+@pytest.mark.parametrize("shape,carve_view", TORCH_INPUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torchs_view_dtype_cases_natively_and_through_the_frontend(dtype, shape, carve_view):
+    base = (torch.arange(torch.Size(shape).numel()) % (2 if dtype is torch.bool else 11) - 5 * (dtype is not torch.bool))
+    base = base.to(dtype).reshape(shape)
+    a, x, fa = carve_view(base), carve_view(lf.tensor(base.clone())), carve_view(lf.lazy(base.clone()))
+    for view_dtype in DTYPES:
+        if view_dtype is torch.bool:
+            continue   # (as torch's test: another byte than 0/1 is no bool)
+        try:
+            want = a.view(view_dtype)
+        except RuntimeError as e:
+            for got in (x, fa):
+                with pytest.raises(RuntimeError) as refused:
+                    got.view(view_dtype)
+                assert str(refused.value).startswith(str(e))
+            continue
+        same_bytes(x.view(view_dtype), want)
+        assert torch.equal(x.view(view_dtype).view(dtype).torch(), a)
+        fv = fa.view(view_dtype)
+        assert fv.data_ptr() == fa.data_ptr() and fv.stride() == want.stride() and fv.shape == want.shape
+        assert torch.equal(lf.eager(fv).reshape(-1).contiguous().view(torch.uint8), want.reshape(-1).contiguous().view(torch.uint8))
 
 
 # -- refusals -------------------------------------------------------------------------------------------------------
@@ -232,3 +265,20 @@ def test_the_frontend_view_aliases_both_ways_with_torchs_data_ptr():
     a.mul_(3)
     la.mul_(3)
     assert torch.equal(lf.eager(lb), b) and torch.equal(lf.eager(lu), u)
+
+
+# -- capture and explain --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16])
+def test_a_captured_graphs_view_output_is_poisoned_like_any_output(dtype):
+    a = lf.tensor(torch.arange(4, dtype=torch.float32))
+    g = lf.capture(lf.device("cpu"), lambda: (a * 2).view(dtype), check_overwrites=True)
+    first, second = g.replay(), g.replay()
+    assert torch.equal(second.torch(), (torch.arange(4.0) * 2).view(dtype))
+    with pytest.raises(lf.CaptureError, match="overwritten"):
+        first.tolist()   # (it was returned as is: it showed the later replay's values)
+
+
+def test_explain_of_a_view_shows_its_roots_work_and_the_fused_bitcast():
+    x = lf.tensor([1.0, 2.0])
+    assert "bitcast(" in str(lf.explain(x.view(torch.int32) + 1))
+    assert "add(" in str(lf.explain((x + 1).view(torch.int32)))   # (a KeyError: the view's node changed per read)

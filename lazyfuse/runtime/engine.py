@@ -159,6 +159,10 @@ class BitcastStorage:
     def update(self, node: Node) -> None:
         self.base.update(Node(Op.BITCAST, (node,), self.base.dtype, node.shape))
 
+    def over(self, base: Storage) -> "BitcastStorage":
+        """The same reading of another storage of the base's dtype and shape."""
+        return BitcastStorage(base, self.dtype)
+
 
 class Engine:
     def __init__(self, device):
