@@ -20,7 +20,7 @@ import torch
 
 from .errors import ShapeError
 from .ir import dtypes as dt
-from .ir.node import Node, Op
+from .ir.node import Node
 from .ir.view import View, contiguous_view
 from .runtime.engine import BitcastStorage
 
@@ -78,32 +78,28 @@ def _check_last_stride(v: View, what: str) -> None:
         raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {v.strides[-1]}: call .contiguous() first")
 
 
-class ResizedStorage:
+class ResizedStorage(BitcastStorage):
     """A root storage's bytes as a flat storage of a dtype of another itemsize (the module
-    docstring): ``current`` an extern reading them; ``update`` writes a new flat value back over the root's bytes."""
+    docstring): ``current`` an extern reading them, ``update`` one writing a new flat value back
+    over them. The rest (engine, buffer, version...) is the root's, as BitcastStorage's."""
 
-    __slots__ = ("base", "dtype", "shape", "view", "device", "__weakref__")
+    __slots__ = ("device",)
 
     def __init__(self, base, dtype: dt.DType, device):
-        self.base = base
-        self.dtype = dtype
-        self.shape = (base.numel * base.dtype.itemsize // dtype.itemsize,)
-        self.view = contiguous_view(self.shape)
+        super().__init__(base, dtype)
         self.device = device
 
-    engine = property(lambda self: self.base.engine)
-    root = property(lambda self: self.base)
-    numel = property(lambda self: self.shape[0])
-    buffer = property(lambda self: self.base.buffer)
-    before = property(lambda self: self.base.before)
+    @property
+    def shape(self) -> tuple:
+        return (self.base.numel * self.base.dtype.itemsize // self.dtype.itemsize,)
 
     @property
-    def version(self) -> int:
-        return self.base.version
+    def view(self) -> View:
+        return contiguous_view(self.shape)
 
-    @version.setter
-    def version(self, value: int) -> None:
-        self.base.version = value
+    @property
+    def numel(self) -> int:
+        return self.shape[0]
 
     def _root_tensor(self):
         from .tensor import Tensor
@@ -122,7 +118,6 @@ class ResizedStorage:
         root._write(extern(_bytes_written, root, result_tensor(self.device, node))._read())
 
     def over(self, base) -> "ResizedStorage":
-        """The same reading of another storage of the base's dtype and shape."""
         return ResizedStorage(base, self.dtype, self.device)
 
 

@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from . import autograd, ops
+from .bitcast import flat_as, view_as_dtype
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
 from .ir.shapes import as_int, check_shape, normalize_dim, normalize_dims, prod
 from .ir.view import View
-from .bitcast import flat_as, view_as_dtype
 from .runtime.engine import Storage
 from .runtime.pool import strided
 

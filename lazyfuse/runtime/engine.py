@@ -123,9 +123,11 @@ class Storage:
 class BitcastStorage:
     """A storage's memory read as another dtype of the same itemsize (``x.view(torch.int32)`` of
     a float32 tensor). It holds no value of its own, so the two can never disagree: a read is
-    the base's current value bitcast (a BITCAST node), and an in-place write is recorded on the base as the written value bitcast back
-    to the base's dtype. Writes through either dtype show in the other, in program order; the
-    engine and its buffers only ever see the base (storages hold one dtype)."""
+    the base's current value bitcast (a BITCAST node), and an in-place write is recorded on the
+    base as the written value bitcast back to the base's dtype. Writes through either dtype show
+    in the other, in program order; the engine and its buffers only ever see the base (storages
+    hold one dtype). ``lazyfuse.bitcast`` makes them, and its ResizedStorage (another itemsize)
+    is one with its own shape, reads and writes."""
 
     __slots__ = ("base", "dtype", "__weakref__")
 
