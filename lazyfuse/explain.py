@@ -181,9 +181,10 @@ def explain(fn_or_tensor, *args, **kwargs) -> Explanation:
     tensors = _tensors(result)
     storages, seen = [], set()
     for t in tensors:
-        if t._storage.current.is_pending and id(t._storage) not in seen:
-            seen.add(id(t._storage))
-            storages.append(t._storage)
+        st = t._storage.root   # (a view of another dtype computes nothing of its own: its root's work)
+        if st.current.is_pending and id(st) not in seen:
+            seen.add(id(st))
+            storages.append(st)
     device = tensors[0].device if tensors else None
     recompiles = device.engine.misses.reports() if device is not None else []
     if not storages:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from . import autograd, ops
+from .bitcast import flat_as, view_as_dtype
 from .errors import DTypeError, LazyfuseError, ShapeError
 from .ir import dtypes as dt
 from .ir.node import Node, Op
@@ -186,7 +187,7 @@ class Tensor(metaclass=_TensorType):
     def _device_view(self, reason: str) -> torch.Tensor:
         """After a drain, a torch view (no copy) of this tensor's elements in its buffer."""
         self.device.engine.sync(reason)
-        st = self._storage
+        st = self._storage.root   # (the one holding the memory, for a view of another dtype)
         if st.current.op is Op.ERROR:
             err = st.current.arg
             try:
@@ -199,6 +200,8 @@ class Tensor(metaclass=_TensorType):
             return self._device_view(reason)
         v = self._view
         base = st.buffer.tensor
+        if st.dtype is not self.dtype:
+            base = flat_as(base, self.dtype)
         return strided(base, v) if v.numel else base[:0].reshape(v.shape)
 
     def torch(self) -> torch.Tensor:
@@ -781,10 +784,8 @@ class Tensor(metaclass=_TensorType):
     def view(self, *shape):
         """As ``reshape`` but always a view of the same storage: ShapeError when strides don't allow one."""
         if len(shape) == 1 and isinstance(shape[0], (dt.DType, torch.dtype)):
-            # the bits reinterpreted as another dtype, as torch's, but a copy (an extern): lazyfuse
-            # storages hold one dtype, so writes through it do not reach this tensor
-            from .extern import extern
-            return extern(_bitcast, self, dt.as_dtype(shape[0]).torch)
+            # the same memory read as another dtype, a view that aliases this one (lazyfuse.bitcast)
+            return view_as_dtype(self, dt.as_dtype(shape[0]))
         shape = self._infer_shape(shape)
         v = self._view.reshape(shape)
         if v is None:
@@ -1153,11 +1154,6 @@ def is_tensor(x) -> bool:
 
 
 __all__ = ["Tensor", "result_tensor", "is_tensor", "MaxMin"]
-
-
-def _bitcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t.view(dtype)`` as a new tensor (see ``Tensor.view``)."""
-    return t.view(dtype).clone()
 
 
 # (at the bottom, for the methods that call them: each imports this module's Tensor, and an import

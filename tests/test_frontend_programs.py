@@ -642,14 +642,6 @@ def test_host_reads_printing_and_python_protocols_behave_as_on_torch():
 
 
 # -- what the frontend refuses, and how ---------------------------------------------------------------------------
-def test_a_bit_reinterpreting_view_is_refused_naming_the_op_and_the_alternative():
-    x = lf.lazy(torch.ones(4))
-    assert x.view(torch.float32).storage_offset() == 0      # the same dtype: a view of itself
-    with pytest.raises(lf.DTypeError, match=r"aten::view\.dtype.*\.to\(dtype\)"):
-        x.view(torch.int32)
-    assert (x + 1).tolist() == [2.0] * 4                     # the engine still works
-
-
 def test_an_lstm_over_a_packed_sequence_matches_torch_eager():
     def program(lstm, x):
         packed = nn.utils.rnn.pack_padded_sequence(x, torch.tensor([2, 5, 3]), batch_first=True,

@@ -20,7 +20,7 @@ BASE = {"lazyfuse.errors", "lazyfuse.config", "lazyfuse.version"}
 API = {"lazyfuse." + m for m in ("tensor", "ops", "creation", "functions", "indexing", "interop", "autograd",
                                  "nn", "optim", "explain", "testing", "distributed", "torch_frontend", "extern", "surface",
                                  "torch_ops", "torch_math", "torch_index", "advanced_indexing", "linalg", "special",
-                                 "fft", "cuda", "serialization", "random_draws", "signal")}
+                                 "fft", "cuda", "serialization", "random_draws", "signal", "bitcast")}
 TOP = {"lazyfuse", "lazyfuse.__main__", "lazyfuse.demo", "lazyfuse.conformance"}
 LAYERS = ["base", "ir", "codegen", "runtime", "api", "graph", "top"]
 DECLARED_UPWARD: dict = {   # (importer, imported) -> why

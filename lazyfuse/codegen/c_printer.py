@@ -335,6 +335,14 @@ class CPrinter(Printer):
             return f"({r} == 0 ? 0 : {r})"
         return super().cast(x, src, dst)
 
+    def reinterpret(self, x: str, src, dst) -> str:
+        """The bits of ``x`` in ``src``'s storage type copied into ``dst``'s (memcpy: no aliasing
+        rule broken; gcc turns it into a register move)."""
+        n = self.fresh()
+        back = f"lf_bf2f(lf_r{n})" if dst.name == "bfloat16" else f"({COMPUTE[dst.name]})lf_r{n}"
+        return (f"({{ {STORAGE[src.name]} lf_b{n} = {_to_storage(x, src)}; {STORAGE[dst.name]} lf_r{n}; "
+                f"memcpy(&lf_r{n}, &lf_b{n}, sizeof lf_r{n}); {back}; }})")
+
     def to_bool(self, x: str) -> str:
         return f"(uint8_t)({x} != 0)"
 

@@ -227,13 +227,13 @@ def rounds_to_storage(e: Expr) -> bool:
 
     float16/bfloat16 values are computed in float32, but torch eager rounds every op's result
     to the op's dtype, and fusion must not change what a program computes (a float16
-    ``8 ** 8`` is inf, so ``v - v`` is nan, not 0). Loads are exact, a CAST from another dtype
+    ``8 ** 8`` is inf, so ``v - v`` is nan, not 0). Loads and BITCASTs (bits of the dtype) are exact, a CAST from another dtype
     rounds by itself (one to the same dtype does not, and may hold a scalar: ``full``), and
     runtime scalars stay float32 as torch's scalar operands do."""
     if e.dtype.name not in HALF:
         return False
     if isinstance(e, Apply):
-        return e.op is not Op.CAST or e.srcs[0].dtype is e.dtype
+        return e.op is not Op.BITCAST and (e.op is not Op.CAST or e.srcs[0].dtype is e.dtype)
     return isinstance(e, (Acc, MatmulValue, Random))
 
 

@@ -91,6 +91,8 @@ class Printer:
         """The code of the elementwise ``e`` on operands ``a``: a cast, else the op's table entry."""
         if e.op is Op.CAST:
             return self.cast(a[0], src_dtype(e), e.dtype)
+        if e.op is Op.BITCAST:
+            return self.bitcast(a[0], src_dtype(e), e.dtype)
         rule = self.OPS.get(e.op)
         if rule is None:
             raise NotImplementedError(f"{self.LANGUAGE} printer: no rule for {e.op}")
@@ -113,6 +115,20 @@ class Printer:
         if dst.name in ("float16", "bfloat16") and src is not dst:
             return self.to_half(x, src, dst)
         return self.convert(x, dst)
+
+    def bitcast(self, x: str, src, dst) -> str:
+        """``x`` of dtype ``src`` with its bits read as ``dst`` (the same itemsize), in the
+        compute type. Between integers that is the value modulo 2^bits (a truncating convert:
+        int8 -1 is uint8 255), to bool ``!= 0`` (a bool holds 0 or 1); with a float on either
+        side the backend's ``reinterpret`` goes through the storage types."""
+        if dst.is_bool:
+            return self.to_bool(x)
+        if not src.is_float and not dst.is_float:
+            return self.convert(x, dst)
+        return self.reinterpret(x, src, dst)
+
+    def reinterpret(self, x: str, src, dst) -> str:
+        raise NotImplementedError
 
     def to_bool(self, x: str) -> str:
         raise NotImplementedError

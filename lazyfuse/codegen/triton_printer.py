@@ -368,6 +368,15 @@ class TritonPrinter(Printer):
         return f"tl.where({i} < 0, {i} + {n}, {i})" if wrap else i
 
     # -- casts (the cases: printer_base.Printer.cast) ------------------------------------------
+    def reinterpret(self, x: str, src, dst) -> str:
+        """``x`` in ``src``'s storage type, bitcast to ``dst``'s, then in ``dst``'s compute type
+        (bfloat16 both ways by its bits, as loads and stores: see ``to_storage``)."""
+        raw = f"lf_f32_to_bf16({x})" if src.name == "bfloat16" else f"{x}.to({STORAGE[src.name]})"
+        bits = f"{raw}.to({STORAGE[dst.name]}, bitcast=True)"
+        if dst.name == "bfloat16":
+            return f"lf_bf16_to_f32({bits})"
+        return f"{bits}.to({COMPUTE[dst.name]})" if STORAGE[dst.name] != COMPUTE[dst.name] else bits
+
     def to_bool(self, x: str) -> str:
         return f"({x} != 0)"
 

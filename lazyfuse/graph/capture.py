@@ -195,11 +195,13 @@ class Graph:
     def _alias(self, t: Tensor) -> Tensor:
         """A tensor on ``t``'s buffer with a storage of its own, so that storage alone can be
         marked overwritten (every read of it raises; ``t`` and other replays' outputs are untouched)."""
-        st = self.device.alias_storage(t._storage)
+        held = t._storage
+        st = self.device.alias_storage(held.root)
         if st is None:   # a value that failed to compute: it raises on reads anyway
             return t
         self._handed.append(weakref.ref(st))
-        return Tensor(st, t._view, t.device)
+        # (a view of another dtype: the same stand-in over the alias, so it is poisoned with it)
+        return Tensor(st if held is held.root else held.over(st), t._view, t.device)
 
     def reset(self) -> None:
         """Drop the recorded launches, the buffers they bind and the output; capture into this

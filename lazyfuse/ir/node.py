@@ -69,6 +69,9 @@ class Op(enum.Enum):
     # d/dx gelu(x), Phi(x) + x*phi(x): one op for the backward (autograd.rules._gelu_grad)
     GELU_GRAD = ("gelu_grad", Kind.ELEMENTWISE)
     CAST = ("cast", Kind.ELEMENTWISE)
+    # the source's bits read as ``dtype``, of the same itemsize (``x.view(torch.int32)`` of a
+    # float32 tensor): float <-> int exactly, int <-> int modulo 2^bits, to bool by ``!= 0``
+    BITCAST = ("bitcast", Kind.ELEMENTWISE)
     # elementwise, binary
     ADD = ("add", Kind.ELEMENTWISE)
     SUB = ("sub", Kind.ELEMENTWISE)

@@ -98,6 +98,11 @@ class Storage:
     def numel(self) -> int:
         return self.view.numel
 
+    @property
+    def root(self) -> "Storage":
+        """The storage holding this one's memory: itself (a view of another dtype's is its base's)."""
+        return self
+
     def update(self, node: Node) -> None:
         """A new version (an in-place write): recorded like any op. A recording refused before
         the node was entered (another thread's, during a capture) leaves the old version: the
@@ -113,6 +118,52 @@ class Storage:
             if self.current is node:
                 self.version += 1
                 self.before = old
+
+
+class BitcastStorage:
+    """A storage's memory read as another dtype of the same itemsize (``x.view(torch.int32)`` of
+    a float32 tensor). It holds no value of its own, so the two can never disagree: a read is
+    the base's current value bitcast (a BITCAST node), and an in-place write is recorded on the
+    base as the written value bitcast back to the base's dtype. Writes through either dtype show
+    in the other, in program order; the engine and its buffers only ever see the base (storages
+    hold one dtype). ``lazyfuse.bitcast`` makes them, and its ResizedStorage (another itemsize)
+    is one with its own shape, reads and writes."""
+
+    __slots__ = ("base", "dtype", "__weakref__")
+
+    def __init__(self, base: Storage, dtype):
+        self.base = base
+        self.dtype = dtype
+
+    engine = property(lambda self: self.base.engine)
+    root = property(lambda self: self.base)
+    shape = property(lambda self: self.base.shape)
+    view = property(lambda self: self.base.view)
+    numel = property(lambda self: self.base.numel)
+    buffer = property(lambda self: self.base.buffer)
+    before = property(lambda self: self.base.before)
+
+    @property
+    def version(self) -> int:
+        return self.base.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.base.version = value
+
+    @property
+    def current(self) -> Node:
+        # a new node per read: one kept would outlive the drain that computed its source (its
+        # tape gone), and a BITCAST costs nothing where a kernel reads it
+        src = self.base.current
+        return Node(Op.BITCAST, (src,), self.dtype, src.shape)
+
+    def update(self, node: Node) -> None:
+        self.base.update(Node(Op.BITCAST, (node,), self.base.dtype, node.shape))
+
+    def over(self, base: Storage) -> "BitcastStorage":
+        """The same reading of another storage of the base's dtype and shape."""
+        return BitcastStorage(base, self.dtype)
 
 
 class Engine:

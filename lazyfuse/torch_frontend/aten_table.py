@@ -757,11 +757,8 @@ native("baddbmm")(lambda bias, a, b, *, beta=1, alpha=1: baddbmm(bias, a, b, bet
 # -- views (they alias their base, as in torch) ---------------------------------------------------------
 @native("view", "_unsafe_view")
 def _view(x, size):
-    if isinstance(size, torch.dtype):   # view.dtype: a reinterpretation of the bits, which lazyfuse lacks
-        if dt.as_dtype(size) is x.dtype:
-            return x.view(x.shape)
-        raise DTypeError(f"aten::view.dtype: viewing a {x.dtype.name} tensor's bits as {size} is not supported "
-                         "(lazyfuse has no bit reinterpretation); use .to(dtype) for a converted copy")
+    if isinstance(size, torch.dtype):   # view.dtype: the same memory read as another dtype (lazyfuse.bitcast)
+        return x.view(size)
     return x.view(tuple(size))
 
 

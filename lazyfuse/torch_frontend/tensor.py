@@ -34,6 +34,7 @@ _next_address = [1 << 40]
 
 
 def _address_of(storage) -> int:
+    storage = storage.root   # (a view of another dtype is its root's memory)
     base = _addresses.get(storage)
     if base is None:
         base = _addresses[storage] = _next_address[0]
@@ -54,7 +55,8 @@ class _StorageView:
         return _address_of(self._storage)
 
     def nbytes(self) -> int:
-        return self._storage.numel * self._storage.dtype.itemsize
+        root = self._storage.root
+        return root.numel * root.dtype.itemsize
 
     def __getattr__(self, name):
         return getattr(self._wrapper, name)
