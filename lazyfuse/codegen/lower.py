@@ -79,17 +79,20 @@ class Lowering:
         self.row = False
         if group.reduce is not None:
             in_shape, axes = group.reduce
+            order = group.row_order or tuple(range(len(in_shape)))
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
             keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
             # (a scan is row-wise at any extent: it stores its running value along the row)
-            self.row = tuple(self.space) == tuple(in_shape) and (keep != tuple(in_shape) or out.kind is Kind.SCAN)
+            self.row = (tuple(self.space) == tuple(in_shape[d] for d in order) and
+                        (keep != tuple(in_shape) or out.kind is Kind.SCAN))
         if self.row:
             # row-wise: the outer loop runs over the rows, the output is written along the row
-            in_shape, axes = group.reduce
+            # (``row_order``: the output's dims are the rows' permuted, its stores strided)
             self.outer = tuple(Var(f"p{d}", n) for d, n in enumerate(in_shape) if d not in axes)
             outer_it, inner_it = iter(self.outer), iter(self.inner)
-            self.out_index = tuple(Affine.var(next(inner_it) if d in axes else next(outer_it))
+            self.row_index = tuple(Affine.var(next(inner_it) if d in axes else next(outer_it))
                                    for d in range(len(in_shape)))
+            self.out_index = tuple(self.row_index[d] for d in order)
         else:
             self.outer = tuple(Var(f"p{d}", s) for d, s in enumerate(self.space))
             self.out_index = tuple(Affine.var(v) for v in self.outer)
@@ -192,7 +195,7 @@ class Lowering:
         """The index at which a reduction of this kernel is read: its row, reduced dims at 0."""
         if self.row:
             axes = self.group.reduce[1]
-            return tuple(Affine(0, ()) if d in axes else a for d, a in enumerate(self.out_index))
+            return tuple(Affine(0, ()) if d in axes else a for d, a in enumerate(self.row_index))
         return ix.unravel(self.flat_out, shape)
 
     def reduction(self, i, idx):

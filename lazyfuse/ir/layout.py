@@ -94,10 +94,14 @@ def _sorted_dims(shape: tuple, operand_strides: tuple, ties_by_size_then_next: b
 
 
 def _layout(order: tuple, strides: tuple, shape: tuple):
-    """``None`` for torch's row-major strides, else the layout (see the module's docstring)."""
+    """``None`` for torch's row-major strides, else the layout (see the module's docstring).
+    A size-1 dim keeps its place in ``order`` (it addresses one element wherever it is): so an
+    order that moves only size-1 dims is the identity, a storage that is row-major's, and
+    ``ops.laid_out`` records it as it is (``x.permute(1, 0, 2)`` of a (2, 1, 1) tensor)."""
     if strides == contiguous_strides(shape):
         return None
-    return order, strides
+    wide = iter([d for d in order if shape[d] != 1])
+    return tuple(d if shape[d] == 1 else next(wide) for d in range(len(shape))), strides
 
 
 def _order_of(shape: tuple, strides: tuple) -> tuple:
