@@ -98,8 +98,12 @@ class Tensor(metaclass=_TensorType):
 
     # -- reading the lazy value ------------------------------------------------------------------
     def _read(self) -> Node:
+        return self._read_as(self._view)
+
+    def _read_as(self, v: View) -> Node:
+        """The node reading this tensor's storage through view ``v`` (the storage's own value
+        where ``v`` is its whole row-major view)."""
         st = self._storage
-        v = self._view
         if v is st.view:
             return st.current
         if v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import lazyfuse as lf
 from lazyfuse.codegen.c_printer import transpose_tiles
-from lazyfuse.ir.layout import elementwise_layout, preserved_layout
+from lazyfuse.ir.layout import NUMBER, elementwise_layout, preserved_layout
 from lazyfuse.ir.shapes import contiguous_strides
+from lazyfuse.ir.view import View
 from lazyfuse.runtime import engine
 
 CPU = lf.device("cpu")
@@ -62,7 +63,7 @@ def _pair(draw, shape, dtype):
 
 
 def _strides(shape, layout):
-    return contiguous_strides(shape) if layout is None else layout[1]
+    return contiguous_strides(shape) if layout is None else layout.strides
 
 
 def _same(got: lf.Tensor, want: torch.Tensor, what, of=None):
@@ -93,11 +94,11 @@ def test_the_rule_gives_torchs_strides(data, shape, nops, dtype):
     else:
         operands[0] = operands[0] > 0   # where's condition (its own layout, as torch made it)
         out = torch.where(*operands)
-    sig = tuple((tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else ((), ()) for o in operands)
+    sig = tuple(View(tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else NUMBER for o in operands)
     assert _strides(tuple(out.shape), elementwise_layout(tuple(out.shape), sig)) == out.stride(), sig
     x = operands[0]
     for copy in (x.clone(), x.to(torch.float16), torch.empty_like(x)):
-        assert _strides(tuple(x.shape), preserved_layout(tuple(x.shape), x.stride())) == copy.stride(), \
+        assert _strides(tuple(x.shape), preserved_layout(View(tuple(x.shape), x.stride()))) == copy.stride(), \
             (x.shape, x.stride())
 
 
@@ -108,7 +109,7 @@ def test_the_rule_at_its_corners():
     c = torch.randn(3, 4)
     for a, b in ((t, c), (c, t), (t, torch.randn(4)), (torch.randn(1, 3).t(), 1), (torch.randn(1, 3).t(), None)):
         out = a.exp() if b is None else a + b
-        sig = tuple((tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else ((), ())
+        sig = tuple(View(tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else NUMBER
                     for o in ((a,) if b is None else (a, b)))
         assert _strides(tuple(out.shape), elementwise_layout(tuple(out.shape), sig)) == out.stride()
 

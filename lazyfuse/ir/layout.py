@@ -8,16 +8,41 @@ Users see it through ``.stride()``, ``is_contiguous()`` and ``.view()`` after an
 are torch's, step for step (their comments say which part of torch each step is); they only
 compute strides from shapes and strides (no device, no values).
 
-A layout is ``(order, strides)``: ``order`` lists the dims outermost first (the result's storage
-is contiguous in the permuted shape), ``strides`` are torch's exact strides for the result (they
-can differ from the permuted storage's only in dims of size 0 or 1, which address no other
-element). ``None`` means row-major: the common case, which callers leave as it was.
+A layout is a ``Layout``: ``order`` lists the dims outermost first (the result's storage is
+contiguous in the permuted shape, ``stored_shape``), ``strides`` are torch's exact strides for the
+result (they can differ from the permuted storage's only in dims of size 0 or 1, which address no
+other element), ``view`` the result's view of that storage. ``None`` means row-major: the common
+case, which callers leave as it was. The rules take the operands' views and are memoized per
+(shape, views): a program records the same few layouts over and over, and a view hashes once.
 """
 from __future__ import annotations
 
 import functools
-
 from .shapes import contiguous_strides
+from .view import View
+
+NUMBER = View((), ())   # a Python number operand, to the rule: torch wraps it as a 0-d tensor
+
+
+class Layout:
+    """A result's layout (see the module's docstring)."""
+    __slots__ = ("order", "strides", "stored_shape", "view", "_reads")
+
+    def __init__(self, order: tuple, strides: tuple, shape: tuple):
+        self.order = order                                     # the result's dims, outermost first in memory
+        self.strides = strides                                 # torch's strides for the result
+        self.stored_shape = tuple(shape[d] for d in order)     # its row-major storage's shape: the dims in order
+        self.view = View(shape, strides, 0)                    # the result's view of that storage
+        self._reads = {}
+
+    def stored_view(self, view: View) -> View:
+        """An operand's ``view`` broadcast to the result's shape and permuted into its memory
+        order: the operand read in that order (memoized per layout, itself memoized: a program
+        lays out the same few views)."""
+        read = self._reads.get(view)
+        if read is None:
+            read = self._reads[view] = view.expand(self.view.shape).permute(self.order)
+        return read
 
 
 def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
@@ -101,7 +126,7 @@ def _layout(order: tuple, strides: tuple, shape: tuple):
     if strides == contiguous_strides(shape):
         return None
     wide = iter([d for d in order if shape[d] != 1])
-    return tuple(d if shape[d] == 1 else next(wide) for d in range(len(shape))), strides
+    return Layout(tuple(d if shape[d] == 1 else next(wide) for d in range(len(shape))), strides, shape)
 
 
 def _order_of(shape: tuple, strides: tuple) -> tuple:
@@ -110,14 +135,15 @@ def _order_of(shape: tuple, strides: tuple) -> tuple:
 
 
 @functools.lru_cache(maxsize=4096)
-def elementwise_layout(shape: tuple, operands: tuple):
+def elementwise_layout(shape: tuple, views: tuple):
     """The layout of an elementwise op's result of ``shape`` (the broadcast shape) from its
-    operands in torch's order, each ``(shape, strides)`` (a Python number is ``((), ())``, a 0-d
-    tensor, as torch wraps it). TensorIterator's rule (``compute_fast_setup_type``,
-    ``compute_strides``, ``reorder_dimensions``, ``allocate_or_resize_outputs``)."""
+    operands' views in torch's order (a Python number is ``NUMBER``, a 0-d tensor, as torch wraps
+    it). TensorIterator's rule (``compute_fast_setup_type``, ``compute_strides``,
+    ``reorder_dimensions``, ``allocate_or_resize_outputs``)."""
     ndim = len(shape)
     if ndim <= 1:
         return None
+    operands = [(v.shape, v.strides) for v in views]
     if all(s == shape for s, _ in operands):   # the fast setup: operands of one shape
         if all(_contiguous_up_to_ones(s, st) for s, st in operands):
             return None
@@ -153,10 +179,11 @@ def _contiguous_up_to_ones(shape: tuple, strides: tuple) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def preserved_layout(shape: tuple, strides: tuple):
-    """The layout ``clone``/``*_like``/``.to`` give with ``memory_format=torch.preserve_format``:
-    a non-overlapping dense tensor's own strides, else strides that keep its dims' order
-    (torch's ``infer_dense_strides``)."""
+def preserved_layout(view: View):
+    """The layout ``clone``/``*_like``/``.to`` give a copy of ``view`` with
+    ``memory_format=torch.preserve_format``: a non-overlapping dense tensor's own strides, else
+    strides that keep its dims' order (torch's ``infer_dense_strides``)."""
+    shape, strides = view.shape, view.strides
     if non_overlapping_and_dense(shape, strides):
         return _layout(_order_of(shape, strides), strides, shape)
     ndim = len(shape)
