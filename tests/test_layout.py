@@ -261,7 +261,7 @@ def test_a_reduction_over_a_transposed_input_fuses_with_its_laid_out_epilogue(na
     _same(out, fn(torch, xt), name)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(data=st.data(), shape=st.lists(st.integers(1, 6), min_size=2, max_size=3).map(tuple),
        name=st.sampled_from(sorted(_ROW_PROGRAMS)))
 def test_reductions_over_permuted_operands_fuse_as_over_contiguous_ones(data, shape, name):

@@ -82,9 +82,10 @@ class Lowering:
             order = group.row_order or tuple(range(len(in_shape)))
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
             keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
-            # (a scan is row-wise at any extent: it stores its running value along the row)
+            # (a scan is row-wise at any extent: it stores its running value along the row; so is
+            # a permuted row: its statistic is read along the rows, not at the output's own index)
             self.row = (tuple(self.space) == tuple(in_shape[d] for d in order) and
-                        (keep != tuple(in_shape) or out.kind is Kind.SCAN))
+                        (keep != tuple(in_shape) or out.kind is Kind.SCAN or group.row_order is not None))
         if self.row:
             # row-wise: the outer loop runs over the rows, the output is written along the row
             # (``row_order``: the output's dims are the rows' permuted, its stores strided)
