@@ -18,7 +18,8 @@ from . import config
 from .codegen.kernel import INTEGER_DIVISIONS
 from .errors import DeviceError, DivisionByZeroError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
-from .ir.layout import NUMBER, elementwise_layout, preserved_layout
+from .ir.layout import (NUMBER, channels_last_layout, elementwise_layout, is_channels_last, preserved_layout,
+                        suggests_channels_last)
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
 from .ir.view import View, contiguous_view
@@ -347,14 +348,50 @@ def layout_of(shape, views):
     return None if _composite.depth else elementwise_layout(shape, views)
 
 
+CHANNELS_LAST_RANKS = {torch.channels_last: 4, torch.channels_last_3d: 5}
+
+
 def copy_layout(view: View, memory_format):
-    """The layout of a new copy of ``view`` (``clone``, ``.to``, ``*_like``), or None for row-major:
-    ``torch.preserve_format`` (their default, also ``None``) keeps a dense view's strides or a
-    strided one's order of dims (``ir/layout.preserved_layout``); ``torch.contiguous_format`` is
-    row-major, and so is every copy inside a ``row_major`` composite."""
-    if view.is_row_major() or memory_format is torch.contiguous_format or _composite.depth:
+    """The layout of a new copy of ``view`` (``clone``, ``.to``, ``*_like``) in torch's
+    ``memory_format``, or None for row-major: ``torch.preserve_format`` (their default, also
+    ``None``) keeps a dense view's strides or a strided one's order of dims
+    (``ir/layout.preserved_layout``; row-major inside a ``row_major`` composite);
+    ``torch.contiguous_format`` is row-major; ``torch.channels_last`` (4-d) and
+    ``channels_last_3d`` (5-d) put the channels innermost, refused at another rank as torch
+    refuses them."""
+    if memory_format is None or memory_format is torch.preserve_format:
+        return None if view.is_row_major() or _composite.depth else preserved_layout(view)
+    if memory_format is torch.contiguous_format:
         return None
-    return preserved_layout(view)
+    rank = CHANNELS_LAST_RANKS.get(memory_format)
+    if rank is None:
+        raise DTypeError(f"memory_format={memory_format!r} is not one of torch.preserve_format, "
+                         "torch.contiguous_format, torch.channels_last, torch.channels_last_3d")
+    if len(view.shape) != rank:
+        raise ShapeError(f"required rank {rank} tensor to use {str(memory_format).removeprefix('torch.')} format "
+                         f"(this one has {len(view.shape)} dims)")
+    return channels_last_layout(view.shape)
+
+
+def in_memory_format(view: View, memory_format) -> bool:
+    """torch's ``is_contiguous(memory_format=...)``: ``view`` is dense in that format's order
+    (``torch.contiguous_format``: row-major, size-1 dims' strides not counting)."""
+    if memory_format is torch.contiguous_format:
+        return view.is_contiguous()
+    rank = CHANNELS_LAST_RANKS.get(memory_format)
+    if rank is None:
+        raise DTypeError(f"memory_format={memory_format!r} is not one of torch.contiguous_format, "
+                         "torch.channels_last, torch.channels_last_3d")
+    return is_channels_last(view.shape, view.strides, rank)
+
+
+def suggested_memory_format(view: View):
+    """torch's ``suggest_memory_format()`` of a tensor of ``view``: the channels-last format of its
+    rank where its strides are channels-last-like, else ``torch.contiguous_format``; ``.to``
+    copies only into another format than this one (torch's ``to_will_alias``)."""
+    if suggests_channels_last(view.shape, view.strides):
+        return torch.channels_last if len(view.shape) == 4 else torch.channels_last_3d
+    return torch.contiguous_format
 
 
 class _CompositeDepth(threading.local):

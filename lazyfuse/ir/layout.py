@@ -62,12 +62,18 @@ def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
     return True
 
 
-def _is_channels_last(shape: tuple, strides: tuple) -> bool:
-    """torch's ``is_contiguous(memory_format=torch.channels_last)`` of a 4-d tensor (NHWC order)."""
-    if len(shape) != 4:
+# torch's channels-last formats by rank: the dims outermost first in memory (N, H, W, C; N, D, H, W, C)
+CHANNELS_LAST_ORDERS = {4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}
+
+
+def is_channels_last(shape: tuple, strides: tuple, rank: int) -> bool:
+    """torch's ``is_contiguous(memory_format=channels_last)`` (``rank`` 4) or ``channels_last_3d``
+    (5): dense with the channels innermost, size-1 dims' strides not counting; False at another
+    rank."""
+    if len(shape) != rank:
         return False
     expected = 1
-    for d in (1, 3, 2, 0):
+    for d in reversed(CHANNELS_LAST_ORDERS[rank]):
         if shape[d] != 1:
             if strides[d] != expected:
                 return False
@@ -75,10 +81,33 @@ def _is_channels_last(shape: tuple, strides: tuple) -> bool:
     return True
 
 
-def _channels_last_strides(shape: tuple) -> tuple:
-    """torch's ``get_channels_last_strides_2d`` (no clamping of size-0 dims, as torch's)."""
-    n, c, h, w = shape
-    return (h * w * c, 1, w * c, c)
+def suggests_channels_last(shape: tuple, strides: tuple) -> bool:
+    """Whether torch's ``suggest_memory_format()`` is a channels-last format (the one of the
+    tensor's rank): its ``is_channels_last_strides_2d_s4``/``_3d_s5``, which ``.to(memory_format=)``
+    asks to decide whether the tensor is already in that format. Ambiguous strides (a size-1
+    channel dim, an N111 tensor) suggest contiguous_format, as torch's."""
+    order = CHANNELS_LAST_ORDERS.get(len(shape))
+    if order is None or strides[1] == 0:
+        return False
+    minimum = 0
+    for d in reversed(order):
+        if shape[d] == 0 or strides[d] < minimum or d == 0 and minimum == strides[1]:
+            return False
+        minimum = strides[d] * shape[d]   # (shape[d] >= 1 here)
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
+def channels_last_layout(shape: tuple):
+    """The layout of a new tensor of ``shape`` (4-d or 5-d) in torch's channels-last format of its
+    rank (``get_channels_last_strides_2d``/``_3d``: no clamping of size-0 dims, as torch's)."""
+    order = CHANNELS_LAST_ORDERS[len(shape)]
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return _layout(order, tuple(strides), shape)
 
 
 def _sorted_dims(shape: tuple, operand_strides: tuple, ties_by_size_then_next: bool) -> list:
@@ -147,9 +176,8 @@ def elementwise_layout(shape: tuple, views: tuple):
     if all(s == shape for s, _ in operands):   # the fast setup: operands of one shape
         if all(_contiguous_up_to_ones(s, st) for s, st in operands):
             return None
-        if all(_is_channels_last(s, st) for s, st in operands):
-            strides = _channels_last_strides(shape)
-            return _layout((0, 2, 3, 1), strides, shape)
+        if all(is_channels_last(s, st, 4) for s, st in operands):
+            return channels_last_layout(shape)
         first = operands[-1][1]   # (torch compares from the last operand back)
         if all(st == first for _, st in operands) and non_overlapping_and_dense(shape, first):
             return _layout(_order_of(shape, first), first, shape)
