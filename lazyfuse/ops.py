@@ -230,7 +230,8 @@ def unary_method(op: Op):
             grad = a._ag is not None and autograd.is_grad_enabled()
             layout = None if v is st.view or v.is_row_major() and 0 not in v.shape else layout_of(v.shape, (v,))
             if layout is None:
-                out = _t.result_tensor(a.device, Node(op, (st.current if v is st.view else a._read(),), st.dtype, v.shape))
+                x = st.current if v is st.view else a._read()
+                out = _t.result_tensor(a.device, Node(op, (x,), st.dtype, v.shape))
                 if grad:
                     autograd.rules.record_elementwise(op, (a,), out)
                 return out

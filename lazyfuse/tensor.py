@@ -206,7 +206,9 @@ class Tensor(metaclass=_TensorType):
             return self._device_view(reason)
         v = self._view
         base = st.buffer.tensor
-        return strided(base, v) if v.numel else base[:0].reshape(v.shape)
+        # (an empty view keeps its strides, as torch's empty tensors do: a copy of it, or an op run
+        # eagerly on it, then lays its result out as torch's)
+        return strided(base, v) if v.numel else base[:0].as_strided(v.shape, v.strides)
 
     def torch(self) -> torch.Tensor:
         """Drains, then a new torch tensor on the CPU holding a copy of this tensor's value."""

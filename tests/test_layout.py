@@ -250,8 +250,9 @@ def _kernels(fn):
     return out, (lf.stats(CPU) - before).kernels_launched
 
 
-@pytest.mark.parametrize("name,fn", [("x.t() - x.t().amax(-1, keepdim=True)", lambda m, x: x.t() - x.t().amax(-1, keepdim=True)),
-                                     ("F.normalize(x.t())", lambda m, x: m.nn.functional.normalize(x.t()))])
+@pytest.mark.parametrize("name,fn", [
+    ("x.t() - x.t().amax(-1, keepdim=True)", lambda m, x: x.t() - x.t().amax(-1, keepdim=True)),
+    ("F.normalize(x.t())", lambda m, x: m.nn.functional.normalize(x.t()))])
 @pytest.mark.parametrize("shape", [(300, 200), (64, 64)])
 def test_a_reduction_over_a_transposed_input_fuses_with_its_laid_out_epilogue(name, fn, shape):
     xt = torch.randn(shape)
