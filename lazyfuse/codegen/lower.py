@@ -274,7 +274,8 @@ class Lowering:
         stores, inner_stores = ((), (store,)) if self.row else ((store,) + extra, ())
         k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
-                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul)
+                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul,
+                   rows_across_memory=self.row and g.row_order is not None)
         # a matmul tile needs its (batch, m, n) loops as they are: merging them would hide m and n
         return k if self.matmul is not None else coalesce(k)
 
@@ -305,7 +306,8 @@ def map_affines(kernel: Kernel, fn, outer, inner) -> Kernel:
                    for s in kernel.stages)
     stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.stores)
     inner_stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.inner_stores)
-    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars, inner_stores)
+    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars, inner_stores,
+                  rows_across_memory=kernel.rows_across_memory)
 
 
 def _all_affines(kernel: Kernel) -> list:
