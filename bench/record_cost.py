@@ -36,6 +36,9 @@ OPS.update({
     "clamp_min": lambda lib, x, y, m: lib.clamp_min(x, 0.0),
     "where(scalars)": lambda lib, x, y, m: lib.where(m, x, 0.0),
     "relu (method)": lambda lib, x, y, m: x.relu(),
+    # a transposed operand: the result is laid out as torch's (ops.laid_out), its recording the fast path's
+    "x.t() + 1": lambda lib, x, y, m: x.t() + 1,
+    "x.t().exp()": lambda lib, x, y, m: x.t().exp(),
 })
 SMOKE_OPS = ["relu", "sign", "mean(-1)"]
 CALLGRIND_WARMUP = 20   # calls before the counted ones: first-call imports and caches stay out of them

@@ -101,9 +101,8 @@ def _like(t: Tensor, memory_format, requires_grad: bool, make) -> Tensor:
     layout = ops.copy_layout(v, memory_format)
     if layout is None:
         return _leaf(make(v.shape), requires_grad)
-    order, strides = layout
-    out = make(tuple([v.shape[d] for d in order]))
-    return _leaf(Tensor(out._storage, View(v.shape, strides, 0), out.device), requires_grad)
+    out = make(layout.stored_shape)
+    return _leaf(Tensor(out._storage, layout.view, out.device), requires_grad)
 
 
 def zeros_like(t: Tensor, dtype=None, *, device=None, requires_grad=False, memory_format=None, layout=None) -> Tensor:

@@ -18,7 +18,8 @@ from . import config
 from .codegen.kernel import INTEGER_DIVISIONS
 from .errors import DeviceError, DivisionByZeroError, DTypeError, InvalidIndexError, ShapeError
 from .ir import dtypes as dt
-from .ir.layout import elementwise_layout, preserved_layout
+from .ir.layout import (NUMBER, channels_last_layout, elementwise_layout, is_channels_last, preserved_layout,
+                        suggests_channels_last)
 from .ir.node import Kind, Node, Op
 from .ir.shapes import broadcast_shapes, normalize_dim, normalize_dims, prod
 from .ir.view import View, contiguous_view
@@ -143,6 +144,7 @@ def binary_method(op: Op, reflected: bool = False):
     rounds = op in SCALAR_ROUNDED_OPS   # (a number meeting a half-type tensor: rounded_scalar)
     fast_dtypes = frozenset(d for d in dt.ALL if not (d.is_bool or (op is Op.DIV and not d.is_float)))
     divides = op in INTEGER_DIVISIONS and not reflected   # (a number divisor: refuse_zero_divisor)
+    numbers_are_operands = op not in NUMBER_PARAMETER_OPS   # (to the layout rule: see there)
 
     def method(a, b):
         st = a._storage
@@ -150,26 +152,41 @@ def binary_method(op: Op, reflected: bool = False):
         if ct in fast_dtypes:
             tb = type(b)
             shape = a._view.shape
-            x = st.current if a._view is st.view else a._read()
             if tb is float and ct.is_float or tb is int and -_I64 <= b < _I64:   # else: refused below
                 if divides:
                     refuse_zero_divisor(op, b, ct)
                 value = (rounded_scalar(b, ct) if rounds and ct in _HALF_TYPES else float(b)) if ct.is_float else b
                 other = Node(SCALAR, (), ct, (), value)   # broadcasts as is
             elif tb is _t.Tensor and b.device is a.device and b._storage.dtype is ct:
-                bs = b._storage
-                other = bs.current if b._view is bs.view else b._read()
+                other = b
                 if b._view.shape != shape:   # broadcast (a mismatch raises ShapeError here)
                     shape = broadcast_shapes(shape, b._view.shape)
-                    x, other = expand_node(x, shape), expand_node(other, shape)
             else:
                 return elementwise(op, b, a) if reflected else elementwise(op, a, b)
-            if not (a._view.is_row_major() and (tb is not _t.Tensor or b._view.is_row_major()) and
-                    0 not in shape) and result_layout((a, b), shape) is not None:
-                return elementwise(op, b, a) if reflected else elementwise(op, a, b)   # (which lays it out)
-            out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other),
-                                                  dt.bool_ if out_bool else ct, shape))
-            if (a._ag is not None or tb is _t.Tensor and b._ag is not None) and autograd.is_grad_enabled():
+            dtype = dt.bool_ if out_bool else ct
+            grad = (a._ag is not None or other is b and b._ag is not None) and autograd.is_grad_enabled()
+            if (a._view is st.view or a._view.is_row_major()) and (other is not b or b._view.is_row_major()) \
+                    and 0 not in shape:
+                layout = None
+            else:
+                layout = layout_of(shape, (a._view, b._view) if other is b else
+                                   (a._view, NUMBER) if numbers_are_operands else (a._view,))
+                if layout is not None:   # (``laid_out``, reading each storage through one view)
+                    if grad:   # (laid_out's Tensor views carry the gradients)
+                        return elementwise(op, b, a) if reflected else elementwise(op, a, b)
+                    x = a._read_as(layout.stored_view(a._view))
+                    if other is b:
+                        other = b._read_as(layout.stored_view(b._view))
+                    return laid_out_result(a.device, Node(op, (other, x) if reflected else (x, other), dtype,
+                                                          layout.stored_shape), layout)
+            x = st.current if a._view is st.view else a._read()
+            if other is b:
+                bs = b._storage
+                other = bs.current if b._view is bs.view else b._read()
+                if shape is not a._view.shape or shape != b._view.shape:   # (broadcast)
+                    x, other = expand_node(x, shape), expand_node(other, shape)
+            out = _t.result_tensor(a.device, Node(op, (other, x) if reflected else (x, other), dtype, shape))
+            if grad:
                 autograd.rules.record_elementwise(op, (b, a) if reflected else (a, b), out)
             return out
         return elementwise(op, b, a) if reflected else elementwise(op, a, b)
@@ -208,12 +225,20 @@ def unary_method(op: Op):
 
     def method(a):
         st = a._storage
-        if st.dtype in keeps and (a._view is st.view or result_layout((a,), a._view.shape) is None):
-            x = st.current if a._view is st.view else a._read()
-            out = _t.result_tensor(a.device, Node(op, (x,), st.dtype, a._view.shape))
-            if a._ag is not None and autograd.is_grad_enabled():
-                autograd.rules.record_elementwise(op, (a,), out)
-            return out
+        if st.dtype in keeps:
+            v = a._view
+            grad = a._ag is not None and autograd.is_grad_enabled()
+            layout = None if v is st.view or v.is_row_major() and 0 not in v.shape else layout_of(v.shape, (v,))
+            if layout is None:
+                x = st.current if v is st.view else a._read()
+                out = _t.result_tensor(a.device, Node(op, (x,), st.dtype, v.shape))
+                if grad:
+                    autograd.rules.record_elementwise(op, (a,), out)
+                return out
+            if not grad:   # (``laid_out``, reading the storage through one view; else its Tensor views
+                #             carry the gradients)
+                x = a._read_as(layout.stored_view(v))
+                return laid_out_result(a.device, Node(op, (x,), st.dtype, layout.stored_shape), layout)
         return elementwise(op, a)
 
     method.__name__ = op.label
@@ -287,7 +312,6 @@ def elementwise(op: Op, *args, out_dtype=None, compute_dtype=None):
 # Scalar)``, ``clamp(Tensor, Scalar, Scalar)``; a number reaches MAXIMUM/MINIMUM only from clamp's
 # one bound): to the layout rule it is no operand
 NUMBER_PARAMETER_OPS = frozenset({Op.POW, Op.CLAMP, Op.MAXIMUM, Op.MINIMUM})
-_SCALAR_OPERAND = ((), ())   # a Python number, to the layout rule: torch wraps it as a 0-d tensor
 
 
 def in_result_layout(record, args, shape, numbers_are_operands=True):
@@ -307,31 +331,76 @@ def result_layout(args, shape, numbers_are_operands=True):
     """The layout (``ir/layout.elementwise_layout``) of an elementwise result of ``shape`` over
     ``args``, or None for row-major: always so when every operand is row-major (and the result
     not empty), and inside a ``row_major`` composite."""
-    Tensor = _t.Tensor
     for a in args:
-        if isinstance(a, Tensor) and not a._view.is_row_major():
+        if isinstance(a, _t.Tensor) and not a._view.is_row_major():
             break
     else:
         if 0 not in shape:   # (an empty result of row-major operands may not be: torch breaks a
             return None      # size-1/size-0 stride tie by size, and its strides after a 0 are 0)
-    if getattr(_composite, "depth", 0):
-        return None
-    return elementwise_layout(shape, tuple([(a._view.shape, a._view.strides) if isinstance(a, Tensor)
-                                            else _SCALAR_OPERAND for a in args
-                                            if numbers_are_operands or isinstance(a, Tensor)]))
+    Tensor = _t.Tensor
+    return layout_of(shape, tuple([a._view if isinstance(a, Tensor) else NUMBER for a in args
+                                   if numbers_are_operands or isinstance(a, Tensor)]))
+
+
+def layout_of(shape, views):
+    """``ir/layout.elementwise_layout`` of a result of ``shape`` over operands of ``views``, or
+    None (row-major) inside a ``row_major`` composite: ``result_layout`` without its row-major
+    shortcut, for the fast paths, which tested it already."""
+    return None if _composite.depth else elementwise_layout(shape, views)
+
+
+CHANNELS_LAST_RANKS = {torch.channels_last: 4, torch.channels_last_3d: 5}
 
 
 def copy_layout(view: View, memory_format):
-    """The layout of a new copy of ``view`` (``clone``, ``.to``, ``*_like``), or None for row-major:
-    ``torch.preserve_format`` (their default, also ``None``) keeps a dense view's strides or a
-    strided one's order of dims (``ir/layout.preserved_layout``); ``torch.contiguous_format`` is
-    row-major, and so is every copy inside a ``row_major`` composite."""
-    if view.is_row_major() or memory_format is torch.contiguous_format or getattr(_composite, "depth", 0):
+    """The layout of a new copy of ``view`` (``clone``, ``.to``, ``*_like``) in torch's
+    ``memory_format``, or None for row-major: ``torch.preserve_format`` (their default, also
+    ``None``) keeps a dense view's strides or a strided one's order of dims
+    (``ir/layout.preserved_layout``; row-major inside a ``row_major`` composite);
+    ``torch.contiguous_format`` is row-major; ``torch.channels_last`` (4-d) and
+    ``channels_last_3d`` (5-d) put the channels innermost, refused at another rank as torch
+    refuses them."""
+    if memory_format is None or memory_format is torch.preserve_format:
+        return None if view.is_row_major() or _composite.depth else preserved_layout(view)
+    if memory_format is torch.contiguous_format:
         return None
-    return preserved_layout(view.shape, view.strides)
+    rank = CHANNELS_LAST_RANKS.get(memory_format)
+    if rank is None:
+        raise DTypeError(f"memory_format={memory_format!r} is not one of torch.preserve_format, "
+                         "torch.contiguous_format, torch.channels_last, torch.channels_last_3d")
+    if len(view.shape) != rank:
+        raise ShapeError(f"required rank {rank} tensor to use {str(memory_format).removeprefix('torch.')} format "
+                         f"(this one has {len(view.shape)} dims)")
+    return channels_last_layout(view.shape)
 
 
-_composite = threading.local()   # .depth: how many ``row_major`` composites this thread is inside
+def in_memory_format(view: View, memory_format) -> bool:
+    """torch's ``is_contiguous(memory_format=...)``: ``view`` is dense in that format's order
+    (``torch.contiguous_format``: row-major, size-1 dims' strides not counting)."""
+    if memory_format is torch.contiguous_format:
+        return view.is_contiguous()
+    rank = CHANNELS_LAST_RANKS.get(memory_format)
+    if rank is None:
+        raise DTypeError(f"memory_format={memory_format!r} is not one of torch.contiguous_format, "
+                         "torch.channels_last, torch.channels_last_3d")
+    return is_channels_last(view.shape, view.strides, rank)
+
+
+def suggested_memory_format(view: View):
+    """torch's ``suggest_memory_format()`` of a tensor of ``view``: the channels-last format of its
+    rank where its strides are channels-last-like, else ``torch.contiguous_format``; ``.to``
+    copies only into another format than this one (torch's ``to_will_alias``)."""
+    if suggests_channels_last(view.shape, view.strides):
+        return torch.channels_last if len(view.shape) == 4 else torch.channels_last_3d
+    return torch.contiguous_format
+
+
+class _CompositeDepth(threading.local):
+    depth = 0   # how many ``row_major`` composites this thread is inside (a class default: reading
+    #             a thread-local's missing attribute with getattr's default raises inside, ~300 ns)
+
+
+_composite = _CompositeDepth()
 
 
 def row_major(composite):
@@ -342,7 +411,7 @@ def row_major(composite):
     whose torch kernel makes a contiguous result anyway."""
     @functools.wraps(composite)
     def recorded_row_major(*args, **kwargs):
-        depth = getattr(_composite, "depth", 0)
+        depth = _composite.depth
         _composite.depth = depth + 1
         try:
             return composite(*args, **kwargs)
@@ -356,16 +425,22 @@ def laid_out(layout, record, args, shape):
     result viewed back as ``shape`` with the layout's strides. The operands are reordered
     with Tensor views, so autograd carries the gradients back through them."""
     Tensor = _t.Tensor
-    order, strides = layout
+    if layout.order == tuple(range(len(shape))):   # (torch's strides differ from row-major's in size-1 dims only)
+        return record(args, shape)._with_view(layout.view)
     permuted = []
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, Tensor):   # (two views: autograd's view rule takes a broadcast or a permutation, not both)
             if a._view.shape != shape:
                 a = a._with_view(a._view.expand(shape))
-            a = a._with_view(a._view.permute(order))
+            a = a._with_view(a._view.permute(layout.order))
         permuted.append(a)
-    out = record(tuple(permuted), tuple([shape[d] for d in order]))
-    return out._with_view(View(shape, strides, 0))
+    return record(tuple(permuted), layout.stored_shape)._with_view(layout.view)
+
+
+def laid_out_result(device, node: Node, layout):
+    """The result of ``node``, recorded over operands read in ``layout``'s memory order, viewed
+    back with torch's strides (``laid_out``'s last step)."""
+    return _t.Tensor(_t.result_tensor(device, node)._storage, layout.view, device)
 
 
 _HOST_ARRAYS = (torch.Tensor, np.ndarray)

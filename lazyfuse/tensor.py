@@ -99,8 +99,12 @@ class Tensor(metaclass=_TensorType):
 
     # -- reading the lazy value ------------------------------------------------------------------
     def _read(self) -> Node:
+        return self._read_as(self._view)
+
+    def _read_as(self, v: View) -> Node:
+        """The node reading this tensor's storage through view ``v`` (the storage's own value
+        where ``v`` is its whole row-major view)."""
         st = self._storage
-        v = self._view
         if v is st.view:
             return st.current
         if v.shape == st.shape and v.offset == 0 and v.strides == st.view.strides:
@@ -171,9 +175,12 @@ class Tensor(metaclass=_TensorType):
                              "convert it first with .to()")
         self._storage, self._view = other._storage, other._view
 
-    def is_contiguous(self) -> bool:
-        """Whether the view reads a dense row-major block (``contiguous()`` then returns it as is)."""
-        return self._view.is_contiguous()
+    def is_contiguous(self, memory_format=torch.contiguous_format) -> bool:
+        """Whether the view reads a dense row-major block (``contiguous()`` then returns it as is);
+        ``memory_format=torch.channels_last`` (``_3d``): dense with the channels innermost, as torch's."""
+        if memory_format is torch.contiguous_format:
+            return self._view.is_contiguous()
+        return ops.in_memory_format(self._view, memory_format)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -202,7 +209,9 @@ class Tensor(metaclass=_TensorType):
         base = st.buffer.tensor
         if st.dtype is not self.dtype:
             base = flat_as(base, self.dtype)
-        return strided(base, v) if v.numel else base[:0].reshape(v.shape)
+        # (an empty view keeps its strides, as torch's empty tensors do: a copy of it, or an op run
+        # eagerly on it, then lays its result out as torch's)
+        return strided(base, v) if v.numel else base[:0].as_strided(v.shape, v.strides)
 
     def torch(self) -> torch.Tensor:
         """Drains, then a new torch tensor on the CPU holding a copy of this tensor's value."""
@@ -587,9 +596,11 @@ class Tensor(metaclass=_TensorType):
             from .creation import tensor
             return tensor(self.torch(), dtype=dtype, device=device)
         dtype = self.dtype if dtype is None else dtype
-        if copy and dtype is self.dtype:
-            return self.clone(memory_format=kwargs.get("memory_format"))
-        return self._cast(dtype, kwargs.get("memory_format"))
+        memory_format = kwargs.get("memory_format")
+        if dtype is self.dtype and (copy or memory_format not in (None, torch.preserve_format) and
+                                    memory_format is not ops.suggested_memory_format(self._view)):
+            return self.clone(memory_format=memory_format)   # (else self, as torch's to_will_alias)
+        return self._cast(dtype, memory_format)
 
     def _cast(self, dtype, memory_format=None):
         dtype = dt.as_dtype(dtype)
@@ -599,26 +610,14 @@ class Tensor(metaclass=_TensorType):
 
     def _copied(self, dtype, memory_format) -> "Tensor":
         """A new storage holding this view's values as ``dtype``, laid out as torch's copies are
-        (``clone``, ``.to``): ``ops.copy_layout`` for ``torch.preserve_format`` (their default,
-        also ``None``) and ``torch.contiguous_format``; a channels-last format keeps the channels
-        innermost."""
-        rank = _CHANNELS_LAST_RANK.get(memory_format)
-        if rank is not None:
-            if self.ndim != rank:
-                raise ShapeError(f"required rank {rank} tensor to use {memory_format} format (this one has "
-                                 f"{self.ndim} dims)")
-            order = (0, *range(2, rank), 1)
-            inverse = (0, rank - 1, *range(1, rank - 1))
-            return self.permute(order)._copied(dtype, torch.contiguous_format).permute(inverse)
-        if memory_format not in (None, torch.preserve_format, torch.contiguous_format):
-            raise DTypeError(f"memory_format={memory_format!r} is not one of torch.preserve_format, "
-                             "torch.contiguous_format, torch.channels_last, torch.channels_last_3d")
+        (``clone``, ``.to``) in ``memory_format`` (``ops.copy_layout``: ``torch.preserve_format``,
+        their default, also ``None``; ``contiguous_format``; ``channels_last``/``_3d``)."""
+        layout = ops.copy_layout(self._view, memory_format)
 
         def record(args, shape):
             (x,) = args
             out = result_tensor(x.device, Node(Op.CAST, (x._read(),), dtype, shape))
             return autograd.rules.record_cast(x, out) if x._ag is not None and autograd.is_grad_enabled() else out
-        layout = ops.copy_layout(self._view, memory_format)
         return record((self,), self.shape) if layout is None else ops.laid_out(layout, record, (self,), self.shape)
 
     def float(self, memory_format=None):
@@ -680,17 +679,7 @@ class Tensor(metaclass=_TensorType):
                 raise ShapeError("preserve memory format is unsupported by the contiguous operator (lazyfuse: "
                                  "call contiguous() for a row-major copy)")
             return self.clone(memory_format=torch.contiguous_format)
-        rank = _CHANNELS_LAST_RANK.get(memory_format)
-        if rank is None:
-            raise DTypeError(f"contiguous(): memory_format={memory_format!r} is not one of torch.contiguous_format, "
-                             "torch.preserve_format, torch.channels_last, torch.channels_last_3d")
-        if self.ndim != rank:
-            raise ShapeError(f"required rank {rank} tensor to use {memory_format} format (this one has {self.ndim} "
-                             "dims)")
-        order = (0, *range(2, rank), 1)
-        nhwc = self.permute(order)
-        inverse = (0, rank - 1, *range(1, rank - 1))
-        return self if nhwc.is_contiguous() else nhwc.clone(memory_format=torch.contiguous_format).permute(inverse)
+        return self if self.is_contiguous(memory_format) else self.clone(memory_format=memory_format)
 
     def detach(self):
         """The same storage and view (so it aliases ``self``), cut from the autograd graph."""
@@ -1120,9 +1109,6 @@ class Tensor(metaclass=_TensorType):
 # the in-place arithmetic's common case (see Tensor._inplace_value)
 _BINARY = {Op.ADD: Tensor.__add__, Op.SUB: Tensor.__sub__, Op.MUL: Tensor.__mul__, Op.DIV: Tensor.__truediv__,
            Op.FLOORDIV: Tensor.__floordiv__, Op.MOD: Tensor.__mod__, Op.POW: Tensor.__pow__}
-
-
-_CHANNELS_LAST_RANK = {torch.channels_last: 4, torch.channels_last_3d: 5}
 
 
 class _HookHandle:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import lazyfuse as lf
 from lazyfuse.codegen.c_printer import transpose_tiles
-from lazyfuse.ir.layout import elementwise_layout, preserved_layout
+from lazyfuse.ir.layout import NUMBER, elementwise_layout, preserved_layout
 from lazyfuse.ir.shapes import contiguous_strides
+from lazyfuse.ir.view import View
 from lazyfuse.runtime import engine
 
 CPU = lf.device("cpu")
@@ -62,7 +63,7 @@ def _pair(draw, shape, dtype):
 
 
 def _strides(shape, layout):
-    return contiguous_strides(shape) if layout is None else layout[1]
+    return contiguous_strides(shape) if layout is None else layout.strides
 
 
 def _same(got: lf.Tensor, want: torch.Tensor, what, of=None):
@@ -93,11 +94,11 @@ def test_the_rule_gives_torchs_strides(data, shape, nops, dtype):
     else:
         operands[0] = operands[0] > 0   # where's condition (its own layout, as torch made it)
         out = torch.where(*operands)
-    sig = tuple((tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else ((), ()) for o in operands)
+    sig = tuple(View(tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else NUMBER for o in operands)
     assert _strides(tuple(out.shape), elementwise_layout(tuple(out.shape), sig)) == out.stride(), sig
     x = operands[0]
     for copy in (x.clone(), x.to(torch.float16), torch.empty_like(x)):
-        assert _strides(tuple(x.shape), preserved_layout(tuple(x.shape), x.stride())) == copy.stride(), \
+        assert _strides(tuple(x.shape), preserved_layout(View(tuple(x.shape), x.stride()))) == copy.stride(), \
             (x.shape, x.stride())
 
 
@@ -108,7 +109,7 @@ def test_the_rule_at_its_corners():
     c = torch.randn(3, 4)
     for a, b in ((t, c), (c, t), (t, torch.randn(4)), (torch.randn(1, 3).t(), 1), (torch.randn(1, 3).t(), None)):
         out = a.exp() if b is None else a + b
-        sig = tuple((tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else ((), ())
+        sig = tuple(View(tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else NUMBER
                     for o in ((a,) if b is None else (a, b)))
         assert _strides(tuple(out.shape), elementwise_layout(tuple(out.shape), sig)) == out.stride()
 
@@ -226,6 +227,55 @@ def test_row_wise_composites_and_in_place_ops_keep_their_kernel_count(name, fn, 
     out, kernels, _ = _drained_steps(monkeypatch, lambda: fn(lf, x))
     assert kernels == (2 if name == "x.t().mul_(2)" else 1), name   # (the clone, then the write)
     torch.testing.assert_close(out, fn(torch, xt), rtol=1e-4, atol=1e-5)
+
+
+# a reduction over a transposed/permuted operand with its elementwise epilogue: torch lays the result
+# out as the operand, and lazyfuse's row-wise kernel writes each row of it strided (planner.row_order)
+_ROW_PROGRAMS = {
+    "x - amax": lambda m, x, d: x - x.amax(d, keepdim=True),
+    "x * sum": lambda m, x, d: x * x.sum(d, keepdim=True),
+    "exp(x - mean)": lambda m, x, d: (x - x.mean(d, keepdim=True)).exp(),
+    "normalize": lambda m, x, d: x / (x * x).sum(d, keepdim=True).sqrt().clamp(min=1e-6),
+    "softmax by hand": lambda m, x, d: (x - x.amin(d, keepdim=True)).exp() / (x - x.amin(d, keepdim=True)).exp().sum(
+        d, keepdim=True),
+    "tanh(x + max) * 3": lambda m, x, d: (x + x.amax(d, keepdim=True)).tanh() * 3,
+}
+
+
+def _kernels(fn):
+    lf.sync()
+    before = lf.stats(CPU)
+    out = fn()
+    out.torch()
+    return out, (lf.stats(CPU) - before).kernels_launched
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("x.t() - x.t().amax(-1, keepdim=True)", lambda m, x: x.t() - x.t().amax(-1, keepdim=True)),
+    ("F.normalize(x.t())", lambda m, x: m.nn.functional.normalize(x.t()))])
+@pytest.mark.parametrize("shape", [(300, 200), (64, 64)])
+def test_a_reduction_over_a_transposed_input_fuses_with_its_laid_out_epilogue(name, fn, shape):
+    xt = torch.randn(shape)
+    x = lf.tensor(xt)
+    out, kernels = _kernels(lambda: fn(lf, x))
+    assert kernels == 1, name   # (it was 2: the reduction, then the epilogue in the result's order)
+    _same(out, fn(torch, xt), name)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), shape=st.lists(st.integers(1, 6), min_size=2, max_size=3).map(tuple),
+       name=st.sampled_from(sorted(_ROW_PROGRAMS)))
+def test_reductions_over_permuted_operands_fuse_as_over_contiguous_ones(data, shape, name):
+    perm = tuple(data.draw(st.permutations(range(len(shape)))))
+    dims = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    program = _ROW_PROGRAMS[name]
+    base_t = torch.randn(shape)
+    want = program(torch, base_t.permute(perm), dims)
+    got, kernels = _kernels(lambda: program(lf, lf.tensor(base_t).permute(perm), dims))
+    _same(got, want, f"{name} over dims {dims} of a {shape} tensor permuted by {perm}")
+    contiguous = lf.tensor(base_t.permute(perm).contiguous())
+    _, contiguous_kernels = _kernels(lambda: program(lf, contiguous, dims))
+    assert kernels <= contiguous_kernels, (name, shape, perm, dims)
 
 
 # -- autograd ---------------------------------------------------------------------------------------------

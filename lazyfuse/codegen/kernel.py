@@ -143,6 +143,9 @@ class Kernel:
     inner_stores: tuple = ()
     matmul: Matmul | None = None   # a matmul template kernel: ``stores`` are its epilogue
     segments: tuple = ()           # a foreach kernel: pointwise Kernels with this one's args and scalars
+    # a row-wise kernel whose rows run across memory, its result laid out in another order than
+    # its reduction's input (planner.Group.row_order: x.t() - x.t().amax(-1, keepdim=True))
+    rows_across_memory: bool = False
 
     @functools.cached_property
     def index_checks(self) -> tuple:

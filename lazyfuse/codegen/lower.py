@@ -79,17 +79,21 @@ class Lowering:
         self.row = False
         if group.reduce is not None:
             in_shape, axes = group.reduce
+            order = group.row_order or tuple(range(len(in_shape)))
             self.inner = tuple(Var(f"r{j}", in_shape[a]) for j, a in enumerate(axes))
             keep = tuple(1 if d in axes else n for d, n in enumerate(in_shape))
-            # (a scan is row-wise at any extent: it stores its running value along the row)
-            self.row = tuple(self.space) == tuple(in_shape) and (keep != tuple(in_shape) or out.kind is Kind.SCAN)
+            # (a scan is row-wise at any extent: it stores its running value along the row; so is
+            # a permuted row: its statistic is read along the rows, not at the output's own index)
+            self.row = (tuple(self.space) == tuple(in_shape[d] for d in order) and
+                        (keep != tuple(in_shape) or out.kind is Kind.SCAN or group.row_order is not None))
         if self.row:
             # row-wise: the outer loop runs over the rows, the output is written along the row
-            in_shape, axes = group.reduce
+            # (``row_order``: the output's dims are the rows' permuted, its stores strided)
             self.outer = tuple(Var(f"p{d}", n) for d, n in enumerate(in_shape) if d not in axes)
             outer_it, inner_it = iter(self.outer), iter(self.inner)
-            self.out_index = tuple(Affine.var(next(inner_it) if d in axes else next(outer_it))
+            self.row_index = tuple(Affine.var(next(inner_it) if d in axes else next(outer_it))
                                    for d in range(len(in_shape)))
+            self.out_index = tuple(self.row_index[d] for d in order)
         else:
             self.outer = tuple(Var(f"p{d}", s) for d, s in enumerate(self.space))
             self.out_index = tuple(Affine.var(v) for v in self.outer)
@@ -192,7 +196,7 @@ class Lowering:
         """The index at which a reduction of this kernel is read: its row, reduced dims at 0."""
         if self.row:
             axes = self.group.reduce[1]
-            return tuple(Affine(0, ()) if d in axes else a for d, a in enumerate(self.out_index))
+            return tuple(Affine(0, ()) if d in axes else a for d, a in enumerate(self.row_index))
         return ix.unravel(self.flat_out, shape)
 
     def reduction(self, i, idx):
@@ -270,7 +274,8 @@ class Lowering:
         stores, inner_stores = ((), (store,)) if self.row else ((store,) + extra, ())
         k = Kernel(name, self.outer, self.inner, tuple(self.stages), stores,
                    tuple(KernelArg(d, w) for d, w in zip(self.arg_dtypes, self.arg_written)),
-                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul)
+                   tuple(self.nodes[i].dtype for i in self.scalar_nodes), inner_stores, self.matmul,
+                   rows_across_memory=self.row and g.row_order is not None)
         # a matmul tile needs its (batch, m, n) loops as they are: merging them would hide m and n
         return k if self.matmul is not None else coalesce(k)
 
@@ -301,7 +306,8 @@ def map_affines(kernel: Kernel, fn, outer, inner) -> Kernel:
                    for s in kernel.stages)
     stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.stores)
     inner_stores = tuple(Store(s.arg, fn(s.index), m(s.value)) for s in kernel.inner_stores)
-    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars, inner_stores)
+    return Kernel(kernel.name, outer, inner, stages, stores, kernel.args, kernel.scalars, inner_stores,
+                  rows_across_memory=kernel.rows_across_memory)
 
 
 def _all_affines(kernel: Kernel) -> list:

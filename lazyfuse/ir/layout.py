@@ -8,16 +8,41 @@ Users see it through ``.stride()``, ``is_contiguous()`` and ``.view()`` after an
 are torch's, step for step (their comments say which part of torch each step is); they only
 compute strides from shapes and strides (no device, no values).
 
-A layout is ``(order, strides)``: ``order`` lists the dims outermost first (the result's storage
-is contiguous in the permuted shape), ``strides`` are torch's exact strides for the result (they
-can differ from the permuted storage's only in dims of size 0 or 1, which address no other
-element). ``None`` means row-major: the common case, which callers leave as it was.
+A layout is a ``Layout``: ``order`` lists the dims outermost first (the result's storage is
+contiguous in the permuted shape, ``stored_shape``), ``strides`` are torch's exact strides for the
+result (they can differ from the permuted storage's only in dims of size 0 or 1, which address no
+other element), ``view`` the result's view of that storage. ``None`` means row-major: the common
+case, which callers leave as it was. The rules take the operands' views and are memoized per
+(shape, views): a program records the same few layouts over and over, and a view hashes once.
 """
 from __future__ import annotations
 
 import functools
-
 from .shapes import contiguous_strides
+from .view import View
+
+NUMBER = View((), ())   # a Python number operand, to the rule: torch wraps it as a 0-d tensor
+
+
+class Layout:
+    """A result's layout (see the module's docstring)."""
+    __slots__ = ("order", "strides", "stored_shape", "view", "_reads")
+
+    def __init__(self, order: tuple, strides: tuple, shape: tuple):
+        self.order = order                                     # the result's dims, outermost first in memory
+        self.strides = strides                                 # torch's strides for the result
+        self.stored_shape = tuple(shape[d] for d in order)     # its row-major storage's shape: the dims in order
+        self.view = View(shape, strides, 0)                    # the result's view of that storage
+        self._reads = {}
+
+    def stored_view(self, view: View) -> View:
+        """An operand's ``view`` broadcast to the result's shape and permuted into its memory
+        order: the operand read in that order (memoized per layout, itself memoized: a program
+        lays out the same few views)."""
+        read = self._reads.get(view)
+        if read is None:
+            read = self._reads[view] = view.expand(self.view.shape).permute(self.order)
+        return read
 
 
 def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
@@ -37,12 +62,18 @@ def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
     return True
 
 
-def _is_channels_last(shape: tuple, strides: tuple) -> bool:
-    """torch's ``is_contiguous(memory_format=torch.channels_last)`` of a 4-d tensor (NHWC order)."""
-    if len(shape) != 4:
+# torch's channels-last formats by rank: the dims outermost first in memory (N, H, W, C; N, D, H, W, C)
+CHANNELS_LAST_ORDERS = {4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}
+
+
+def is_channels_last(shape: tuple, strides: tuple, rank: int) -> bool:
+    """torch's ``is_contiguous(memory_format=channels_last)`` (``rank`` 4) or ``channels_last_3d``
+    (5): dense with the channels innermost, size-1 dims' strides not counting; False at another
+    rank."""
+    if len(shape) != rank:
         return False
     expected = 1
-    for d in (1, 3, 2, 0):
+    for d in reversed(CHANNELS_LAST_ORDERS[rank]):
         if shape[d] != 1:
             if strides[d] != expected:
                 return False
@@ -50,10 +81,33 @@ def _is_channels_last(shape: tuple, strides: tuple) -> bool:
     return True
 
 
-def _channels_last_strides(shape: tuple) -> tuple:
-    """torch's ``get_channels_last_strides_2d`` (no clamping of size-0 dims, as torch's)."""
-    n, c, h, w = shape
-    return (h * w * c, 1, w * c, c)
+def suggests_channels_last(shape: tuple, strides: tuple) -> bool:
+    """Whether torch's ``suggest_memory_format()`` is a channels-last format (the one of the
+    tensor's rank): its ``is_channels_last_strides_2d_s4``/``_3d_s5``, which ``.to(memory_format=)``
+    asks to decide whether the tensor is already in that format. Ambiguous strides (a size-1
+    channel dim, an N111 tensor) suggest contiguous_format, as torch's."""
+    order = CHANNELS_LAST_ORDERS.get(len(shape))
+    if order is None or strides[1] == 0:
+        return False
+    minimum = 0
+    for d in reversed(order):
+        if shape[d] == 0 or strides[d] < minimum or d == 0 and minimum == strides[1]:
+            return False
+        minimum = strides[d] * shape[d]   # (shape[d] >= 1 here)
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
+def channels_last_layout(shape: tuple):
+    """The layout of a new tensor of ``shape`` (4-d or 5-d) in torch's channels-last format of its
+    rank (``get_channels_last_strides_2d``/``_3d``: no clamping of size-0 dims, as torch's)."""
+    order = CHANNELS_LAST_ORDERS[len(shape)]
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return _layout(order, tuple(strides), shape)
 
 
 def _sorted_dims(shape: tuple, operand_strides: tuple, ties_by_size_then_next: bool) -> list:
@@ -94,10 +148,14 @@ def _sorted_dims(shape: tuple, operand_strides: tuple, ties_by_size_then_next: b
 
 
 def _layout(order: tuple, strides: tuple, shape: tuple):
-    """``None`` for torch's row-major strides, else the layout (see the module's docstring)."""
+    """``None`` for torch's row-major strides, else the layout (see the module's docstring).
+    A size-1 dim keeps its place in ``order`` (it addresses one element wherever it is): so an
+    order that moves only size-1 dims is the identity, a storage that is row-major's, and
+    ``ops.laid_out`` records it as it is (``x.permute(1, 0, 2)`` of a (2, 1, 1) tensor)."""
     if strides == contiguous_strides(shape):
         return None
-    return order, strides
+    wide = iter([d for d in order if shape[d] != 1])
+    return Layout(tuple(d if shape[d] == 1 else next(wide) for d in range(len(shape))), strides, shape)
 
 
 def _order_of(shape: tuple, strides: tuple) -> tuple:
@@ -106,20 +164,20 @@ def _order_of(shape: tuple, strides: tuple) -> tuple:
 
 
 @functools.lru_cache(maxsize=4096)
-def elementwise_layout(shape: tuple, operands: tuple):
+def elementwise_layout(shape: tuple, views: tuple):
     """The layout of an elementwise op's result of ``shape`` (the broadcast shape) from its
-    operands in torch's order, each ``(shape, strides)`` (a Python number is ``((), ())``, a 0-d
-    tensor, as torch wraps it). TensorIterator's rule (``compute_fast_setup_type``,
-    ``compute_strides``, ``reorder_dimensions``, ``allocate_or_resize_outputs``)."""
+    operands' views in torch's order (a Python number is ``NUMBER``, a 0-d tensor, as torch wraps
+    it). TensorIterator's rule (``compute_fast_setup_type``, ``compute_strides``,
+    ``reorder_dimensions``, ``allocate_or_resize_outputs``)."""
     ndim = len(shape)
     if ndim <= 1:
         return None
+    operands = [(v.shape, v.strides) for v in views]
     if all(s == shape for s, _ in operands):   # the fast setup: operands of one shape
         if all(_contiguous_up_to_ones(s, st) for s, st in operands):
             return None
-        if all(_is_channels_last(s, st) for s, st in operands):
-            strides = _channels_last_strides(shape)
-            return _layout((0, 2, 3, 1), strides, shape)
+        if all(is_channels_last(s, st, 4) for s, st in operands):
+            return channels_last_layout(shape)
         first = operands[-1][1]   # (torch compares from the last operand back)
         if all(st == first for _, st in operands) and non_overlapping_and_dense(shape, first):
             return _layout(_order_of(shape, first), first, shape)
@@ -149,10 +207,11 @@ def _contiguous_up_to_ones(shape: tuple, strides: tuple) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def preserved_layout(shape: tuple, strides: tuple):
-    """The layout ``clone``/``*_like``/``.to`` give with ``memory_format=torch.preserve_format``:
-    a non-overlapping dense tensor's own strides, else strides that keep its dims' order
-    (torch's ``infer_dense_strides``)."""
+def preserved_layout(view: View):
+    """The layout ``clone``/``*_like``/``.to`` give a copy of ``view`` with
+    ``memory_format=torch.preserve_format``: a non-overlapping dense tensor's own strides, else
+    strides that keep its dims' order (torch's ``infer_dense_strides``)."""
+    shape, strides = view.shape, view.strides
     if non_overlapping_and_dense(shape, strides):
         return _layout(_order_of(shape, strides), strides, shape)
     ndim = len(shape)

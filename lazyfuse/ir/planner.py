@@ -75,6 +75,9 @@ class Group:
     inputs: list = field(default_factory=list)  # materialized nodes and leaves it reads
     extra: list = field(default_factory=list)   # further nodes it stores (a multi-output kernel)
     parts: list = field(default_factory=list)   # a foreach kernel: the pointwise Groups it launches as one
+    # a row-wise kernel whose output is laid out in another order than its reduction's input:
+    # output dim k is the input's dim row_order[k] (None: the same order)
+    row_order: tuple | None = None
 
     @property
     def outputs(self) -> tuple:
@@ -190,10 +193,13 @@ def _partition(g: DrainGraph, forced: dict, matmul_template=frozenset()):
                 continue
             grp.matmul = i
         elif n.kind is Kind.REDUCE:
-            if grp.matmul is not None or not _can_join_reduction(nodes, cons, i, grp):
+            order = _row_order(nodes, cons, i, grp)
+            if grp.matmul is not None or not _can_join_reduction(nodes, cons, i, grp, order):
                 new_group(i, "reduction read other than elementwise", (n.srcs[0].shape, n.arg))
                 continue
             grp.reduce = (n.srcs[0].shape, n.arg)
+            if order is not None and order != tuple(range(len(order))):
+                grp.row_order = order
         elif nodes[grp.output].kind is Kind.EXTERN and grp.matmul is None:
             new_group(i, "input of a library call")
             continue
@@ -244,6 +250,8 @@ def _broadcast_read(nodes, cons, i, grp: Group) -> bool:
     if grp.reduce is None:
         return False  # pointwise kernels fuse through broadcasts (docs/semantics.md, Fusion): recomputing is cheap
     axes = set(grp.reduce[1])
+    if grp.row_order is not None:   # (the reduced axes as the kernel's output dims)
+        axes = {k for k, d in enumerate(grp.row_order) if d in axes}
     for c in cons[i]:
         v = nodes[c].arg if nodes[c].kind is Kind.VIEW else None
         if v is None:
@@ -275,7 +283,65 @@ def _read_expanded(nodes, cons, i) -> bool:
     return False
 
 
-def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
+def _broadcast_order(view: View, src_shape, in_shape):
+    """``order`` with ``view`` = ``src_shape``'s contiguous view expanded to ``in_shape`` and
+    permuted by ``order`` (a reduced value broadcast along its rows, in a permuted frame), or None."""
+    if len(view.shape) != len(in_shape) or len(src_shape) != len(in_shape):
+        return None
+    expanded = View.contiguous(src_shape).expand(in_shape)
+    free = list(range(len(in_shape)))
+    order = []
+    for size, stride in zip(view.shape, view.strides):
+        # (the dims of one size and stride are interchangeable: any of them is the one)
+        d = next((d for d in free if in_shape[d] == size and (expanded.strides[d] == stride or size == 1)), None)
+        if d is None:
+            return None
+        free.remove(d)
+        order.append(d)
+    order = tuple(order)
+    return order if expanded.permute(order) == view else None
+
+
+def _row_order(nodes, cons, i, grp: Group):
+    """How a row-wise kernel ``grp`` would compute reduction ``i``: ``order`` with the kernel's
+    output dim k the reduction input's dim ``order[k]`` (the identity for softmax's rows), or
+    None when its output is no such permutation of the input (it is not row-wise). A
+    permutation comes from the views that broadcast the reduced value, or a value computed
+    from it at its shape, along the rows: an elementwise result laid out in its transposed
+    operand's memory order (``x.t() - x.t().amax(-1, keepdim=True)``, ``ops.laid_out``) reads
+    its row statistic through a transposed broadcast, and one kernel still computes a row's
+    statistic and then writes that row (its stores strided)."""
+    n, out = nodes[i], nodes[grp.output]
+    if out.kind is Kind.WRITE:
+        return None
+    in_shape, space = tuple(n.srcs[0].shape), tuple(out.shape)
+    identity = tuple(range(len(in_shape)))
+    if grp.reduce is not None:   # (an earlier stage fixed it)
+        order = grp.row_order or identity
+        return order if len(space) == len(in_shape) and tuple(in_shape[d] for d in order) == space else None
+    orders, stack, seen = set(), [i], {i}
+    while stack:
+        for c in cons[stack.pop()]:
+            cn = nodes[c]
+            if c in seen:
+                continue
+            seen.add(c)
+            if cn.kind is Kind.VIEW:
+                order = _broadcast_order(cn.arg, n.shape, in_shape)
+                if order is not None:
+                    orders.add(order)
+            elif cn.kind is Kind.ELEMENTWISE and cn.shape == n.shape:
+                stack.append(c)
+    if len(orders) == 1:
+        (order,) = orders
+        if tuple(in_shape[d] for d in order) == space:
+            return order
+    return identity if space == in_shape else None
+
+
+def _can_join_reduction(nodes, cons, i, grp: Group, row_order) -> bool:
+    """Whether reduction ``i`` can be computed inside ``grp``, its readers' kernel; ``row_order``
+    (``_row_order``): how a row-wise kernel would lay it out, None for a kernel that is not."""
     n = nodes[i]
     out = nodes[grp.output]
     if out.kind in (Kind.EXTERN, Kind.SCAN):   # (a scan kernel has one stage: the scan)
@@ -284,10 +350,10 @@ def _can_join_reduction(nodes, cons, i, grp: Group) -> bool:
     if grp.reduce is not None and grp.reduce != sig:
         return False
     space = out.arg.shape if out.kind is Kind.WRITE else out.shape
-    if tuple(space) == tuple(n.srcs[0].shape) and out.kind is not Kind.WRITE:
+    if row_order is not None:
         # row-wise (softmax, layer_norm): the kernel writes whole rows and reads the reduced
         # value broadcast along them; any other read of it would need another index
-        return all(nodes[c].kind is Kind.VIEW and _is_expand_along(nodes[c].arg, n.shape, n.arg)
+        return all(nodes[c].kind is Kind.VIEW and _broadcast_order(nodes[c].arg, n.shape, sig[0]) == row_order
                    or nodes[c].kind is Kind.ELEMENTWISE and nodes[c].shape == n.shape for c in cons[i])
     if prod(space) != prod(n.shape):
         return False

@@ -574,11 +574,7 @@ native("addcdiv")(lambda x, t1, t2, value=1: addcdiv(x, t1, t2, value=value))
 def _to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     if device is not None and torch.device(device) != x.device.torch_device:
         return NotImplemented   # leaving lazyfuse: the fallback hands back a plain copy
-    out = x.to(dtype) if dtype is not None else x
-    if memory_format is not None and memory_format is not torch.preserve_format:
-        # .to(memory_format=channels_last)
-        return _in_layout_of(out, memory_format, lambda y: y.clone(memory_format=torch.contiguous_format))
-    return out.clone() if out is x else out
+    return x.to(x.dtype if dtype is None else dtype, copy=True, memory_format=memory_format)
 
 
 @native("to")
@@ -587,8 +583,7 @@ def _to(x, dtype=None, non_blocking=False, copy=False, memory_format=None, **opt
     (``to.device``, ``to.other``'s) is left to the fallback."""
     if not isinstance(dtype, torch.dtype) or options.get("device") not in (None, x.device.torch_device):
         return NotImplemented
-    out = x.to(dtype)
-    return out.clone() if copy and out is x else out
+    return x.to(dtype, copy=copy, memory_format=memory_format)
 
 
 @native("sign")
@@ -598,44 +593,7 @@ def _sign(x):
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
-# torch's channels-last formats: the dims from the outermost in memory (N, H, W, C; N, D, H, W, C)
-_LAST_DIM_ORDERS = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
-
-
-def _dense_order(x, memory_format):
-    """The dims of ``x`` from the outermost in memory to the innermost for a result in ``memory_format``: a
-    channels-last format's order, or, for torch's ``preserve_format`` (the default of ``clone`` and the
-    ``*_like`` factories), the order of ``x``'s own strides where ``x`` is dense and does not overlap
-    but is not contiguous (a transpose, a permute). Else None: the result is contiguous. (That
-    layout is visible: in ``stride()``, and in which element a random fill of ``empty_like(x)`` draws
-    first, so ``dropout`` of a transposed tensor draws torch eager's mask only so.)"""
-    view = x._view
-    if memory_format in _LAST_DIM_ORDERS and len(view.shape) == len(_LAST_DIM_ORDERS[memory_format]):
-        return list(_LAST_DIM_ORDERS[memory_format])
-    if memory_format not in (None, torch.preserve_format) or view.is_contiguous():
-        return None
-    order = sorted(range(len(view.shape)), key=lambda d: -view.strides[d])
-    expected = 1
-    for d in reversed(order):
-        if view.shape[d] != 1 and view.strides[d] != expected:
-            return None
-        expected *= view.shape[d]
-    return order
-
-
-def _in_layout_of(x, memory_format, make):
-    """``make(y)`` (a new contiguous tensor shaped like ``y``) for ``y`` = ``x``, laid out as torch's
-    ``memory_format`` asks: for a preserved layout, made in memory order and permuted back."""
-    order = _dense_order(x, memory_format)
-    if order is None:
-        return make(x)
-    inverse = sorted(range(len(order)), key=order.__getitem__)
-    return make(x.permute(tuple(order))).permute(tuple(inverse))
-
-
-@native("clone")
-def _clone(x, memory_format=None):
-    return _in_layout_of(x, memory_format, lambda y: y.clone(memory_format=torch.contiguous_format))
+native("clone")(lambda x, memory_format=None: x.clone(memory_format=memory_format))
 
 
 @native("fill")
@@ -649,12 +607,14 @@ def _zero(x):
 
 
 def _like(fill):
+    from ..creation import empty_like, full_like   # (lazyfuse's: torch's memory_format and its refusals)
+
     def like(x, *rest, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
         value = rest[0] if fill is None else fill
         d = dt.as_dtype(dtype) if dtype is not None else x.dtype
         if value is empty:
-            return _in_layout_of(x, memory_format, lambda y: empty(y.shape, dtype=d, device=y.device))
-        return _in_layout_of(x, memory_format, lambda y: full(y.shape, value, dtype=d, device=y.device))
+            return empty_like(x, dtype=d, memory_format=memory_format)
+        return full_like(x, value, dtype=d, memory_format=memory_format)
     return like
 
 

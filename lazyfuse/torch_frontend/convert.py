@@ -5,6 +5,8 @@ import torch
 
 from ..errors import DTypeError
 from ..ir.dtypes import NAMES
+from ..ir.layout import preserved_layout
+from ..ir.view import View
 from ..runtime.device import device as get_device
 from ..tensor import Tensor as LfTensor
 from .tensor import LazyTensor
@@ -17,6 +19,18 @@ def wrap(t, requires_grad: bool = False, device=None):
         return LazyTensor(t, requires_grad)
     from ..creation import tensor
     return LazyTensor(tensor(t.detach(), device=device), requires_grad)
+
+
+def wrap_result(t: torch.Tensor, device=None) -> LazyTensor:
+    """A LazyTensor of a copy of ``t``, a plain torch op's result, in ``t``'s own layout (a copy in
+    ``preserve_format``: ``rand_like(x, memory_format=torch.channels_last)`` run eagerly keeps its
+    strides), where ``wrap`` copies row-major (as ``torch.tensor``)."""
+    layout = preserved_layout(View(tuple(t.shape), t.stride()))
+    if layout is None:
+        return wrap(t, device=device)
+    from ..creation import tensor
+    stored = tensor(t.detach().permute(layout.order), device=device)   # (row-major: the result's memory order)
+    return LazyTensor(LfTensor(stored._storage, layout.view, stored.device))
 
 
 def _lazy_tensor(t: torch.Tensor, dev) -> LazyTensor:

@@ -152,7 +152,7 @@ def run_eagerly(func, args, kwargs, device, leaves: bool = False):
     """Run ``func`` on plain copies of its arguments (a drain), wrap what it returns (``leaves``: a move
     to another device, whose results are handed back plain, out of lazyfuse), write its written
     arguments back into their frontend tensors."""
-    from .convert import wrap
+    from .convert import wrap_result
     name = str(func)
     drains.counters.fallback[name] += 1
     drains.note(f"fallback {name}")
@@ -181,6 +181,6 @@ def run_eagerly(func, args, kwargs, device, leaves: bool = False):
     def back(o):
         if isinstance(o, torch.Tensor) and not leaves:
             target = written.get(id(o))   # (not ``or``: that would ask the tensor's truth value, a drain or an error)
-            return target if target is not None else wrap(o, device=device)
+            return target if target is not None else wrap_result(o, device=device)
         return o
     return tree_map(back, out)
