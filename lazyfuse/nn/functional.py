@@ -108,7 +108,6 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(out_dtype)
 
 
-@ops.row_major
 def check_layer_norm_shapes(input, normalized_shape, weight, bias) -> tuple:  # noqa: A002
     """torch's checks of layer_norm's shapes (its words), for ``F.layer_norm`` and the frontend's
     ``native_layer_norm``; the normalized shape as a tuple."""
@@ -127,6 +126,7 @@ def check_layer_norm_shapes(input, normalized_shape, weight, bias) -> tuple:  # 
     return normalized_shape
 
 
+@ops.row_major
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch's layer_norm over the trailing ``normalized_shape`` dims: mean and variance in one kernel
     (float16/bfloat16 in float32, weight and bias included, rounded once, as torch)."""
